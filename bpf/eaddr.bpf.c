@@ -1,0 +1,178 @@
+//go:build ignore
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * eaddr: report failed connect() and bind() calls.
+ *
+ * Two programs on the exit tracepoints of connect(2) and bind(2). The return
+ * value is tested first, so a successful call costs one compare. Arguments are
+ * read back from the task's saved user registers (bpf_task_pt_regs), so there
+ * is no enter hook and no per-call map.
+ */
+#include "include/eaddr_core.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+
+#include "eaddr.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Set by user space through spec.Variables before load. */
+/* Bit N set: report errno N. Word 1 bits 34 and 35 are EADDRINUSE (98) and EADDRNOTAVAIL (99). */
+const volatile __u64 errno_mask[4] = {0, (1ULL << (EADDR_EADDRINUSE - 64)) | (1ULL << (EADDR_EADDRNOTAVAIL - 64)), 0, 0};
+const volatile bool all_errnos = false;   /* every failure except EINPROGRESS */
+const volatile __u32 filter_tgid = 0;     /* 0: any process */
+const volatile __u32 filter_netns = 0;    /* 0: any netns */
+const volatile __u64 wakeup_flags = 0;    /* 0 or BPF_RB_NO_WAKEUP */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} events SEC(".maps");
+
+/* Events dropped because the ring buffer was full, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+/* Force the event type into BTF so bpf2go -type can emit it. */
+const struct event *unused_event __attribute__((unused));
+
+/* The tracepoint format of sys_exit_*: common header, syscall nr, ret. */
+struct syscall_exit_ctx {
+	__u64 common;
+	long syscall_nr;
+	long ret;
+};
+
+static __always_inline bool wanted(long ret)
+{
+	if (ret >= 0)
+		return false;
+	__u32 err = (__u32)-ret;
+	if (all_errnos)
+		return err != EADDR_EINPROGRESS;
+	if (err >= 256)
+		return false;
+	__u32 word = err >> 6;
+	barrier_var(word); /* keep clang from re-deriving the index unbounded */
+	return errno_mask[word & 3] & (1ULL << (err & 63));
+}
+
+static __always_inline void count_lost(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&lost, &zero);
+	if (n)
+		*n += 1; /* per-CPU slot: no other writer */
+}
+
+static __always_inline void read_socket(struct event *e, struct task_struct *task, int fd)
+{
+	struct file **fds = BPF_CORE_READ(task, files, fdt, fd);
+	unsigned int max = BPF_CORE_READ(task, files, fdt, max_fds);
+	struct file *f = 0;
+
+	if (fd < 0 || (unsigned int)fd >= max)
+		return;
+	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	if (!f)
+		return;
+	struct socket *sock = BPF_CORE_READ(f, private_data);
+	if (!sock)
+		return;
+	/* private_data is a struct socket only for socket files: check the back pointer. */
+	if (BPF_CORE_READ(sock, file) != f)
+		return;
+	struct sock *sk = BPF_CORE_READ(sock, sk);
+	if (!sk)
+		return;
+
+	e->flags |= EADDR_F_SOCKET;
+	e->sock_family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	e->sock_type = BPF_CORE_READ(sk, sk_type);
+	e->sock_protocol = BPF_CORE_READ(sk, sk_protocol);
+	e->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	e->local_port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	if (e->sock_family == EADDR_AF_INET6)
+		BPF_CORE_READ_INTO(&e->local_addr, sk, __sk_common.skc_v6_rcv_saddr);
+	else
+		BPF_CORE_READ_INTO(&e->local_addr[0], sk, __sk_common.skc_rcv_saddr);
+}
+
+static __always_inline int report(struct syscall_exit_ctx *ctx, __u8 syscall)
+{
+	long ret = ctx->ret;
+	if (!wanted(ret))
+		return 0;
+
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
+	if (filter_tgid && tgid != filter_tgid)
+		return 0;
+
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 task_netns = BPF_CORE_READ(task, nsproxy, net_ns, ns.inum);
+	if (filter_netns && task_netns != filter_netns)
+		return 0;
+
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost();
+		return 0;
+	}
+
+	e->boot_ns = bpf_ktime_get_boot_ns();
+	e->cgroup_id = bpf_get_current_cgroup_id();
+	e->tgid = tgid;
+	e->tid = (__u32)pid_tgid;
+	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
+	e->uid = (__u32)bpf_get_current_uid_gid();
+	e->netns = task_netns;
+	e->mntns = BPF_CORE_READ(task, nsproxy, mnt_ns, ns.inum);
+	e->err = (__s32)-ret;
+	e->syscall = syscall;
+	e->flags = 0;
+	e->sock_family = 0;
+	e->sock_type = 0;
+	e->sock_protocol = 0;
+	e->local_port = 0;
+	__builtin_memset(e->local_addr, 0, sizeof(e->local_addr));
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	int fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
+	const void *uaddr = (const void *)PT_REGS_PARM2_CORE_SYSCALL(regs);
+	int addrlen = (int)PT_REGS_PARM3_CORE_SYSCALL(regs);
+	e->fd = fd;
+	e->addrlen = addrlen < 0 ? 0 : (addrlen > 0xffff ? 0xffff : addrlen);
+
+	__u32 n = e->addrlen;
+	if (n > sizeof(e->addr))
+		n = sizeof(e->addr);
+	if (uaddr && n > 0 && bpf_probe_read_user(e->addr, n, uaddr) == 0)
+		e->flags |= EADDR_F_ADDR;
+	e->addr_copied = (e->flags & EADDR_F_ADDR) ? n : 0;
+
+	/* EBADF and ENOTSOCK mean there is no socket behind fd to look at. */
+	if (e->err != EADDR_EBADF && e->err != EADDR_ENOTSOCK)
+		read_socket(e, task, fd);
+
+	bpf_ringbuf_submit(e, wakeup_flags);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_connect")
+int exit_connect(struct syscall_exit_ctx *ctx)
+{
+	return report(ctx, EADDR_SYS_CONNECT);
+}
+
+SEC("tracepoint/syscalls/sys_exit_bind")
+int exit_bind(struct syscall_exit_ctx *ctx)
+{
+	return report(ctx, EADDR_SYS_BIND);
+}

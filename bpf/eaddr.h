@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The event eaddr sends from the kernel. Defined once, here; Go uses the type
+ * that bpf2go generates from it (tracer.eaddrEvent), never a copy.
+ */
+#ifndef EADDR_H
+#define EADDR_H
+
+#define EADDR_SYS_CONNECT 1
+#define EADDR_SYS_BIND 2
+
+#define EADDR_EBADF 9
+#define EADDR_ENOTSOCK 88
+#define EADDR_EADDRINUSE 98
+#define EADDR_EADDRNOTAVAIL 99
+#define EADDR_EINPROGRESS 115
+
+#define EADDR_AF_INET 2
+#define EADDR_AF_INET6 10
+
+/* event.flags */
+#define EADDR_F_ADDR 1   /* addr holds addr_copied bytes copied from user memory */
+#define EADDR_F_SOCKET 2 /* sock_* and local_* were read from the fd's socket */
+
+#define EADDR_ADDR_MAX 128 /* holds sockaddr_un (110) and sockaddr_in6 (28) */
+
+struct event {
+	__u64 boot_ns;     /* bpf_ktime_get_boot_ns() at syscall exit */
+	__u64 cgroup_id;   /* cgroup v2 id of the task */
+	__u32 tgid;
+	__u32 tid;
+	__u32 ppid;
+	__u32 uid;
+	__u32 netns;       /* inode: of the socket's netns when known, else the task's */
+	__u32 mntns;       /* inode of the task's mount namespace */
+	__s32 fd;
+	__s32 err;         /* positive errno */
+	__u16 addrlen;     /* addrlen argument as passed, clamped to 65535 */
+	__u16 addr_copied; /* bytes of addr that are valid */
+	__u16 sock_family;
+	__u16 sock_type;
+	__u16 sock_protocol;
+	__u16 local_port;  /* host byte order; 0 when not bound */
+	__u8 syscall;      /* EADDR_SYS_* */
+	__u8 flags;        /* EADDR_F_* */
+	__u8 pad[2];
+	__u8 local_addr[16]; /* bound address: 4 bytes for AF_INET, 16 for AF_INET6 */
+	char comm[16];
+	__u8 addr[EADDR_ADDR_MAX]; /* sockaddr as passed to the syscall */
+};
+
+_Static_assert(sizeof(struct event) == 224, "event layout changed: update decode tests");
+_Static_assert(__builtin_offsetof(struct event, addr) % 8 == 0, "addr must be 8-byte aligned");
+
+#endif /* EADDR_H */

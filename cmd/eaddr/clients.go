@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+
+	"github.com/eaddr/eaddr/decode"
+)
+
+// client is a real program that the demo (and the integration tests) run
+// against an exhausted destination, with what eaddr should see from it.
+type client struct {
+	Name    string   // label, e.g. "busybox wget"
+	Argv    []string // resolved argv[0] first
+	Comm    string   // the comm the kernel will report
+	Syscall decode.Syscall
+	Errno   int
+}
+
+// findClients returns the clients installed on this machine, set up to
+// connect to host:port. missing lists the ones that are not installed.
+func findClients(host string, port int) (found []client, missing []string) {
+	hp := net.JoinHostPort(host, strconv.Itoa(port))
+	url := "http://" + hp + "/"
+	p := strconv.Itoa(port)
+	add := func(name string, path string, args ...string) {
+		if path == "" {
+			missing = append(missing, name)
+			return
+		}
+		found = append(found, client{
+			Name: name, Argv: append([]string{path}, args...), Comm: commOf(path),
+			Syscall: decode.Connect, Errno: decode.EADDRNOTAVAIL,
+		})
+	}
+	add("curl", look("curl"), "-sS", "-m", "5", url)
+	add("GNU wget", gnuWget(), "-t1", "-T5", "-O", "/dev/null", url)
+	bb := look("busybox")
+	// No -T: busybox 1.35's wget (Debian 12) segfaults when given -T.
+	add("busybox wget", bb, "wget", "-O", "/dev/null", url)
+	add("busybox nc", bb, "nc", host, p)
+	add("OpenBSD nc", openbsdNC(), "-v", "-w", "3", host, p)
+	add("python3", python3(), "-c", "import socket; socket.create_connection(('"+host+"', "+p+"), timeout=5)")
+	return found, missing
+}
+
+func look(name string) string {
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return ""
+	}
+	return p
+}
+
+// gnuWget is wget when it is GNU Wget, not a busybox link.
+func gnuWget() string {
+	p := look("wget")
+	if p == "" {
+		return ""
+	}
+	out, err := exec.Command(p, "--version").Output()
+	if err != nil || !bytes.HasPrefix(out, []byte("GNU Wget")) {
+		return ""
+	}
+	return p
+}
+
+// openbsdNC is Debian's netcat-openbsd, under either of its names.
+func openbsdNC() string {
+	if p := look("nc.openbsd"); p != "" {
+		return p
+	}
+	p := look("nc")
+	if p == "" {
+		return ""
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil && filepath.Base(r) == "nc.openbsd" {
+		return p
+	}
+	return ""
+}
+
+// python3 prefers the system interpreter: a version manager's shim is a
+// shell script whose comm would not be python3.
+func python3() string {
+	for _, p := range []string{"/usr/bin/python3", "/usr/local/bin/python3"} {
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p
+		}
+	}
+	return look("python3")
+}
+
+// commOf is what the kernel puts in comm for an exec of path: the base name
+// as passed to execve (not the symlink target), cut to 15 bytes.
+func commOf(path string) string {
+	b := filepath.Base(path)
+	if len(b) > 15 {
+		b = b[:15]
+	}
+	return b
+}

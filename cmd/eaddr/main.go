@@ -1,0 +1,94 @@
+// Command eaddr shows why connect() and bind() fail on this node:
+// EADDRNOTAVAIL from exhausted ephemeral ports, EADDRINUSE, and (with
+// --errno all) every other failure, with the process, netns, cgroup and tuple.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+)
+
+// Set by the linker: -ldflags "-X main.version=..."
+var version = "dev"
+
+const usage = `eaddr: see which process, netns and cgroup is failing connect()/bind()
+with EADDRNOTAVAIL (ephemeral ports exhausted) or EADDRINUSE.
+
+Usage:
+  eaddr trace [flags]   trace failures on this node (root); JSON lines on stdout
+  eaddr demo [flags]    reproduce port exhaustion in a throwaway netns and trace it (root)
+  eaddr version         print the version
+
+Run 'eaddr COMMAND --help' for the flags of a command.
+`
+
+// errUsage marks errors that are the caller's fault: exit status 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Main runs one command and returns the exit status: 0 on a clean stop, 1 on
+// a runtime failure, 2 on bad usage.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "trace":
+		err = runTrace(ctx, args[1:], stdout, stderr, log)
+	case "demo":
+		err = runDemo(ctx, args[1:], stdout, stderr, log)
+	case "version", "--version":
+		fmt.Fprintf(stdout, "eaddr %s\n", version)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		err = usageErrorf("unknown command %q (commands: trace, demo, version)", args[0])
+	}
+	switch {
+	case err == nil, errors.Is(err, pflag.ErrHelp):
+		return 0
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(stderr, "eaddr: %v\n", err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "eaddr: %v\n", err)
+		return 1
+	}
+}
+
+// parse parses args into fs and turns pflag's errors into usage errors.
+func parse(fs *pflag.FlagSet, args []string, stderr io.Writer) error {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("%s takes no arguments, got %q", fs.Name(), fs.Args())
+	}
+	return nil
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/tracer"
+)
+
+// TraceFlags are the flags of `eaddr trace`.
+type TraceFlags struct {
+	Output   string
+	Errno    string
+	Syscall  string
+	PID      uint32
+	Comm     string
+	NetNS    uint32
+	Cgroup   string
+	RingSize int
+	Node     string
+}
+
+// SetFlags registers the flags on fs.
+func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
+	fs.StringVarP(&f.Output, "output", "o", "json", "json: one JSON object per line (docs/events.md); table: aligned columns for a person")
+	fs.StringVar(&f.Errno, "errno", "EADDRNOTAVAIL,EADDRINUSE", "errnos to report, by name or number, comma separated; 'all' reports every failure except EINPROGRESS")
+	fs.StringVar(&f.Syscall, "syscall", "connect,bind", "syscalls to trace: connect, bind or both")
+	fs.Uint32Var(&f.PID, "pid", 0, "only this process id (filtered in the kernel); 0 for all")
+	fs.StringVar(&f.Comm, "comm", "", "only processes whose comm (first 15 bytes of the name) is exactly this")
+	fs.Uint32Var(&f.NetNS, "netns", 0, "only this network namespace inode, as in /proc/PID/ns/net (filtered in the kernel); 0 for all")
+	fs.StringVar(&f.Cgroup, "cgroup", "", "only processes whose cgroup v2 path starts with this prefix, e.g. /kubepods")
+	fs.IntVar(&f.RingSize, "ring-size", tracer.DefaultRingSize, "ring buffer size in bytes, a power of two; events that do not fit are counted as lost")
+	fs.StringVar(&f.Node, "node", "", "node name in each event (default: $NODE_NAME, else the hostname)")
+}
+
+// traceConfig is what the flags mean, checked.
+type traceConfig struct {
+	table bool
+	opts  tracer.Options
+	comm  string
+	cg    string
+	node  string
+}
+
+func (f *TraceFlags) config() (traceConfig, error) {
+	var c traceConfig
+	switch f.Output {
+	case "json":
+	case "table":
+		c.table = true
+	default:
+		return c, usageErrorf("--output must be json or table, not %q", f.Output)
+	}
+	if strings.EqualFold(strings.TrimSpace(f.Errno), "all") {
+		c.opts.AllErrnos = true
+	} else {
+		for _, s := range strings.Split(f.Errno, ",") {
+			n, err := decode.ParseErrno(s)
+			if err != nil {
+				return c, usageErrorf("--errno: %v", err)
+			}
+			c.opts.Errnos = append(c.opts.Errnos, n)
+		}
+	}
+	for _, s := range strings.Split(f.Syscall, ",") {
+		switch strings.TrimSpace(s) {
+		case "connect":
+			c.opts.Syscalls = append(c.opts.Syscalls, tracer.SysConnect)
+		case "bind":
+			c.opts.Syscalls = append(c.opts.Syscalls, tracer.SysBind)
+		default:
+			return c, usageErrorf("--syscall: %q is not connect or bind", s)
+		}
+	}
+	c.opts.PID = f.PID
+	c.opts.NetNS = f.NetNS
+	if len(f.Comm) > 15 {
+		return c, usageErrorf("--comm: %q is longer than the 15 bytes the kernel keeps of a comm", f.Comm)
+	}
+	c.comm = f.Comm
+	c.cg = f.Cgroup
+	if f.RingSize <= 0 || f.RingSize&(f.RingSize-1) != 0 || f.RingSize < os.Getpagesize() {
+		return c, usageErrorf("--ring-size %d is not a power of two of at least %d", f.RingSize, os.Getpagesize())
+	}
+	c.opts.RingSize = f.RingSize
+	c.node = nodeName(f.Node)
+	return c, nil
+}
+
+func nodeName(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if n := os.Getenv("NODE_NAME"); n != "" {
+		return n
+	}
+	h, _ := os.Hostname()
+	return h
+}
+
+func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {
+	fs := pflag.NewFlagSet("trace", pflag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: eaddr trace [flags]\n\nTrace failed connect() and bind() calls on this node (needs root). Logs go to stderr;\nonce the probes are attached, a line containing 'attached' is logged.\n\nFlags:\n%s", fs.FlagUsages())
+	}
+	var f TraceFlags
+	f.SetFlags(fs)
+	if err := parse(fs, args, stderr); err != nil {
+		return err
+	}
+	c, err := f.config()
+	if err != nil {
+		return err
+	}
+	return trace(ctx, c, stdout, log, traceHooks{})
+}
+
+// filter is what user space drops after the kernel's own filters.
+func (c *traceConfig) keep(ev *decode.Event) bool {
+	if c.comm != "" && string(ev.Comm) != c.comm {
+		return false
+	}
+	if c.cg != "" && !strings.HasPrefix(ev.CgroupPath, c.cg) {
+		return false
+	}
+	return true
+}
+
+// traceHooks let the demo watch a trace; nil hooks are skipped.
+type traceHooks struct {
+	attached func()                          // after the probes are attached
+	event    func(ev *decode.Event, line []byte) // after each event was written; line is reused
+}
+
+// trace attaches, streams events to out until ctx is done, then detaches,
+// drains what is queued and logs the totals.
+func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, hooks traceHooks) error {
+	c.opts.Logger = log
+	t, err := tracer.New(c.opts)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	stopWatching := t.StopOnDone(ctx)
+	defer stopWatching()
+
+	cg, err := decode.NewCgroupResolver()
+	if err != nil {
+		log.Warn("cgroup paths unavailable, events carry cgroup ids only", "err", err)
+		cg = nil
+	}
+	dec := decode.NewDecoder(cg)
+
+	errnos := "all"
+	if !c.opts.AllErrnos {
+		var names []string
+		for _, n := range c.opts.Errnos {
+			names = append(names, decode.ErrnoName(n))
+		}
+		errnos = strings.Join(slices.Compact(names), ",")
+	}
+	log.Info("attached", "syscalls", syscallNames(c.opts.Syscalls), "errnos", errnos, "output", map[bool]string{true: "table", false: "json"}[c.table])
+	if hooks.attached != nil {
+		hooks.attached()
+	}
+
+	var (
+		raw      tracer.RawEvent
+		ev       decode.Event
+		buf      = make([]byte, 0, 4096)
+		written  uint64
+		filtered uint64
+		writeErr error
+	)
+	if c.table {
+		if _, err := io.WriteString(out, decode.TableHeader+"\n"); err != nil {
+			return err
+		}
+	}
+	for {
+		err := t.Read(&raw)
+		if errors.Is(err, tracer.ErrClosed) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("reading events: %w", err)
+		}
+		dec.Decode(&raw, &ev)
+		if !c.keep(&ev) {
+			filtered++
+			continue
+		}
+		buf = buf[:0]
+		if c.table {
+			buf = decode.AppendTable(buf, &ev)
+		} else {
+			buf = decode.AppendJSON(buf, &ev, c.node)
+		}
+		buf = append(buf, '\n')
+		if _, err := out.Write(buf); err != nil && writeErr == nil {
+			// A closed stdout (a pipe whose reader went away) ends the trace.
+			writeErr = err
+			t.Stop()
+			continue
+		}
+		written++
+		if hooks.event != nil {
+			hooks.event(&ev, buf)
+		}
+	}
+	st, err := t.Stats()
+	if err != nil {
+		log.Warn("reading counters", "err", err)
+	}
+	log.Info("stopped", "events", st.Events, "written", written, "filtered", filtered, "lost", st.KernelLost, "malformed", st.Malformed)
+	if writeErr != nil {
+		return fmt.Errorf("writing events: %w", writeErr)
+	}
+	return nil
+}
+
+func syscallNames(s []int) string {
+	if len(s) == 0 {
+		return "connect,bind"
+	}
+	var names []string
+	for _, n := range s {
+		names = append(names, decode.Syscall(n).String())
+	}
+	return strings.Join(names, ",")
+}

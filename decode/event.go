@@ -1,0 +1,207 @@
+// Package decode turns the kernel's raw event into a typed Event and renders
+// it as the JSON contract (docs/events.md) or as a table row for a person.
+package decode
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"time"
+
+	"github.com/eaddr/eaddr/tracer"
+)
+
+// Schema is the version of the JSON event. A change that renames or retypes
+// a field bumps it and says so in docs/events.md.
+const Schema = 1
+
+// Syscall is the failing system call.
+type Syscall uint8
+
+const (
+	Connect Syscall = tracer.SysConnect
+	Bind    Syscall = tracer.SysBind
+)
+
+func (s Syscall) String() string {
+	switch s {
+	case Connect:
+		return "connect"
+	case Bind:
+		return "bind"
+	}
+	return "unknown:" + itoa(int(s))
+}
+
+// Address families (linux/socket.h).
+const (
+	AFUnix  = 1
+	AFInet  = 2
+	AFInet6 = 10
+)
+
+// Addr is one end of the socket tuple: an IP and port, a unix socket path,
+// or, for any other family, the family and the raw bytes that were passed.
+type Addr struct {
+	Valid  bool
+	Family uint16
+	IP     netip.AddrPort // inet and inet6; v4-mapped v6 is shown as v4
+	Path   []byte         // unix: the path; abstract names start with '@'
+	Raw    []byte         // other families: sockaddr bytes after the family
+}
+
+// Event is one failed connect() or bind(), decoded. Byte slices point into
+// the Event's own buffers, so an Event is reused without allocating; copy
+// what must outlive the next Decode.
+type Event struct {
+	Time     time.Time
+	BootNs   uint64
+	Syscall  Syscall
+	Errno    int
+	PID      uint32
+	TID      uint32
+	PPID     uint32
+	UID      uint32
+	Comm     []byte
+	FD       int32
+	NetNS    uint32
+	MntNS    uint32
+	CgroupID uint64
+	// CgroupPath is relative to the cgroup2 root, "" when unknown.
+	CgroupPath string
+
+	// Socket fields come from the fd's socket; HasSocket is false when the
+	// fd was not a socket or could not be read.
+	HasSocket bool
+	Family    uint16
+	Type      uint16
+	Protocol  uint16
+
+	// Local is the bound address of the socket for connect, the requested
+	// address for bind. Remote is the connect() destination.
+	Local  Addr
+	Remote Addr
+
+	comm [16]byte
+	addr [128]byte
+}
+
+// ErrnoName is the symbolic errno, "unknown:N" when Linux has none.
+func (e *Event) ErrnoName() string { return ErrnoName(e.Errno) }
+
+// Decoder turns raw events into Events. It is not safe for concurrent use.
+type Decoder struct {
+	Clock   *BootClock
+	Cgroups *CgroupResolver // nil: no cgroup paths
+}
+
+// NewDecoder returns a Decoder with a fresh boot clock; cgroups may be nil.
+func NewDecoder(cgroups *CgroupResolver) *Decoder {
+	return &Decoder{Clock: NewBootClock(), Cgroups: cgroups}
+}
+
+// Decode fills ev from raw. It does not allocate.
+func (d *Decoder) Decode(raw *tracer.RawEvent, ev *Event) {
+	ev.BootNs = raw.BootNs
+	if d.Clock != nil {
+		ev.Time = d.Clock.Wall(raw.BootNs)
+	} else {
+		ev.Time = time.Time{}
+	}
+	ev.Syscall = Syscall(raw.Syscall)
+	ev.Errno = int(raw.Err)
+	ev.PID, ev.TID, ev.PPID, ev.UID = raw.Tgid, raw.Tid, raw.Ppid, raw.Uid
+	n := 0
+	for n < len(raw.Comm) && raw.Comm[n] != 0 {
+		ev.comm[n] = byte(raw.Comm[n])
+		n++
+	}
+	ev.Comm = ev.comm[:n]
+	ev.FD = raw.Fd
+	ev.NetNS, ev.MntNS = raw.Netns, raw.Mntns
+	ev.CgroupID = raw.CgroupId
+	ev.CgroupPath = ""
+	if d.Cgroups != nil {
+		ev.CgroupPath, _ = d.Cgroups.Path(raw.CgroupId)
+	}
+
+	ev.HasSocket = raw.Flags&tracer.FlagSocket != 0
+	ev.Family, ev.Type, ev.Protocol = 0, 0, 0
+	if ev.HasSocket {
+		ev.Family, ev.Type, ev.Protocol = raw.SockFamily, raw.SockType, raw.SockProtocol
+	}
+
+	var user Addr
+	if raw.Flags&tracer.FlagAddr != 0 {
+		n := min(int(raw.AddrCopied), len(raw.Addr))
+		copy(ev.addr[:n], raw.Addr[:n])
+		user = parseSockaddr(ev.addr[:n])
+	}
+	switch ev.Syscall {
+	case Bind:
+		ev.Local, ev.Remote = user, Addr{}
+	default:
+		ev.Remote = user
+		ev.Local = socketLocal(raw)
+	}
+}
+
+// socketLocal is the address the socket was bound to before the call
+// (0.0.0.0:0 or [::]:0 when it was not).
+func socketLocal(raw *tracer.RawEvent) Addr {
+	if raw.Flags&tracer.FlagSocket == 0 {
+		return Addr{}
+	}
+	switch raw.SockFamily {
+	case AFInet:
+		ip := netip.AddrFrom4([4]byte(raw.LocalAddr[:4]))
+		return Addr{Valid: true, Family: AFInet, IP: netip.AddrPortFrom(ip, raw.LocalPort)}
+	case AFInet6:
+		ip := netip.AddrFrom16(raw.LocalAddr).Unmap()
+		return Addr{Valid: true, Family: AFInet6, IP: netip.AddrPortFrom(ip, raw.LocalPort)}
+	}
+	return Addr{}
+}
+
+// parseSockaddr reads a struct sockaddr as user space passed it. Family is
+// host-endian (both supported arches are little-endian), ports big-endian.
+func parseSockaddr(b []byte) Addr {
+	if len(b) < 2 {
+		return Addr{}
+	}
+	a := Addr{Valid: true, Family: binary.LittleEndian.Uint16(b)}
+	switch a.Family {
+	case AFInet:
+		if len(b) >= 8 {
+			ip := netip.AddrFrom4([4]byte(b[4:8]))
+			a.IP = netip.AddrPortFrom(ip, binary.BigEndian.Uint16(b[2:4]))
+			return a
+		}
+	case AFInet6:
+		if len(b) >= 24 {
+			ip := netip.AddrFrom16([16]byte(b[8:24])).Unmap()
+			a.IP = netip.AddrPortFrom(ip, binary.BigEndian.Uint16(b[2:4]))
+			return a
+		}
+	case AFUnix:
+		p := b[2:]
+		if len(p) > 0 && p[0] == 0 { // abstract: "@name", NULs kept as given by length
+			p[0] = '@'
+		} else {
+			for i, c := range p {
+				if c == 0 {
+					p = p[:i]
+					break
+				}
+			}
+		}
+		a.Path = p
+		return a
+	}
+	a.Raw = b[2:]
+	return a
+}
+
+func itoa(n int) string {
+	var b [20]byte
+	return string(appendInt(b[:0], int64(n)))
+}

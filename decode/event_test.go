@@ -1,0 +1,241 @@
+package decode
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eaddr/eaddr/tracer"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected outputs in testdata/events")
+
+// fixedDecoder decodes with boot time 0 = 2026-01-01T00:00:00Z, so the
+// expected outputs do not depend on when the test runs.
+func fixedDecoder() *Decoder {
+	c := &BootClock{RefreshEvery: time.Duration(1<<63 - 1), measured: time.Now().Add(time.Hour)}
+	c.offset = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	return &Decoder{Clock: c}
+}
+
+func readRaw(t *testing.T, path string) *tracer.RawEvent {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw tracer.RawEvent
+	if err := raw.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	return &raw
+}
+
+// TestGolden decodes every event recorded from the real kernel (see
+// testdata/events/README.md) and compares JSON and table output.
+func TestGolden(t *testing.T) {
+	bins, _ := filepath.Glob("../testdata/events/*.bin")
+	if len(bins) == 0 {
+		t.Fatal("no recorded events in testdata/events")
+	}
+	d := fixedDecoder()
+	for _, bin := range bins {
+		name := strings.TrimSuffix(filepath.Base(bin), ".bin")
+		t.Run(name, func(t *testing.T) {
+			var ev Event
+			d.Decode(readRaw(t, bin), &ev)
+			got := AppendJSON(nil, &ev, "node-a")
+			got = append(got, '\n')
+			if !json.Valid(got) {
+				t.Fatalf("invalid JSON: %s", got)
+			}
+			golden := strings.TrimSuffix(bin, ".bin") + ".json"
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./decode -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("JSON differs from %s\n got: %s\nwant: %s", golden, got, want)
+			}
+		})
+	}
+}
+
+// TestRecordedFields checks the meaning of a few recorded events field by
+// field, so the golden files are not the only thing that says what is right.
+func TestRecordedFields(t *testing.T) {
+	d := fixedDecoder()
+	for _, tc := range []struct {
+		file             string
+		syscall          Syscall
+		errno            int
+		comm             string
+		family, protocol string
+		local, remote    string // "" means absent
+	}{
+		{"connect-eaddrnotavail-curl-ipv4", Connect, EADDRNOTAVAIL, "curl", "inet", "tcp", "0.0.0.0:0", "127.0.0.1:8080"},
+		{"connect-eaddrnotavail-wget-ipv6", Connect, EADDRNOTAVAIL, "wget", "inet6", "tcp", "[::]:0", "[::1]:8080"},
+		{"bind-eaddrinuse-python3-ipv4", Bind, EADDRINUSE, "python3", "inet", "tcp", "127.0.0.1:", ""},
+		{"bind-eaddrnotavail-python3-ipv4", Bind, EADDRNOTAVAIL, "python3", "inet", "tcp", "192.0.2.1:4242", ""},
+		{"bind-eaddrnotavail-python3-ipv6", Bind, EADDRNOTAVAIL, "python3", "inet6", "tcp", "[2001:db8::1]:80", ""},
+		{"connect-econnrefused-python3-ipv4", Connect, 111, "python3", "inet", "tcp", "0.0.0.0:0", "127.0.0.1:9"},
+		{"connect-econnrefused-python3-unix-abstract", Connect, 111, "python3", "unix", "", "", "@eaddr-abstract"},
+		{"connect-enoent-curl-unix", Connect, 2, "curl", "unix", "", "", "/var/run/nscd/socket"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			var ev Event
+			d.Decode(readRaw(t, "../testdata/events/"+tc.file+".bin"), &ev)
+			if ev.Syscall != tc.syscall || ev.Errno != tc.errno || string(ev.Comm) != tc.comm {
+				t.Errorf("got %v %d %q, want %v %d %q", ev.Syscall, ev.Errno, ev.Comm, tc.syscall, tc.errno, tc.comm)
+			}
+			if !ev.HasSocket || FamilyName(ev.Family) != tc.family {
+				t.Errorf("socket family %q (has socket %v), want %q", FamilyName(ev.Family), ev.HasSocket, tc.family)
+			}
+			if tc.protocol != "" && ProtocolName(ev.Protocol) != tc.protocol {
+				t.Errorf("protocol %q, want %q", ProtocolName(ev.Protocol), tc.protocol)
+			}
+			check := func(what string, a Addr, want string) {
+				t.Helper()
+				got := string(appendAddrText(nil, &a))
+				switch {
+				case want == "" && a.Valid:
+					t.Errorf("%s = %s, want absent", what, got)
+				case strings.HasSuffix(want, ":") && !strings.HasPrefix(got, want):
+					t.Errorf("%s = %s, want prefix %s", what, got, want)
+				case want != "" && !strings.HasSuffix(want, ":") && got != want:
+					t.Errorf("%s = %s, want %s", what, got, want)
+				}
+			}
+			check("local", ev.Local, tc.local)
+			check("remote", ev.Remote, tc.remote)
+			if ev.PID == 0 || ev.NetNS == 0 || ev.MntNS == 0 {
+				t.Errorf("pid %d netns %d mntns %d: want all set", ev.PID, ev.NetNS, ev.MntNS)
+			}
+		})
+	}
+}
+
+func TestDecodeDoesNotAllocate(t *testing.T) {
+	raw := readRaw(t, "../testdata/events/connect-eaddrnotavail-curl-ipv4.bin")
+	d := fixedDecoder()
+	var ev Event
+	buf := make([]byte, 0, 4096)
+	n := testing.AllocsPerRun(1000, func() {
+		d.Decode(raw, &ev)
+		buf = AppendJSON(buf[:0], &ev, "node-a")
+	})
+	if n != 0 {
+		t.Errorf("decode + JSON allocates %.1f times per event, want 0", n)
+	}
+}
+
+func TestParseSockaddrShortAndOdd(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		want string // JSON of the address, "" for invalid
+	}{
+		{"empty", nil, ""},
+		{"one byte", []byte{2}, ""},
+		{"inet too short", []byte{2, 0, 0x1f, 0x90}, `{"family":"inet"}`},
+		{"inet6 too short", []byte{10, 0, 0, 80, 0, 0, 0, 0, 1}, `{"family":"inet6"}`},
+		{"v4-mapped v6", append([]byte{10, 0, 0, 80, 0, 0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 96, 0, 10, 0, 0, 0, 0), `{"ip":"10.96.0.10","port":80}`},
+		{"netlink", []byte{16, 0, 0, 0, 1, 2}, `{"family":"netlink","raw":"00000102"}`},
+		{"unknown family", []byte{99, 0, 0xab}, `{"family":"unknown:99","raw":"ab"}`},
+		{"unix path with nul", []byte{1, 0, '/', 'a', 0, 'b'}, `{"family":"unix","path":"/a"}`},
+		{"unix quote", []byte{1, 0, '"', 0xff, '\n'}, `{"family":"unix","path":"\"\ufffd\n"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := append([]byte(nil), tc.in...)
+			a := parseSockaddr(in)
+			if tc.want == "" {
+				if a.Valid {
+					t.Fatalf("got valid %+v", a)
+				}
+				return
+			}
+			got := string(appendAddr(nil, &a))
+			if got != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+			if !json.Valid([]byte(got)) {
+				t.Errorf("invalid JSON %s", got)
+			}
+		})
+	}
+}
+
+func TestErrnoNames(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{{99, "EADDRNOTAVAIL"}, {98, "EADDRINUSE"}, {111, "ECONNREFUSED"}, {11, "EAGAIN"}, {0, "unknown:0"}, {200, "unknown:200"}, {-3, "unknown:-3"}} {
+		if got := ErrnoName(tc.n); got != tc.want {
+			t.Errorf("ErrnoName(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		in   string
+		want int
+		ok   bool
+	}{{"EADDRNOTAVAIL", 99, true}, {"eaddrinuse", 98, true}, {" 111 ", 111, true}, {"EWOULDBLOCK", 11, true}, {"0", 0, false}, {"256", 0, false}, {"ENOPE", 0, false}, {"", 0, false}} {
+		got, err := ParseErrno(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseErrno(%q) = %d, %v; want %d, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestAppendStringEscapes(t *testing.T) {
+	in := "a\"b\\c\x00\x1f\x7f\xc3\xa9\xff"
+	got := AppendString(nil, in)
+	if !json.Valid(got) {
+		t.Fatalf("invalid JSON %s", got)
+	}
+	var back string
+	if err := json.Unmarshal(got, &back); err != nil {
+		t.Fatal(err)
+	}
+	if want := "a\"b\\c\x00\x1f\x7fé\ufffd"; back != want {
+		t.Errorf("round trip %q, want %q", back, want)
+	}
+}
+
+func TestBootClock(t *testing.T) {
+	c := NewBootClock()
+	now := time.Now()
+	var boot = bootNow(t)
+	got := c.Wall(boot)
+	if d := got.Sub(now); d < -50*time.Millisecond || d > 50*time.Millisecond {
+		t.Errorf("boot time now maps to %v, %v away from time.Now()", got, d)
+	}
+	if got.Location() != time.UTC {
+		t.Errorf("location %v, want UTC", got.Location())
+	}
+}
+
+func TestTableRow(t *testing.T) {
+	d := fixedDecoder()
+	var ev Event
+	d.Decode(readRaw(t, "../testdata/events/connect-eaddrnotavail-curl-ipv4.bin"), &ev)
+	row := string(AppendTable(nil, &ev))
+	for _, want := range []string{"connect", "EADDRNOTAVAIL", "curl", "0.0.0.0:0", "127.0.0.1:8080"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("row %q lacks %q", row, want)
+		}
+	}
+	// Columns line up with the header.
+	if i, j := strings.Index(row, "EADDRNOTAVAIL"), strings.Index(TableHeader, "ERRNO"); i != j {
+		t.Errorf("ERRNO column at %d in the row, %d in the header", i, j)
+	}
+}

@@ -1,0 +1,176 @@
+package decode
+
+import (
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// AppendJSON appends ev as one JSON object (no newline) in the schema of
+// docs/events.md. Fields that do not apply are left out, never null. It does
+// not allocate when b has room.
+func AppendJSON(b []byte, ev *Event, node string) []byte {
+	b = append(b, `{"schema":`...)
+	b = strconv.AppendInt(b, Schema, 10)
+	b = append(b, `,"time":"`...)
+	b = ev.Time.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	if node != "" {
+		b = append(b, `,"node":`...)
+		b = AppendString(b, node)
+	}
+	b = append(b, `,"syscall":"`...)
+	b = append(b, ev.Syscall.String()...)
+	b = append(b, `","errno":"`...)
+	b = append(b, ev.ErrnoName()...)
+	b = append(b, `","errno_num":`...)
+	b = strconv.AppendInt(b, int64(ev.Errno), 10)
+
+	b = append(b, `,"process":{"pid":`...)
+	b = strconv.AppendUint(b, uint64(ev.PID), 10)
+	b = append(b, `,"tid":`...)
+	b = strconv.AppendUint(b, uint64(ev.TID), 10)
+	b = append(b, `,"ppid":`...)
+	b = strconv.AppendUint(b, uint64(ev.PPID), 10)
+	b = append(b, `,"uid":`...)
+	b = strconv.AppendUint(b, uint64(ev.UID), 10)
+	b = append(b, `,"comm":`...)
+	b = appendBytesString(b, ev.Comm)
+	b = append(b, '}')
+
+	b = append(b, `,"socket":{"fd":`...)
+	b = strconv.AppendInt(b, int64(ev.FD), 10)
+	if ev.HasSocket {
+		b = append(b, `,"family":"`...)
+		b = append(b, FamilyName(ev.Family)...)
+		b = append(b, `","type":"`...)
+		b = append(b, SockTypeName(ev.Type)...)
+		b = append(b, '"')
+		if ev.Protocol != 0 {
+			b = append(b, `,"protocol":"`...)
+			b = append(b, ProtocolName(ev.Protocol)...)
+			b = append(b, '"')
+		}
+	}
+	b = append(b, '}')
+
+	if ev.Local.Valid {
+		b = append(b, `,"local":`...)
+		b = appendAddr(b, &ev.Local)
+	}
+	if ev.Remote.Valid {
+		b = append(b, `,"remote":`...)
+		b = appendAddr(b, &ev.Remote)
+	}
+	b = append(b, `,"netns":`...)
+	b = strconv.AppendUint(b, uint64(ev.NetNS), 10)
+	b = append(b, `,"mntns":`...)
+	b = strconv.AppendUint(b, uint64(ev.MntNS), 10)
+	b = append(b, `,"cgroup":{"id":`...)
+	b = strconv.AppendUint(b, ev.CgroupID, 10)
+	if ev.CgroupPath != "" {
+		b = append(b, `,"path":`...)
+		b = AppendString(b, ev.CgroupPath)
+	}
+	b = append(b, "}}"...)
+	return b
+}
+
+func appendAddr(b []byte, a *Addr) []byte {
+	switch {
+	case a.Family == AFInet || a.Family == AFInet6:
+		if !a.IP.IsValid() { // sockaddr too short to hold the address
+			b = append(b, `{"family":"`...)
+			b = append(b, FamilyName(a.Family)...)
+			return append(b, `"}`...)
+		}
+		b = append(b, `{"ip":"`...)
+		b = a.IP.Addr().AppendTo(b)
+		b = append(b, `","port":`...)
+		b = strconv.AppendUint(b, uint64(a.IP.Port()), 10)
+		return append(b, '}')
+	case a.Family == AFUnix:
+		b = append(b, `{"family":"unix","path":`...)
+		b = appendBytesString(b, a.Path)
+		return append(b, '}')
+	default:
+		b = append(b, `{"family":"`...)
+		b = append(b, FamilyName(a.Family)...)
+		b = append(b, '"')
+		if len(a.Raw) > 0 {
+			b = append(b, `,"raw":"`...)
+			b = appendHex(b, a.Raw)
+			b = append(b, '"')
+		}
+		return append(b, '}')
+	}
+}
+
+const hexDigits = "0123456789abcdef"
+
+func appendHex(b, src []byte) []byte {
+	for _, c := range src {
+		b = append(b, hexDigits[c>>4], hexDigits[c&15])
+	}
+	return b
+}
+
+// AppendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, so
+// a comm or path with arbitrary bytes still gives valid JSON.
+func AppendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			b = appendASCII(b, c)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, `\ufffd`...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}
+
+func appendBytesString(b []byte, s []byte) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			b = appendASCII(b, c)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, `\ufffd`...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}
+
+func appendASCII(b []byte, c byte) []byte {
+	switch {
+	case c == '"' || c == '\\':
+		return append(b, '\\', c)
+	case c == '\n':
+		return append(b, '\\', 'n')
+	case c == '\t':
+		return append(b, '\\', 't')
+	case c == '\r':
+		return append(b, '\\', 'r')
+	case c < 0x20 || c == 0x7f:
+		return append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&15])
+	}
+	return append(b, c)
+}
+
+func appendInt(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) }

@@ -1,0 +1,78 @@
+package decode
+
+import "strconv"
+
+// TableHeader is the first line of --output table.
+const TableHeader = "TIME             SYSCALL ERRNO          PID     COMM             LOCAL                          REMOTE                         NETNS       CGROUP"
+
+// AppendTable appends ev as one aligned row (no newline) under TableHeader.
+func AppendTable(b []byte, ev *Event) []byte {
+	start := len(b)
+	b = ev.Time.Local().AppendFormat(b, "15:04:05.000000")
+	b = pad(b, start, 17)
+	b = append(b, ev.Syscall.String()...)
+	b = pad(b, start, 25)
+	b = append(b, ev.ErrnoName()...)
+	b = pad(b, start, 40)
+	b = strconv.AppendUint(b, uint64(ev.PID), 10)
+	b = pad(b, start, 48)
+	b = appendPrintable(b, ev.Comm)
+	b = pad(b, start, 65)
+	b = appendAddrText(b, &ev.Local)
+	b = pad(b, start, 96)
+	b = appendAddrText(b, &ev.Remote)
+	b = pad(b, start, 127)
+	b = strconv.AppendUint(b, uint64(ev.NetNS), 10)
+	b = pad(b, start, 139)
+	if ev.CgroupPath != "" {
+		b = appendPrintableString(b, ev.CgroupPath)
+	} else {
+		b = strconv.AppendUint(b, ev.CgroupID, 10)
+	}
+	return b
+}
+
+// pad fills with spaces up to column col of the row that began at start,
+// and always leaves at least one space.
+func pad(b []byte, start, col int) []byte {
+	b = append(b, ' ')
+	for len(b)-start < col {
+		b = append(b, ' ')
+	}
+	return b
+}
+
+func appendAddrText(b []byte, a *Addr) []byte {
+	if !a.Valid {
+		return append(b, '-')
+	}
+	switch {
+	case (a.Family == AFInet || a.Family == AFInet6) && a.IP.IsValid():
+		return a.IP.AppendTo(b)
+	case a.Family == AFUnix:
+		return appendPrintable(b, a.Path)
+	}
+	return append(b, FamilyName(a.Family)...)
+}
+
+// appendPrintable keeps a terminal safe from control bytes in comm or paths.
+func appendPrintable(b, s []byte) []byte {
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f {
+			c = '?'
+		}
+		b = append(b, c)
+	}
+	return b
+}
+
+func appendPrintableString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c == 0x7f {
+			c = '?'
+		}
+		b = append(b, c)
+	}
+	return b
+}

@@ -1,0 +1,524 @@
+// Package netns provides throwaway Linux network namespaces held by a file
+// descriptor. It is used by `eaddr demo` and by the integration tests to
+// reproduce ephemeral-port exhaustion without touching the host's network or
+// sysctls.
+//
+// Nothing here shells out (no iproute2, nsenter or sysctl binaries needed) and
+// nothing is bind-mounted under /run/netns: a namespace lives as long as its
+// NS is open or a process (or thread) is still inside it.
+//
+// Network namespaces are per OS thread on Linux. Every operation that must run
+// "inside" a namespace is therefore executed on a fresh goroutine locked to its
+// OS thread (see NS.Do), so the caller's thread is never switched. If switching
+// a thread back to its original namespace ever fails, the thread is left locked
+// and the Go runtime terminates it when the goroutine exits, instead of reusing
+// a thread that sits in the wrong namespace.
+package netns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// threadNetNS is the current thread's network namespace. /proc/self/ns/net
+// would be the namespace of the thread-group leader, not of the calling thread.
+const threadNetNS = "/proc/thread-self/ns/net"
+
+// dialTimeout bounds NS.Dial.
+const dialTimeout = 2 * time.Second
+
+// ErrClosed is returned by operations on a closed NS.
+var ErrClosed = errors.New("netns: namespace closed")
+
+// NS is a network namespace held open by a file descriptor referring to
+// /proc/thread-self/ns/net of a thread that was inside it.
+type NS struct {
+	mu    sync.RWMutex // guards fd against Close during setns
+	fd    int          // O_RDONLY|O_CLOEXEC fd of the namespace; -1 once closed
+	inode uint64       // inode of the nsfs file, as in net:[INODE]
+}
+
+// New creates a new network namespace and brings its loopback interface up,
+// so that 127.0.0.1 and ::1 work inside it.
+//
+// It locks a fresh goroutine to its OS thread, calls unshare(CLONE_NEWNET),
+// opens /proc/thread-self/ns/net, sets "lo" IFF_UP via SIOCGIFFLAGS /
+// SIOCSIFFLAGS, and setns()es the thread back to its original namespace (if
+// that fails, the thread stays locked so Go discards it).
+//
+// No bind mount is made under /run/netns: the namespace lives as long as the
+// returned NS is open or some process is inside it. It needs CAP_SYS_ADMIN.
+func New() (*NS, error) {
+	type result struct {
+		ns  *NS
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		var res result
+		defer func() { ch <- res }() // also runs on panic/Goexit, never blocks
+		res.ns, res.err = newOnLockedThread()
+	}()
+	r := <-ch
+	if r.ns == nil && r.err == nil {
+		r.err = errors.New("netns: New: creating goroutine exited unexpectedly")
+	}
+	return r.ns, r.err
+}
+
+// newOnLockedThread does the work of New. It must run on its own goroutine:
+// it locks the OS thread and unlocks it only if the thread is back in its
+// original namespace.
+func newOnLockedThread() (ns *NS, err error) {
+	runtime.LockOSThread()
+
+	orig, err := openNS()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("netns: New: open current netns: %w", err)
+	}
+	defer unix.Close(orig)
+
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		// unshare failed: the thread is unchanged.
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("netns: New: unshare(CLONE_NEWNET): %w", err)
+	}
+
+	// From here on the thread is in the new namespace; always try to go back.
+	defer func() {
+		if rerr := unix.Setns(orig, unix.CLONE_NEWNET); rerr != nil {
+			// Leave the thread locked: Go terminates it when this goroutine
+			// exits, so no goroutine ever runs in the wrong namespace.
+			if ns != nil {
+				ns.Close()
+				ns = nil
+			}
+			err = errors.Join(err, fmt.Errorf("netns: New: setns back to original netns: %w", rerr))
+			return
+		}
+		runtime.UnlockOSThread()
+	}()
+
+	fd, err := openNS()
+	if err != nil {
+		return nil, fmt.Errorf("netns: New: open new netns: %w", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("netns: New: fstat netns fd: %w", err)
+	}
+	ns = &NS{fd: fd, inode: st.Ino}
+	if err := loopbackUp(); err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("netns: New: bring lo up: %w", err)
+	}
+	return ns, nil
+}
+
+// openNS opens the calling thread's network namespace.
+func openNS() (int, error) {
+	return unix.Open(threadNetNS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+}
+
+// loopbackUp sets IFF_UP on "lo" in the calling thread's network namespace.
+// The socket is only a handle for the ioctl; it is created in (and so refers
+// to) the calling thread's namespace.
+func loopbackUp() error {
+	s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(s)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(s, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("SIOCGIFFLAGS lo: %w", err)
+	}
+	flags := ifr.Uint16()
+	if flags&unix.IFF_UP != 0 {
+		return nil
+	}
+	ifr.SetUint16(flags | unix.IFF_UP)
+	if err := unix.IoctlIfreq(s, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("SIOCSIFFLAGS lo up: %w", err)
+	}
+	return nil
+}
+
+// Inode returns the inode number of the namespace, as shown by
+// `readlink /proc/PID/ns/net` -> net:[INODE]. It stays valid after Close.
+func (n *NS) Inode() uint64 { return n.inode }
+
+// String returns "net:[INODE]", the form readlink shows for /proc/PID/ns/net.
+func (n *NS) String() string { return "net:[" + strconv.FormatUint(n.inode, 10) + "]" }
+
+// Close closes the namespace file descriptor. The namespace itself goes away
+// once no process, thread or socket-holding reference keeps it alive. Close is
+// idempotent: calls after the first return nil.
+func (n *NS) Close() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.fd < 0 {
+		return nil
+	}
+	err := unix.Close(n.fd)
+	n.fd = -1
+	if err != nil {
+		return fmt.Errorf("netns: close: %w", err)
+	}
+	return nil
+}
+
+// enter switches the calling (locked) thread into n.
+func (n *NS) enter() error {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	if n.fd < 0 {
+		return ErrClosed
+	}
+	if err := unix.Setns(n.fd, unix.CLONE_NEWNET); err != nil {
+		return fmt.Errorf("netns: setns into %s: %w", n, err)
+	}
+	return nil
+}
+
+// Do runs fn on a fresh goroutine locked to an OS thread that has been
+// switched into n with setns, then switches that thread back. The caller's
+// own thread is never touched. If restoring the original namespace fails, the
+// error is returned (joined with fn's) and the thread stays locked, so the Go
+// runtime discards it when the goroutine ends.
+//
+// Only work done on that thread happens inside n: sockets created there
+// belong to n for their whole life, but goroutines started by fn run on other
+// threads, in the host's namespace. A panic in fn is re-raised in the caller.
+func (n *NS) Do(fn func() error) error {
+	type result struct {
+		err      error
+		panicked bool
+		pval     any
+	}
+	ch := make(chan result, 1)
+	go func() {
+		res := result{err: errors.New("netns: Do: fn called runtime.Goexit")}
+		defer func() { ch <- res }() // runs last, also on Goexit
+
+		runtime.LockOSThread()
+		orig, err := openNS()
+		if err != nil {
+			runtime.UnlockOSThread()
+			res.err = fmt.Errorf("netns: Do: open current netns: %w", err)
+			return
+		}
+		defer unix.Close(orig)
+		if err := n.enter(); err != nil {
+			// setns failed, the thread did not move.
+			runtime.UnlockOSThread()
+			res.err = err
+			return
+		}
+		defer func() {
+			if rerr := unix.Setns(orig, unix.CLONE_NEWNET); rerr != nil {
+				// Keep the thread locked: it is terminated when we return.
+				res.err = errors.Join(res.err, fmt.Errorf("netns: Do: setns back to original netns: %w", rerr))
+				return
+			}
+			runtime.UnlockOSThread()
+		}()
+		defer func() {
+			if p := recover(); p != nil {
+				res = result{panicked: true, pval: p}
+			}
+		}()
+		res.err = fn()
+	}()
+	r := <-ch
+	if r.panicked {
+		panic(r.pval)
+	}
+	return r.err
+}
+
+// sysctlPath maps a sysctl name to its path under /proc/sys. Both
+// "net.ipv4.ip_local_port_range" and "net/ipv4/ip_local_port_range" are
+// accepted (as with sysctl(8), a name containing '/' is used as is, so dots in
+// interface names can be written). Only net.* names are accepted: other
+// sysctls are not per network namespace, so writing them "inside" n would
+// change the host.
+func sysctlPath(name string) (string, error) {
+	p := name
+	if !strings.Contains(p, "/") {
+		p = strings.ReplaceAll(p, ".", "/")
+	}
+	p = strings.TrimPrefix(p, "/")
+	clean := path.Clean(p)
+	if name == "" || clean != p || clean == "." || strings.HasPrefix(clean, "..") {
+		return "", fmt.Errorf("netns: invalid sysctl name %q", name)
+	}
+	if !strings.HasPrefix(clean, "net/") {
+		return "", fmt.Errorf("netns: sysctl %q is not a per-netns net.* sysctl", name)
+	}
+	return "/proc/sys/" + clean, nil
+}
+
+// SetSysctl writes value to the network sysctl name inside n. name is like
+// "net.ipv4.ip_local_port_range" or "net/ipv4/ip_local_port_range"; only
+// net.* sysctls are allowed. The file /proc/sys/<path> is opened from a thread
+// inside n: net sysctls are per namespace and resolved at open time, so the
+// host's values are not affected.
+func (n *NS) SetSysctl(name, value string) error {
+	p, err := sysctlPath(name)
+	if err != nil {
+		return err
+	}
+	return n.Do(func() error {
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			return fmt.Errorf("netns: set sysctl %s in %s: %w", name, n, err)
+		}
+		// One write at offset 0: how the proc sysctl handlers want it.
+		_, werr := f.Write([]byte(value))
+		cerr := f.Close()
+		if err := errors.Join(werr, cerr); err != nil {
+			return fmt.Errorf("netns: set sysctl %s=%q in %s: %w", name, value, n, err)
+		}
+		return nil
+	})
+}
+
+// Sysctl reads the network sysctl name inside n (see SetSysctl for the name
+// format) and returns its value with surrounding white space trimmed. Multiple
+// fields are returned as the kernel prints them (e.g. "40000\t40001").
+func (n *NS) Sysctl(name string) (string, error) {
+	p, err := sysctlPath(name)
+	if err != nil {
+		return "", err
+	}
+	var out string
+	err = n.Do(func() error {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("netns: read sysctl %s in %s: %w", name, n, err)
+		}
+		out = strings.TrimSpace(string(b))
+		return nil
+	})
+	return out, err
+}
+
+// Start calls cmd.Start() from a thread inside n. On Linux Go forks the child
+// from the calling thread (clone(CLONE_VM|CLONE_VFORK)), so the child inherits
+// that thread's network namespace; there is no intermediate process, and
+// cmd.Process.Pid is the pid of the process running in n. The caller waits
+// for the command as usual (cmd.Wait); I/O copying goroutines run outside n,
+// which does not matter since they only move bytes through pipes.
+func (n *NS) Start(cmd *exec.Cmd) error {
+	return n.Do(cmd.Start)
+}
+
+// checkLiteral rejects host names for IP networks. Resolving a name could run
+// DNS queries on other threads (in the host's namespace), and a name with
+// several addresses makes Go dial them from parallel goroutines, whose
+// sockets would then be created outside n.
+func checkLiteral(op, network, address string) error {
+	var host string
+	switch network {
+	case "tcp", "tcp4", "tcp6", "udp", "udp4", "udp6":
+		h, _, err := net.SplitHostPort(address)
+		if err != nil {
+			return &net.OpError{Op: op, Net: network, Err: err}
+		}
+		host = h
+	default:
+		if !strings.HasPrefix(network, "ip") {
+			return nil // unix, unixgram, unixpacket: no resolution
+		}
+		host = address
+	}
+	if host == "" {
+		return nil
+	}
+	if _, err := netip.ParseAddr(host); err != nil {
+		return &net.OpError{Op: op, Net: network,
+			Err: fmt.Errorf("netns: %q is not an IP literal (names are not resolved inside a namespace)", host)}
+	}
+	return nil
+}
+
+// Listen announces on the local network address with net.Listen semantics,
+// with the socket created inside n. The host part of address must be an IP
+// literal or empty. The listener can then be used from any goroutine.
+func (n *NS) Listen(network, address string) (net.Listener, error) {
+	if err := checkLiteral("listen", network, address); err != nil {
+		return nil, err
+	}
+	var l net.Listener
+	err := n.Do(func() error {
+		var err error
+		var lc net.ListenConfig
+		l, err = lc.Listen(context.Background(), network, address)
+		return err
+	})
+	return l, err
+}
+
+// Dial connects to address with net.Dial semantics and a 2s timeout, with the
+// socket created inside n. The host part of address must be an IP literal.
+// Errors wrap the syscall errno, e.g. errors.Is(err, unix.EADDRNOTAVAIL) when
+// n has run out of ephemeral ports.
+func (n *NS) Dial(network, address string) (net.Conn, error) {
+	if err := checkLiteral("dial", network, address); err != nil {
+		return nil, err
+	}
+	var c net.Conn
+	err := n.Do(func() error {
+		// With a single literal address Go dials serially on this goroutine;
+		// FallbackDelay<0 also rules out Happy Eyeballs goroutines.
+		d := net.Dialer{Timeout: dialTimeout, FallbackDelay: -1}
+		var err error
+		c, err = d.Dial(network, address)
+		return err
+	})
+	return c, err
+}
+
+// Exhausted is a namespace whose ephemeral port range holds exactly len(Held)
+// ports, all of them used by connections to one listener, so any new
+// connect() to Listener's address fails with EADDRNOTAVAIL.
+type Exhausted struct {
+	NS       *NS
+	Listener net.Listener // e.g. 127.0.0.1:8080
+	Held     []net.Conn   // client sides of the held connections
+	accepted []net.Conn   // server sides, kept open
+
+	mu        sync.Mutex    // guards accepted
+	gotConn   chan struct{} // one token per accepted connection
+	acceptErr error         // set by the accept loop when it stops
+	done      chan struct{} // closed when the accept loop has stopped
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Exhaust sets net.ipv4.ip_local_port_range to "lo hi" in ns (the range also
+// applies to IPv6), listens on network/address (e.g. "tcp4", "127.0.0.1:8080"
+// or "tcp6", "[::1]:8080"), dials it hi-lo+1 times and keeps every connection
+// open (an accept loop in a goroutine keeps the server sides), then checks
+// that one more dial fails with EADDRNOTAVAIL and returns an error saying so
+// if it does not. The listener's port must lie outside [lo, hi]. On error
+// everything opened so far is closed; ns itself is never closed.
+func Exhaust(ns *NS, network, address string, lo, hi int) (*Exhausted, error) {
+	if lo < 1 || hi > 65535 || lo > hi {
+		return nil, fmt.Errorf("netns: Exhaust: invalid port range %d-%d", lo, hi)
+	}
+	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", fmt.Sprintf("%d %d", lo, hi)); err != nil {
+		return nil, fmt.Errorf("netns: Exhaust: %w", err)
+	}
+	l, err := ns.Listen(network, address)
+	if err != nil {
+		return nil, fmt.Errorf("netns: Exhaust: %w", err)
+	}
+	if ta, ok := l.Addr().(*net.TCPAddr); ok && ta.Port >= lo && ta.Port <= hi {
+		l.Close()
+		return nil, fmt.Errorf("netns: Exhaust: listener port %d lies inside the ephemeral range %d-%d", ta.Port, lo, hi)
+	}
+	count := hi - lo + 1
+	e := &Exhausted{
+		NS:       ns,
+		Listener: l,
+		gotConn:  make(chan struct{}, count+1),
+		done:     make(chan struct{}),
+	}
+	go e.acceptLoop()
+	fail := func(err error) (*Exhausted, error) {
+		e.Close()
+		return nil, fmt.Errorf("netns: Exhaust %s %s range %d-%d: %w", network, l.Addr(), lo, hi, err)
+	}
+
+	target := l.Addr().String()
+	for i := 0; i < count; i++ {
+		c, err := ns.Dial(network, target)
+		if err != nil {
+			return fail(fmt.Errorf("dial %d of %d: %w", i+1, count, err))
+		}
+		e.Held = append(e.Held, c)
+	}
+	timeout := time.NewTimer(dialTimeout)
+	defer timeout.Stop()
+	for i := 0; i < count; i++ {
+		select {
+		case <-e.gotConn:
+		case <-e.done:
+			return fail(fmt.Errorf("accept loop stopped after %d of %d connections: %w", i, count, e.acceptErr))
+		case <-timeout.C:
+			return fail(fmt.Errorf("only %d of %d connections accepted within %v", i, count, dialTimeout))
+		}
+	}
+
+	c, err := ns.Dial(network, target)
+	if err == nil {
+		local := c.LocalAddr()
+		c.Close()
+		return fail(fmt.Errorf("range not exhausted: dial %d succeeded from %s, want EADDRNOTAVAIL", count+1, local))
+	}
+	if !errors.Is(err, unix.EADDRNOTAVAIL) {
+		return fail(fmt.Errorf("dial %d failed, but not with EADDRNOTAVAIL: %w", count+1, err))
+	}
+	return e, nil
+}
+
+// acceptLoop keeps the server side of every connection until the listener is
+// closed.
+func (e *Exhausted) acceptLoop() {
+	defer close(e.done)
+	for {
+		c, err := e.Listener.Accept()
+		if err != nil {
+			e.acceptErr = err
+			return
+		}
+		e.mu.Lock()
+		e.accepted = append(e.accepted, c)
+		e.mu.Unlock()
+		select {
+		case e.gotConn <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Close closes the held connections (both sides) and the listener, and waits
+// for the accept loop to stop. It does not close the NS. It is idempotent.
+func (e *Exhausted) Close() error {
+	e.closeOnce.Do(func() {
+		if err := e.Listener.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			e.closeErr = err
+		}
+		<-e.done
+		for _, c := range e.Held {
+			c.Close()
+		}
+		e.mu.Lock()
+		for _, c := range e.accepted {
+			c.Close()
+		}
+		e.accepted = nil
+		e.mu.Unlock()
+	})
+	return e.closeErr
+}

@@ -1,0 +1,271 @@
+//go:build linux
+
+// Package tracer loads eaddr's BPF programs, attaches them to the exit
+// tracepoints of connect(2) and bind(2), and reads their events from the ring
+// buffer. It hands out the raw event as bpf2go generated it; meaning (names,
+// addresses, JSON) is the decode package's business.
+package tracer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+)
+
+// RawEvent is the kernel's event, exactly as bpf/eaddr.h lays it out.
+type RawEvent = eaddrEvent
+
+// RawEventSize is the size of one RawEvent in the ring buffer.
+const RawEventSize = int(unsafe.Sizeof(RawEvent{}))
+
+// Syscall numbers as the kernel reports them in RawEvent.Syscall.
+const (
+	SysConnect = 1
+	SysBind    = 2
+)
+
+// Flags in RawEvent.Flags.
+const (
+	FlagAddr   = 1 // Addr holds AddrCopied bytes copied from the caller
+	FlagSocket = 2 // Sock* and Local* were read from the fd's socket
+)
+
+// EINPROGRESS is never reported, even with AllErrnos.
+const errnoInProgress = 115
+
+// DefaultRingSize is the ring buffer size in bytes unless Options say otherwise.
+const DefaultRingSize = 4 << 20
+
+// Options choose what the kernel reports. The zero value reports
+// EADDRNOTAVAIL and EADDRINUSE from every process.
+type Options struct {
+	Errnos    []int  // errnos to report; empty means EADDRNOTAVAIL and EADDRINUSE
+	AllErrnos bool   // every failure except EINPROGRESS
+	Syscalls  []int  // SysConnect, SysBind: which tracepoints to attach; empty means both
+	PID       uint32 // only this process (tgid); 0 for all
+	NetNS     uint32 // only this network namespace inode; 0 for all
+	RingSize  int    // bytes, a power of two multiple of the page size; 0 for DefaultRingSize
+	Logger    *slog.Logger
+}
+
+// Tracer is a loaded and attached set of eaddr programs.
+type Tracer struct {
+	objs  eaddrObjects
+	links []link.Link
+	rd    *ringbuf.Reader
+	rec   ringbuf.Record
+	log   *slog.Logger
+
+	detachOnce sync.Once
+	events     uint64 // records read
+	short      uint64 // records too short to be an event (never expected)
+}
+
+// ErrnoMask turns a list of errnos into the kernel's bitmap. Errnos must be 1..255.
+func ErrnoMask(errnos []int) ([4]uint64, error) {
+	var m [4]uint64
+	for _, e := range errnos {
+		if e <= 0 || e > 255 {
+			return m, fmt.Errorf("errno %d is out of range 1..255", e)
+		}
+		m[e>>6] |= 1 << (e & 63)
+	}
+	return m, nil
+}
+
+// New probes the kernel, loads the programs with opts, attaches them and
+// opens the ring buffer. Close releases everything.
+func New(opts Options) (*Tracer, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := Probe(log); err != nil {
+		return nil, err
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		log.Debug("could not raise RLIMIT_MEMLOCK (only kernels before 5.11 need it)", "err", err)
+	}
+	spec, err := loadEaddr()
+	if err != nil {
+		return nil, fmt.Errorf("reading the embedded BPF object: %w", err)
+	}
+	if err := configure(spec, opts); err != nil {
+		return nil, err
+	}
+	t := &Tracer{log: log}
+	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("the kernel verifier rejected eaddr's BPF program: %+v", ve)
+		}
+		return nil, fmt.Errorf("loading eaddr's BPF objects: %w", err)
+	}
+	for _, a := range []struct {
+		sys  int
+		name string
+		prog *ebpf.Program
+	}{{SysConnect, "sys_exit_connect", t.objs.ExitConnect}, {SysBind, "sys_exit_bind", t.objs.ExitBind}} {
+		if len(opts.Syscalls) > 0 && !slices.Contains(opts.Syscalls, a.sys) {
+			continue
+		}
+		l, err := link.Tracepoint("syscalls", a.name, a.prog, nil)
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("attaching to tracepoint syscalls/%s: %w", a.name, err)
+		}
+		t.links = append(t.links, l)
+	}
+	t.rd, err = ringbuf.NewReader(t.objs.Events)
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("opening the ring buffer: %w", err)
+	}
+	return t, nil
+}
+
+func configure(spec *ebpf.CollectionSpec, opts Options) error {
+	set := func(name string, v any) error {
+		vs, ok := spec.Variables[name]
+		if !ok {
+			return fmt.Errorf("BPF object has no variable %q: regenerate with make generate", name)
+		}
+		if err := vs.Set(v); err != nil {
+			return fmt.Errorf("setting %s: %w", name, err)
+		}
+		return nil
+	}
+	if len(opts.Errnos) > 0 {
+		m, err := ErrnoMask(opts.Errnos)
+		if err != nil {
+			return err
+		}
+		if err := set("errno_mask", m); err != nil {
+			return err
+		}
+	}
+	if err := set("all_errnos", opts.AllErrnos); err != nil {
+		return err
+	}
+	if err := set("filter_tgid", opts.PID); err != nil {
+		return err
+	}
+	if err := set("filter_netns", opts.NetNS); err != nil {
+		return err
+	}
+	size := opts.RingSize
+	if size == 0 {
+		size = DefaultRingSize
+	}
+	page := os.Getpagesize()
+	if size < page || size&(size-1) != 0 {
+		return fmt.Errorf("ring buffer size %d is not a power of two of at least the page size (%d)", size, page)
+	}
+	spec.Maps["events"].MaxEntries = uint32(size)
+	return nil
+}
+
+// Read blocks until an event arrives and copies it into ev. It returns
+// os.ErrDeadlineExceeded when the deadline set with SetDeadline passes with no
+// event, and ErrClosed once Close was called or after Stop has drained the ring.
+func (t *Tracer) Read(ev *RawEvent) error {
+	for {
+		err := t.rd.ReadInto(&t.rec)
+		switch {
+		case err == nil:
+		case errors.Is(err, ringbuf.ErrClosed), errors.Is(err, ringbuf.ErrFlushed):
+			return ErrClosed
+		default:
+			return err
+		}
+		if err := ev.UnmarshalBinary(t.rec.RawSample); err != nil {
+			t.short++
+			t.log.Error("dropping a malformed ring buffer record", "err", err)
+			continue
+		}
+		t.events++
+		return nil
+	}
+}
+
+// ErrClosed is returned by Read when the tracer is stopped and drained.
+var ErrClosed = errors.New("tracer closed")
+
+// SetDeadline makes a blocked Read return os.ErrDeadlineExceeded at d.
+// The zero time means no deadline.
+func (t *Tracer) SetDeadline(d time.Time) { t.rd.SetDeadline(d) }
+
+// Stop detaches the programs, so no new event is produced, and wakes the
+// reader: Read returns what is still queued, then ErrClosed. Safe to call from
+// another goroutine and more than once.
+func (t *Tracer) Stop() {
+	t.detachOnce.Do(func() {
+		for _, l := range t.links {
+			if err := l.Close(); err != nil {
+				t.log.Warn("detaching", "err", err)
+			}
+		}
+		t.links = nil
+		if t.rd != nil {
+			if err := t.rd.Flush(); err != nil {
+				t.log.Warn("waking the ring buffer reader", "err", err)
+			}
+		}
+	})
+}
+
+// StopOnDone calls Stop when ctx is done.
+func (t *Tracer) StopOnDone(ctx context.Context) (stop func() bool) {
+	return context.AfterFunc(ctx, t.Stop)
+}
+
+// Stats are the tracer's counters.
+type Stats struct {
+	Events     uint64 // events read from the ring buffer
+	KernelLost uint64 // events the kernel dropped because the ring buffer was full
+	Malformed  uint64 // records that were not an event (never expected)
+}
+
+// Stats reads the counters; KernelLost sums the per-CPU counter.
+func (t *Tracer) Stats() (Stats, error) {
+	s := Stats{Events: t.events, Malformed: t.short}
+	var per []uint64
+	if err := t.objs.Lost.Lookup(uint32(0), &per); err != nil {
+		return s, fmt.Errorf("reading the lost-events counter: %w", err)
+	}
+	for _, n := range per {
+		s.KernelLost += n
+	}
+	return s, nil
+}
+
+// Close detaches the programs and frees every kernel object.
+func (t *Tracer) Close() error {
+	t.Stop()
+	var errs []error
+	if t.rd != nil {
+		errs = append(errs, t.rd.Close())
+	}
+	errs = append(errs, t.objs.Close())
+	return errors.Join(errs...)
+}
+
+// UnmarshalBinary copies a ring buffer record into ev without allocating.
+func (ev *RawEvent) UnmarshalBinary(b []byte) error {
+	if len(b) < RawEventSize {
+		return fmt.Errorf("record of %d bytes is shorter than an event (%d bytes)", len(b), RawEventSize)
+	}
+	*ev = *(*RawEvent)(unsafe.Pointer(&b[0]))
+	return nil
+}
