@@ -137,7 +137,7 @@ func (c *traceConfig) keep(ev *decode.Event) bool {
 
 // traceHooks let the demo watch a trace; nil hooks are skipped.
 type traceHooks struct {
-	attached func()                          // after the probes are attached
+	attached func()                              // after the probes are attached
 	event    func(ev *decode.Event, line []byte) // after each event was written; line is reused
 }
 

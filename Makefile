@@ -1,0 +1,43 @@
+# eaddr. `make` builds; `sudo make run` traces this host; `make test` runs every test
+# (kernel tests need root: under sudo, or with EADDR_REQUIRE_BPF=1 a skip is a failure).
+
+GO      ?= go
+CLANG   ?= clang-19
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+BIN     := bin/eaddr
+LDFLAGS := -s -w -X main.version=$(VERSION)
+
+.PHONY: all build run demo test generate check-generated vet clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/eaddr
+
+# Build and trace this host; JSON lines on stdout, logs on stderr. Needs root.
+run: build
+	./$(BIN) trace
+
+# Reproduce port exhaustion in a throwaway netns and watch eaddr catch it. Needs root.
+demo: build
+	./$(BIN) demo
+
+# The README's test command. Run as root so the kernel tests run too.
+test:
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 20m ./...
+
+# Rebuild the committed BPF objects and Go bindings (amd64 and arm64) with the pinned clang.
+generate:
+	PATH="$$PATH" $(GO) generate ./tracer
+
+# Fail when the committed objects differ from what `make generate` builds.
+check-generated: generate
+	git diff --exit-code -- tracer/ || { echo 'tracer/: committed BPF objects differ from make generate; commit the regenerated files' >&2; exit 1; }
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+
+clean:
+	rm -rf bin

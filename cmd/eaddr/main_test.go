@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eaddr/eaddr/internal/testenv"
+)
+
+// eaddrBin is the eaddr binary built once for the tests that run it as a
+// user would.
+var eaddrBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "eaddr-test-")
+	if err != nil {
+		panic(err)
+	}
+	eaddrBin = filepath.Join(dir, "eaddr")
+	build := exec.Command("go", "build", "-o", eaddrBin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		os.RemoveAll(dir)
+		panic("building eaddr: " + err.Error())
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// jsonEvent mirrors the JSON contract of docs/events.md, field for field,
+// so that a renamed or retyped field fails here.
+type jsonEvent struct {
+	Schema   int    `json:"schema"`
+	Time     string `json:"time"`
+	Node     string `json:"node"`
+	Syscall  string `json:"syscall"`
+	Errno    string `json:"errno"`
+	ErrnoNum int    `json:"errno_num"`
+	Process  struct {
+		PID  int    `json:"pid"`
+		TID  int    `json:"tid"`
+		PPID int    `json:"ppid"`
+		UID  int    `json:"uid"`
+		Comm string `json:"comm"`
+	} `json:"process"`
+	Socket struct {
+		FD       int    `json:"fd"`
+		Family   string `json:"family"`
+		Type     string `json:"type"`
+		Protocol string `json:"protocol"`
+	} `json:"socket"`
+	Local  *jsonAddr `json:"local"`
+	Remote *jsonAddr `json:"remote"`
+	NetNS  uint64    `json:"netns"`
+	MntNS  uint64    `json:"mntns"`
+	Cgroup struct {
+		ID   uint64 `json:"id"`
+		Path string `json:"path"`
+	} `json:"cgroup"`
+}
+
+type jsonAddr struct {
+	IP     string `json:"ip"`
+	Port   int    `json:"port"`
+	Family string `json:"family"`
+	Path   string `json:"path"`
+}
+
+// traceProc is a running `eaddr trace`.
+type traceProc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	events []jsonEvent
+	lines  []string
+	stderr bytes.Buffer
+	done   chan struct{} // stdout closed
+}
+
+// startTrace runs `eaddr trace args...` and returns once it logged
+// "attached". Cleanup stops it with SIGINT and checks it exits 0 and logs
+// its totals.
+func startTrace(t *testing.T, args ...string) *traceProc {
+	t.Helper()
+	testenv.RequireRoot(t)
+	p := &traceProc{t: t, done: make(chan struct{})}
+	p.cmd = exec.Command(eaddrBin, append([]string{"trace"}, args...)...)
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	attached := make(chan struct{})
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		s := bufio.NewScanner(stderr)
+		once := sync.Once{}
+		for s.Scan() {
+			p.mu.Lock()
+			p.stderr.WriteString(s.Text() + "\n")
+			p.mu.Unlock()
+			if strings.Contains(s.Text(), "attached") {
+				once.Do(func() { close(attached) })
+			}
+		}
+	}()
+	go func() {
+		defer close(p.done)
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			var ev jsonEvent
+			dec := json.NewDecoder(strings.NewReader(s.Text()))
+			dec.DisallowUnknownFields()
+			err := dec.Decode(&ev)
+			p.mu.Lock()
+			p.lines = append(p.lines, s.Text())
+			if err != nil {
+				t.Errorf("stdout line is not an event: %v: %s", err, s.Text())
+			} else {
+				p.events = append(p.events, ev)
+			}
+			p.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("eaddr trace did not stop within 30s of SIGINT; killing it")
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		<-stderrDone
+		err := p.cmd.Wait()
+		if err != nil {
+			t.Errorf("eaddr trace after SIGINT: %v; stderr:\n%s", err, p.stderr.String())
+		}
+		if !strings.Contains(p.stderr.String(), "msg=stopped") || !strings.Contains(p.stderr.String(), "lost=0") {
+			t.Errorf("no totals with lost=0 on stderr after SIGINT:\n%s", p.stderr.String())
+		}
+	})
+	select {
+	case <-attached:
+	case <-p.done:
+		t.Fatalf("eaddr trace exited before attaching:\n%s", p.stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("eaddr trace did not attach within 30s:\n%s", p.stderr.String())
+	}
+	return p
+}
+
+// forPID waits up to d for at least n events of pid and returns all of them.
+func (p *traceProc) forPID(pid int, n int, d time.Duration) []jsonEvent {
+	deadline := time.Now().Add(d)
+	for {
+		p.mu.Lock()
+		var out []jsonEvent
+		for _, ev := range p.events {
+			if ev.Process.PID == pid {
+				out = append(out, ev)
+			}
+		}
+		p.mu.Unlock()
+		if len(out) >= n || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// run runs eaddr with args and returns stdout, stderr and the exit status.
+func run(t *testing.T, ctx context.Context, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, eaddrBin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func TestUsage(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		args     []string
+		code     int
+		stderrRe string // substring of stderr
+		stdoutRe string
+	}{
+		{[]string{}, 2, "Usage:", ""},
+		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`, ""},
+		{[]string{"trace", "--bogus"}, 2, "unknown flag: --bogus", ""},
+		{[]string{"trace", "--output", "xml"}, 2, "--output must be json or table", ""},
+		{[]string{"trace", "--errno", "ENOPE"}, 2, `unknown errno "ENOPE"`, ""},
+		{[]string{"trace", "--syscall", "accept"}, 2, `"accept" is not connect or bind`, ""},
+		{[]string{"trace", "--pid", "-1"}, 2, "invalid argument", ""},
+		{[]string{"trace", "--ring-size", "1000"}, 2, "not a power of two", ""},
+		{[]string{"trace", "extra"}, 2, "takes no arguments", ""},
+		{[]string{"demo", "--port", "0"}, 2, "is not a port", ""},
+		{[]string{"trace", "--help"}, 0, "--errno", ""},
+		{[]string{"demo", "--help"}, 0, "ip_local_port_range", ""},
+		{[]string{"version"}, 0, "", "eaddr "},
+		{[]string{"--help"}, 0, "", "eaddr trace"},
+	} {
+		out, errOut, code := run(t, ctx, tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.stderrRe) || !strings.Contains(out, tc.stdoutRe) {
+			t.Errorf("eaddr %q: exit %d, stderr %q, stdout %q; want exit %d, stderr with %q, stdout with %q",
+				tc.args, code, errOut, out, tc.code, tc.stderrRe, tc.stdoutRe)
+		}
+		if tc.code == 2 && len(tc.args) > 0 && strings.Count(strings.TrimRight(errOut, "\n"), "\n") != 0 {
+			t.Errorf("eaddr %q: usage error is not one line: %q", tc.args, errOut)
+		}
+	}
+}

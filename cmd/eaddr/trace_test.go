@@ -1,0 +1,335 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testenv"
+)
+
+// exhausted returns a fresh netns whose two-port range is held by two
+// connections to host:8080. Everything is removed when the test ends.
+func exhausted(t *testing.T, network, host string) *netns.NS {
+	t.Helper()
+	testenv.RequireRoot(t)
+	ns, err := netns.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	ex, err := netns.Exhaust(ns, network, net.JoinHostPort(host, "8080"), 40000, 40001)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ex.Close() })
+	return ns
+}
+
+// runInNS runs argv in ns and returns its pid and combined output.
+func runInNS(t *testing.T, ns *netns.NS, argv ...string) (int, string) {
+	t.Helper()
+	out, pid, err := runIn(context.Background(), ns, argv)
+	if err != nil {
+		t.Fatalf("%q: %v", argv, err)
+	}
+	return pid, out
+}
+
+func python(t *testing.T) string {
+	t.Helper()
+	p := python3()
+	if p == "" {
+		testenv.Skip(t, "python3 is not installed")
+	}
+	return p
+}
+
+// Every real client fails once with EADDRNOTAVAIL in connect(), and eaddr
+// reports exactly that one event with the client's pid, comm, destination
+// and the test's netns.
+func TestClientsExhaustedIPv4(t *testing.T) { testClients(t, "tcp4", "127.0.0.1") }
+
+// The same exhaustion over IPv6 (::1).
+func TestClientsExhaustedIPv6(t *testing.T) { testClients(t, "tcp6", "::1") }
+
+func testClients(t *testing.T, network, host string) {
+	ns := exhausted(t, network, host)
+	p := startTrace(t)
+	clients, missing := findClients(host, 8080)
+	for _, m := range missing {
+		t.Run(m, func(t *testing.T) { testenv.Skip(t, m+" is not installed") })
+	}
+	for _, cl := range clients {
+		t.Run(cl.Name, func(t *testing.T) {
+			pid, out := runInNS(t, ns, cl.Argv...)
+			t.Logf("%s said: %s", cl.Name, strings.TrimSpace(out))
+			evs := p.forPID(pid, 1, 5*time.Second)
+			// Give a second event, if any, the time to arrive before counting.
+			time.Sleep(100 * time.Millisecond)
+			evs = p.forPID(pid, 2, 0)
+			if len(evs) != 1 {
+				t.Fatalf("%d events for pid %d, want exactly 1: %+v", len(evs), pid, evs)
+			}
+			ev := evs[0]
+			if ev.Syscall != cl.Syscall.String() || ev.Errno != "EADDRNOTAVAIL" || ev.ErrnoNum != 99 {
+				t.Errorf("got %s %s/%d, want %s EADDRNOTAVAIL/99", ev.Syscall, ev.Errno, ev.ErrnoNum, cl.Syscall)
+			}
+			if ev.Process.Comm != cl.Comm || ev.Process.PID != pid || ev.Process.TID != pid {
+				t.Errorf("process %+v, want comm %q pid %d", ev.Process, cl.Comm, pid)
+			}
+			if ev.Remote == nil || ev.Remote.IP != host || ev.Remote.Port != 8080 {
+				t.Errorf("remote %+v, want %s port 8080", ev.Remote, host)
+			}
+			if ev.NetNS != ns.Inode() {
+				t.Errorf("netns %d, want the test's %d", ev.NetNS, ns.Inode())
+			}
+			wantFamily := map[string]string{"tcp4": "inet", "tcp6": "inet6"}[network]
+			if ev.Socket.Family != wantFamily || ev.Socket.Type != "stream" || ev.Socket.Protocol != "tcp" {
+				t.Errorf("socket %+v, want %s stream tcp", ev.Socket, wantFamily)
+			}
+			if ev.Local == nil || ev.Local.Port != 0 {
+				t.Errorf("local %+v, want the unbound address with port 0", ev.Local)
+			}
+			if ev.Schema != decode.Schema || ev.Node == "" || ev.Time == "" || ev.MntNS == 0 || ev.Cgroup.ID == 0 {
+				t.Errorf("envelope %+v incomplete", ev)
+			}
+			if _, err := time.Parse(time.RFC3339Nano, ev.Time); err != nil || !strings.HasSuffix(ev.Time, "Z") {
+				t.Errorf("time %q is not RFC3339Nano UTC: %v", ev.Time, err)
+			}
+		})
+	}
+}
+
+// bind() to a port a listener holds: EADDRINUSE with the requested port;
+// bind() to an address on no interface: EADDRNOTAVAIL with that address.
+func TestBindFailures(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	py := python(t)
+	p := startTrace(t)
+	for _, tc := range []struct {
+		name, ip string
+		port     int
+		errno    string
+	}{
+		{"in use", "127.0.0.1", 8080, "EADDRINUSE"},
+		{"not local", "192.0.2.1", 4242, "EADDRNOTAVAIL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			script := fmt.Sprintf(`import socket
+s = socket.socket()
+try:
+    s.bind((%q, %d))
+except OSError as e:
+    print(e)
+`, tc.ip, tc.port)
+			pid, out := runInNS(t, ns, py, "-c", script)
+			evs := p.forPID(pid, 1, 5*time.Second)
+			if len(evs) != 1 {
+				t.Fatalf("%d events for pid %d (python said %q), want 1", len(evs), pid, out)
+			}
+			ev := evs[0]
+			if ev.Syscall != "bind" || ev.Errno != tc.errno {
+				t.Errorf("got %s %s, want bind %s", ev.Syscall, ev.Errno, tc.errno)
+			}
+			if ev.Local == nil || ev.Local.IP != tc.ip || ev.Local.Port != tc.port {
+				t.Errorf("local %+v, want %s:%d", ev.Local, tc.ip, tc.port)
+			}
+			if ev.Remote != nil {
+				t.Errorf("bind event has remote %+v", ev.Remote)
+			}
+		})
+	}
+}
+
+// 10,000 successful UDP connect() calls produce no event; the failing call
+// after them does, so the test knows the tracer was listening.
+func TestSuccessfulConnectsAreSilent(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	py := python(t)
+	p := startTrace(t, "--errno", "all")
+	script := `import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(10000):
+    s.connect(("127.0.0.1", 9))
+try:
+    socket.socket().bind(("192.0.2.1", 1))
+except OSError:
+    pass
+`
+	pid, out := runInNS(t, ns, py, "-c", script)
+	evs := p.forPID(pid, 1, 5*time.Second)
+	time.Sleep(100 * time.Millisecond)
+	evs = p.forPID(pid, 2, 0)
+	if len(evs) != 1 || evs[0].Syscall != "bind" || evs[0].Errno != "EADDRNOTAVAIL" {
+		t.Fatalf("want exactly the final bind failure, got %d events %+v (python: %q)", len(evs), evs, out)
+	}
+}
+
+// --errno all reports ECONNREFUSED from a blocking connect to a closed port;
+// the default errnos do not.
+func TestErrnoAllReportsConnRefused(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	py := python(t)
+	all := startTrace(t, "--errno", "all")
+	def := startTrace(t)
+	script := `import socket
+try:
+    socket.socket().connect(("127.0.0.1", 9))  # blocking: the refusal is connect()'s own result
+except OSError as e:
+    print(e)
+try:
+    socket.socket().bind(("192.0.2.1", 1))
+except OSError:
+    pass
+`
+	pid, out := runInNS(t, ns, py, "-c", script)
+	evs := all.forPID(pid, 2, 5*time.Second)
+	if len(evs) != 2 || evs[0].Errno != "ECONNREFUSED" || evs[0].ErrnoNum != 111 || evs[0].Syscall != "connect" ||
+		evs[0].Remote == nil || evs[0].Remote.Port != 9 {
+		t.Errorf("--errno all: want ECONNREFUSED connect to port 9 then the bind sentinel, got %+v (python: %q)", evs, out)
+	}
+	evs = def.forPID(pid, 1, 5*time.Second)
+	time.Sleep(100 * time.Millisecond)
+	evs = def.forPID(pid, 2, 0)
+	if len(evs) != 1 || evs[0].Errno != "EADDRNOTAVAIL" {
+		t.Errorf("default errnos: want only the EADDRNOTAVAIL sentinel, got %+v", evs)
+	}
+}
+
+// --pid keeps one process and excludes the others.
+func TestPIDFilter(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	py := python(t)
+	// A python that waits for a line on stdin, then fails to connect.
+	cmd := exec.Command(py, "-c", `import socket, sys
+sys.stdin.readline()
+try:
+    socket.create_connection(("127.0.0.1", 8080), timeout=5)
+except OSError as e:
+    print(e)
+`)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	p := startTrace(t, "--pid", strconv.Itoa(pid))
+
+	// Another process fails first; it must not be reported.
+	other, _ := runInNS(t, ns, py, "-c", `import socket
+try:
+    socket.create_connection(("127.0.0.1", 8080), timeout=5)
+except OSError:
+    pass
+`)
+	io.WriteString(stdin, "go\n")
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	evs := p.forPID(pid, 1, 5*time.Second)
+	if len(evs) != 1 || evs[0].Errno != "EADDRNOTAVAIL" {
+		t.Fatalf("want one EADDRNOTAVAIL from pid %d, got %+v", pid, evs)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, ev := range p.events {
+		if ev.Process.PID != pid {
+			t.Errorf("--pid %d let through pid %d (the other client was %d)", pid, ev.Process.PID, other)
+		}
+	}
+}
+
+// --output table prints a header and one aligned row per event.
+func TestTableOutput(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	py := python(t)
+	testenv.RequireRoot(t)
+	cmd := exec.Command(eaddrBin, "trace", "-o", "table", "--netns", strconv.FormatUint(ns.Inode(), 10))
+	stdout, _ := cmd.StdoutPipe()
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	watchdog := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() }) // a hang fails, not blocks
+	t.Cleanup(func() {
+		watchdog.Stop()
+		cmd.Process.Signal(syscall.SIGINT)
+		go io.Copy(io.Discard, stdout)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("eaddr trace -o table after SIGINT: %v", err)
+		}
+	})
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() && !strings.Contains(sc.Text(), "attached") {
+	}
+	go io.Copy(io.Discard, stderr)
+	pid, _ := runInNS(t, ns, py, "-c", `import socket
+try:
+    socket.create_connection(("127.0.0.1", 8080), timeout=5)
+except OSError:
+    pass
+`)
+	out := bufio.NewScanner(stdout)
+	if !out.Scan() || !strings.HasPrefix(out.Text(), "TIME") {
+		t.Fatalf("first line %q is not the header", out.Text())
+	}
+	header := out.Text()
+	if !out.Scan() {
+		t.Fatal("no row")
+	}
+	row := out.Text()
+	for _, want := range []string{"connect", "EADDRNOTAVAIL", strconv.Itoa(pid), "python3", "127.0.0.1:8080", strconv.FormatUint(ns.Inode(), 10)} {
+		if !strings.Contains(row, want) {
+			t.Errorf("row %q lacks %q", row, want)
+		}
+	}
+	if strings.Index(row, "EADDRNOTAVAIL") != strings.Index(header, "ERRNO") {
+		t.Errorf("columns do not line up:\n%s\n%s", header, row)
+	}
+}
+
+// eaddr demo shows curl, wget and nc failing next to eaddr's events.
+func TestDemo(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, errOut, code := run(t, ctx, "demo")
+	if code != 0 {
+		t.Fatalf("demo exit %d:\n%s\n%s", code, out, errOut)
+	}
+	t.Log(out)
+	clients, missing := findClients("127.0.0.1", 8080)
+	if len(missing) > 0 {
+		testenv.Skip(t, "clients not installed: "+strings.Join(missing, ", "))
+	}
+	if want := fmt.Sprintf("%d of %d clients failed with an event from eaddr", len(clients), len(clients)); !strings.Contains(out, want) {
+		t.Errorf("demo output lacks %q", want)
+	}
+	for _, want := range []string{
+		"Couldn't connect to server",                       // curl
+		"failed: Cannot assign requested address",          // GNU wget
+		"can't connect to remote host (127.0.0.1)",         // busybox
+		`"comm":"curl"`, `"comm":"wget"`, `"comm":"busybox"`, // eaddr's events
+		`"errno":"EADDRNOTAVAIL"`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+}

@@ -1,0 +1,202 @@
+//go:build linux
+
+package tracer
+
+import (
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/eaddr/eaddr/internal/testenv"
+)
+
+func TestRawEventSize(t *testing.T) {
+	// bpf/eaddr.h asserts the same size on the C side.
+	if RawEventSize != 224 {
+		t.Fatalf("RawEvent is %d bytes, bpf/eaddr.h says 224", RawEventSize)
+	}
+}
+
+func TestErrnoMask(t *testing.T) {
+	m, err := ErrnoMask([]int{98, 99, 1, 255})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [4]uint64{1 << 1, 1<<34 | 1<<35, 0, 1 << 63}
+	if m != want {
+		t.Errorf("mask %x, want %x", m, want)
+	}
+	for _, bad := range []int{0, -1, 256} {
+		if _, err := ErrnoMask([]int{bad}); err == nil {
+			t.Errorf("ErrnoMask(%d) accepted", bad)
+		}
+	}
+}
+
+func newTracer(t *testing.T, opts Options) *Tracer {
+	t.Helper()
+	testenv.RequireRoot(t)
+	tr, err := New(opts)
+	if err != nil {
+		t.Fatalf("New: %+v", err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// failBind makes this process fail bind() with EADDRNOTAVAIL: 192.0.2.1
+// (TEST-NET-1) is on no interface. No packet is sent.
+func failBind(t *testing.T) int {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	err = unix.Bind(fd, &unix.SockaddrInet4{Port: 4242, Addr: [4]byte{192, 0, 2, 1}})
+	if !errors.Is(err, unix.EADDRNOTAVAIL) {
+		t.Fatalf("bind to 192.0.2.1: %v, want EADDRNOTAVAIL", err)
+	}
+	return fd
+}
+
+func readOne(t *testing.T, tr *Tracer, within time.Duration) (RawEvent, error) {
+	t.Helper()
+	var ev RawEvent
+	tr.SetDeadline(time.Now().Add(within))
+	err := tr.Read(&ev)
+	return ev, err
+}
+
+func TestBindFailureEvent(t *testing.T) {
+	tr := newTracer(t, Options{PID: uint32(os.Getpid())})
+	fd := failBind(t)
+	ev, err := readOne(t, tr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("no event: %v", err)
+	}
+	if ev.Syscall != SysBind || ev.Err != 99 || ev.Tgid != uint32(os.Getpid()) || ev.Fd != int32(fd) {
+		t.Errorf("got syscall %d errno %d tgid %d fd %d, want bind 99 %d %d", ev.Syscall, ev.Err, ev.Tgid, ev.Fd, os.Getpid(), fd)
+	}
+	if ev.Ppid != uint32(os.Getppid()) || ev.Uid != uint32(os.Getuid()) {
+		t.Errorf("ppid %d uid %d, want %d %d", ev.Ppid, ev.Uid, os.Getppid(), os.Getuid())
+	}
+	if ev.Flags&FlagSocket == 0 || ev.SockFamily != unix.AF_INET || ev.SockType != unix.SOCK_STREAM || ev.SockProtocol != unix.IPPROTO_TCP {
+		t.Errorf("socket flags %d family %d type %d proto %d", ev.Flags, ev.SockFamily, ev.SockType, ev.SockProtocol)
+	}
+	if ev.Flags&FlagAddr == 0 || ev.AddrCopied != 16 || ev.Addr[0] != unix.AF_INET || ev.Addr[4] != 192 || ev.Addr[7] != 1 || ev.Addr[2] != 4242>>8 {
+		t.Errorf("sockaddr flags %d copied %d bytes % x", ev.Flags, ev.AddrCopied, ev.Addr[:16])
+	}
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/net", &st); err != nil {
+		t.Fatal(err)
+	}
+	if uint64(ev.Netns) != st.Ino {
+		t.Errorf("netns %d, want %d", ev.Netns, st.Ino)
+	}
+	if ev.BootNs == 0 || ev.Mntns == 0 || ev.CgroupId == 0 {
+		t.Errorf("boot %d mntns %d cgroup %d: want all set", ev.BootNs, ev.Mntns, ev.CgroupId)
+	}
+}
+
+// With errnos that do not match, nothing is reported: the filter is in the kernel.
+func TestErrnoFilter(t *testing.T) {
+	tr := newTracer(t, Options{PID: uint32(os.Getpid()), Errnos: []int{int(unix.EADDRINUSE)}})
+	failBind(t)
+	if ev, err := readOne(t, tr, 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("EADDRNOTAVAIL reported with only EADDRINUSE selected: %+v %v", ev, err)
+	}
+}
+
+// EINPROGRESS from a non-blocking connect is not a failure, even with AllErrnos.
+func TestAllErrnosSkipsEINPROGRESS(t *testing.T) {
+	tr := newTracer(t, Options{PID: uint32(os.Getpid()), AllErrnos: true})
+	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(l)
+	lo := [4]byte{127, 0, 0, 1}
+	if err := unix.Bind(l, &unix.SockaddrInet4{Addr: lo}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(l, 1); err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := unix.Getsockname(l)
+	c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(c)
+	err = unix.Connect(c, sa)
+	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
+		t.Fatalf("non-blocking connect: %v", err)
+	}
+	failBind(t) // the sentinel: the next event must be this one
+	ev, err := readOne(t, tr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("no event: %v", err)
+	}
+	if ev.Err != int32(unix.EADDRNOTAVAIL) {
+		t.Errorf("first event has errno %d, want the sentinel's EADDRNOTAVAIL (EINPROGRESS must not be reported)", ev.Err)
+	}
+}
+
+// A full ring buffer drops events in the kernel and counts every one.
+func TestLostCounter(t *testing.T) {
+	page := os.Getpagesize()
+	tr := newTracer(t, Options{PID: uint32(os.Getpid()), RingSize: page})
+	const calls = 200 // far more than one page of 232-byte records holds
+	for range calls {
+		failBind(t)
+	}
+	st, err := tr.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.KernelLost == 0 {
+		t.Fatalf("no loss counted after %d events into a %d-byte ring", calls, page)
+	}
+	var read uint64
+	for {
+		if _, err := readOne(t, tr, 200*time.Millisecond); err != nil {
+			break
+		}
+		read++
+	}
+	if read+st.KernelLost != calls {
+		t.Errorf("read %d + lost %d = %d, want %d", read, st.KernelLost, read+st.KernelLost, calls)
+	}
+	t.Logf("ring of %d bytes: %d events read, %d counted lost", page, read, st.KernelLost)
+}
+
+// Stop drains what is queued before Read reports ErrClosed.
+func TestStopDrains(t *testing.T) {
+	tr := newTracer(t, Options{PID: uint32(os.Getpid())})
+	for range 3 {
+		failBind(t)
+	}
+	tr.Stop()
+	n := 0
+	for {
+		_, err := readOne(t, tr, 2*time.Second)
+		if errors.Is(err, ErrClosed) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("read after Stop: %v", err)
+		}
+		n++
+	}
+	if n != 3 {
+		t.Errorf("drained %d events after Stop, want 3", n)
+	}
+	failBind(t) // detached: nothing more arrives
+	if st, _ := tr.Stats(); st.Events != 3 {
+		t.Errorf("events %d after detach, want 3", st.Events)
+	}
+}
