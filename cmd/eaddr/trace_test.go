@@ -322,9 +322,9 @@ func TestDemo(t *testing.T) {
 		t.Errorf("demo output lacks %q", want)
 	}
 	for _, want := range []string{
-		"Couldn't connect to server",                       // curl
-		"failed: Cannot assign requested address",          // GNU wget
-		"can't connect to remote host (127.0.0.1)",         // busybox
+		"Couldn't connect to server",                         // curl
+		"failed: Cannot assign requested address",            // GNU wget
+		"can't connect to remote host (127.0.0.1)",           // busybox
 		`"comm":"curl"`, `"comm":"wget"`, `"comm":"busybox"`, // eaddr's events
 		`"errno":"EADDRNOTAVAIL"`,
 	} {
