@@ -97,7 +97,7 @@ func checkCaps() error {
 	if has(capSysAdmin) || (has(capBPF) && has(capPerfmon)) {
 		return nil
 	}
-	return errors.New("eaddr needs root (or CAP_BPF and CAP_PERFMON) to load its BPF programs: run it with sudo")
+	return errors.New("root (or CAP_BPF and CAP_PERFMON) is needed to load the BPF programs: run eaddr with sudo")
 }
 
 // tracefsDir returns where tracefs is mounted, mounting it when it is not.

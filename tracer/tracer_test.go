@@ -200,3 +200,25 @@ func TestStopDrains(t *testing.T) {
 		t.Errorf("events %d after detach, want 3", st.Events)
 	}
 }
+
+// Reading an event allocates nothing: the record and the event are reused.
+func TestReadDoesNotAllocate(t *testing.T) {
+	tr := newTracer(t, Options{PID: uint32(os.Getpid())})
+	const n = 150
+	for range n {
+		failBind(t)
+	}
+	var ev RawEvent
+	tr.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := tr.Read(&ev); err != nil { // the first read sizes the record's buffer
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := tr.Read(&ev); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("Read allocates %.1f times per event, want 0", allocs)
+	}
+}

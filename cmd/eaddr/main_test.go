@@ -26,6 +26,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	_ = os.Chmod(dir, 0o755) // TestTraceWithoutRoot runs it as nobody
 	eaddrBin = filepath.Join(dir, "eaddr")
 	build := exec.Command("go", "build", "-o", eaddrBin, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr

@@ -333,3 +333,42 @@ func TestDemo(t *testing.T) {
 		}
 	}
 }
+
+// --comm keeps only processes with that comm.
+func TestCommFilter(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	py := python(t)
+	p := startTrace(t, "--comm", "python3", "--netns", strconv.FormatUint(ns.Inode(), 10))
+	curl := look("curl")
+	if curl == "" {
+		testenv.Skip(t, "curl is not installed")
+	}
+	curlPID, _ := runInNS(t, ns, curl, "-sS", "-m", "5", "http://127.0.0.1:8080/")
+	pyPID, _ := runInNS(t, ns, py, "-c", `import socket
+try:
+    socket.socket().connect(("127.0.0.1", 8080))
+except OSError:
+    pass
+`)
+	if evs := p.forPID(pyPID, 1, 5*time.Second); len(evs) != 1 {
+		t.Fatalf("want the python3 event, got %+v", evs)
+	}
+	if evs := p.forPID(curlPID, 1, 0); len(evs) != 0 {
+		t.Errorf("--comm python3 let curl through: %+v", evs)
+	}
+}
+
+// Without root, trace fails at once with one sentence that says what is needed.
+func TestTraceWithoutRoot(t *testing.T) {
+	testenv.RequireRoot(t) // to be able to drop to nobody
+	cmd := exec.Command(eaddrBin, "trace")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit %v, want status 1; output %q", err, out)
+	}
+	if !strings.Contains(string(out), "root (or CAP_BPF and CAP_PERFMON) is needed") {
+		t.Errorf("output %q does not say root is needed", out)
+	}
+}
