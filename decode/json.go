@@ -117,27 +117,11 @@ func appendHex(b, src []byte) []byte {
 
 // AppendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, so
 // a comm or path with arbitrary bytes still gives valid JSON.
-func AppendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			b = appendASCII(b, c)
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, `\ufffd`...)
-		} else {
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(b, '"')
-}
+func AppendString(b []byte, s string) []byte { return appendJSONString(b, s) }
 
-func appendBytesString(b []byte, s []byte) []byte {
+func appendBytesString(b []byte, s []byte) []byte { return appendJSONString(b, s) }
+
+func appendJSONString[T string | []byte](b []byte, s T) []byte {
 	b = append(b, '"')
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -146,7 +130,14 @@ func appendBytesString(b []byte, s []byte) []byte {
 			i++
 			continue
 		}
-		r, size := utf8.DecodeRune(s[i:])
+		var r rune
+		var size int
+		switch v := any(s[i:]).(type) {
+		case string:
+			r, size = utf8.DecodeRuneInString(v)
+		case []byte:
+			r, size = utf8.DecodeRune(v)
+		}
 		if r == utf8.RuneError && size == 1 {
 			b = append(b, `\ufffd`...)
 		} else {
