@@ -103,6 +103,36 @@ static __always_inline void read_socket(struct event *e, struct task_struct *tas
 		BPF_CORE_READ_INTO(&e->local_addr[0], sk, __sk_common.skc_rcv_saddr);
 }
 
+/* The executable's identity and the start of argv, so user space can tell
+ * which program failed even after it has exited. */
+static __always_inline void read_exe(struct event *e, struct task_struct *task)
+{
+	struct mm_struct *mm = BPF_CORE_READ(task, mm);
+	e->exe_ino = 0;
+	e->exe_dev = 0;
+	e->args_len = 0;
+	e->exe_name[0] = 0;
+	if (!mm)
+		return;
+	struct file *exe = BPF_CORE_READ(mm, exe_file);
+	if (exe) {
+		e->exe_ino = BPF_CORE_READ(exe, f_inode, i_ino);
+		e->exe_dev = BPF_CORE_READ(exe, f_inode, i_sb, s_dev);
+		const unsigned char *name = BPF_CORE_READ(exe, f_path.dentry, d_name.name);
+		bpf_probe_read_kernel_str(e->exe_name, sizeof(e->exe_name), name);
+	}
+	unsigned long start = BPF_CORE_READ(mm, arg_start);
+	unsigned long end = BPF_CORE_READ(mm, arg_end);
+	__u64 n = end > start ? end - start : 0;
+	if (n > sizeof(e->args))
+		n = sizeof(e->args);
+	barrier_var(n); /* keep the bound check below where the verifier sees it */
+	if (n == 0 || n > sizeof(e->args))
+		return;
+	if (bpf_probe_read_user(e->args, n, (const void *)start) == 0)
+		e->args_len = n;
+}
+
 static __always_inline int report(struct syscall_exit_ctx *ctx, __u8 syscall)
 {
 	long ret = ctx->ret;
@@ -142,6 +172,7 @@ static __always_inline int report(struct syscall_exit_ctx *ctx, __u8 syscall)
 	e->local_port = 0;
 	__builtin_memset(e->local_addr, 0, sizeof(e->local_addr));
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	read_exe(e, task);
 
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	int fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);

@@ -23,10 +23,16 @@
 #define EADDR_F_SOCKET 2 /* sock_* and local_* were read from the fd's socket */
 
 #define EADDR_ADDR_MAX 128 /* holds sockaddr_un (110) and sockaddr_in6 (28) */
+#define EADDR_EXE_NAME_MAX 32
+#define EADDR_ARGS_MAX 64
 
 struct event {
 	__u64 boot_ns;     /* bpf_ktime_get_boot_ns() at syscall exit */
 	__u64 cgroup_id;   /* cgroup v2 id of the task */
+	__u64 exe_ino;     /* inode of the task's executable (mm->exe_file), 0 if none */
+	__u32 exe_dev;     /* its superblock's kernel dev_t (MAJOR << 20 | MINOR) */
+	__u16 args_len;    /* bytes of args that are valid */
+	__u16 pad0;
 	__u32 tgid;
 	__u32 tid;
 	__u32 ppid;
@@ -47,9 +53,14 @@ struct event {
 	__u8 local_addr[16]; /* bound address: 4 bytes for AF_INET, 16 for AF_INET6 */
 	char comm[16];
 	__u8 addr[EADDR_ADDR_MAX]; /* sockaddr as passed to the syscall */
+	/* What identifies the binary after the process has exited: the file name
+	 * of the executable, and the start of argv (NUL-separated; a busybox applet
+	 * or an interpreter's script is there). */
+	char exe_name[EADDR_EXE_NAME_MAX];
+	char args[EADDR_ARGS_MAX];
 };
 
-_Static_assert(sizeof(struct event) == 224, "event layout changed: update decode tests");
+_Static_assert(sizeof(struct event) == 336, "event layout changed: update decode tests");
 _Static_assert(__builtin_offsetof(struct event, addr) % 8 == 0, "addr must be 8-byte aligned");
 
 #endif /* EADDR_H */

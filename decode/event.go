@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/eaddr/eaddr/tracer"
 )
 
@@ -53,15 +55,22 @@ type Addr struct {
 // the Event's own buffers, so an Event is reused without allocating; copy
 // what must outlive the next Decode.
 type Event struct {
-	Time     time.Time
-	BootNs   uint64
-	Syscall  Syscall
-	Errno    int
-	PID      uint32
-	TID      uint32
-	PPID     uint32
-	UID      uint32
-	Comm     []byte
+	Time    time.Time
+	BootNs  uint64
+	Syscall Syscall
+	Errno   int
+	PID     uint32
+	TID     uint32
+	PPID    uint32
+	UID     uint32
+	Comm    []byte
+	// Exe identifies the executable even after the process exited: its file
+	// name, inode and device (as stat(2) reports st_dev), and Args the first
+	// bytes of argv, NUL-separated (a busybox applet, an interpreter's script).
+	ExeName  []byte
+	ExeIno   uint64
+	ExeDev   uint64
+	Args     []byte
 	FD       int32
 	NetNS    uint32
 	MntNS    uint32
@@ -82,6 +91,8 @@ type Event struct {
 	Remote Addr
 
 	comm [16]byte
+	exe  [32]byte
+	args [64]byte
 	addr [128]byte
 }
 
@@ -110,12 +121,19 @@ func (d *Decoder) Decode(raw *tracer.RawEvent, ev *Event) {
 	ev.Syscall = Syscall(raw.Syscall)
 	ev.Errno = int(raw.Err)
 	ev.PID, ev.TID, ev.PPID, ev.UID = raw.Tgid, raw.Tid, raw.Ppid, raw.Uid
-	n := 0
-	for n < len(raw.Comm) && raw.Comm[n] != 0 {
-		ev.comm[n] = byte(raw.Comm[n])
-		n++
+	ev.Comm = cstring(ev.comm[:], raw.Comm[:])
+	ev.ExeName = cstring(ev.exe[:], raw.ExeName[:])
+	n := min(int(raw.ArgsLen), len(raw.Args))
+	for i := range n {
+		ev.args[i] = byte(raw.Args[i])
 	}
-	ev.Comm = ev.comm[:n]
+	ev.Args = ev.args[:n]
+	ev.ExeIno = raw.ExeIno
+	ev.ExeDev = 0
+	if raw.ExeIno != 0 {
+		// The kernel's dev_t is MAJOR<<20|MINOR; stat(2) encodes it differently.
+		ev.ExeDev = unix.Mkdev(raw.ExeDev>>20, raw.ExeDev&(1<<20-1))
+	}
 	ev.FD = raw.Fd
 	ev.NetNS, ev.MntNS = raw.Netns, raw.Mntns
 	ev.CgroupID = raw.CgroupId
@@ -199,6 +217,16 @@ func parseSockaddr(b []byte) Addr {
 	}
 	a.Raw = b[2:]
 	return a
+}
+
+// cstring copies the NUL-terminated src into dst and returns the used part.
+func cstring(dst []byte, src []int8) []byte {
+	n := 0
+	for n < len(src) && n < len(dst) && src[n] != 0 {
+		dst[n] = byte(src[n])
+		n++
+	}
+	return dst[:n]
 }
 
 func itoa(n int) string {

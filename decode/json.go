@@ -36,6 +36,10 @@ func AppendJSON(b []byte, ev *Event, node string) []byte {
 	b = strconv.AppendUint(b, uint64(ev.UID), 10)
 	b = append(b, `,"comm":`...)
 	b = appendBytesString(b, ev.Comm)
+	if len(ev.ExeName) > 0 {
+		b = append(b, `,"exe":`...)
+		b = appendBytesString(b, ev.ExeName)
+	}
 	b = append(b, '}')
 
 	b = append(b, `,"socket":{"fd":`...)

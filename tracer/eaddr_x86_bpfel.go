@@ -17,6 +17,10 @@ type eaddrEvent struct {
 	_            structs.HostLayout
 	BootNs       uint64
 	CgroupId     uint64
+	ExeIno       uint64
+	ExeDev       uint32
+	ArgsLen      uint16
+	Pad0         uint16
 	Tgid         uint32
 	Tid          uint32
 	Ppid         uint32
@@ -37,6 +41,8 @@ type eaddrEvent struct {
 	LocalAddr    [16]uint8
 	Comm         [16]int8
 	Addr         [128]uint8
+	ExeName      [32]int8
+	Args         [64]int8
 }
 
 // Names of all BPF objects in the ELF.

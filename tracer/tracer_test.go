@@ -5,6 +5,8 @@ package tracer
 import (
 	"errors"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,8 +17,8 @@ import (
 
 func TestRawEventSize(t *testing.T) {
 	// bpf/eaddr.h asserts the same size on the C side.
-	if RawEventSize != 224 {
-		t.Fatalf("RawEvent is %d bytes, bpf/eaddr.h says 224", RawEventSize)
+	if RawEventSize != 336 {
+		t.Fatalf("RawEvent is %d bytes, bpf/eaddr.h says 336", RawEventSize)
 	}
 }
 
@@ -96,6 +98,24 @@ func TestBindFailureEvent(t *testing.T) {
 	}
 	if uint64(ev.Netns) != st.Ino {
 		t.Errorf("netns %d, want %d", ev.Netns, st.Ino)
+	}
+	var exe unix.Stat_t
+	if err := unix.Stat("/proc/self/exe", &exe); err != nil {
+		t.Fatal(err)
+	}
+	if ev.ExeIno != exe.Ino || unix.Mkdev(ev.ExeDev>>20, ev.ExeDev&0xfffff) != exe.Dev {
+		t.Errorf("exe ino %d dev %#x, want %d %#x", ev.ExeIno, ev.ExeDev, exe.Ino, exe.Dev)
+	}
+	target, _ := os.Readlink("/proc/self/exe")
+	if got := cString(ev.ExeName[:]); got != filepath.Base(target) {
+		t.Errorf("exe name %q, want %q", got, filepath.Base(target))
+	}
+	args := make([]byte, ev.ArgsLen)
+	for i := range args {
+		args[i] = byte(ev.Args[i])
+	}
+	if want := os.Args[0] + "\x00"; !strings.HasPrefix(string(args), want[:min(len(want), len(args))]) || len(args) == 0 {
+		t.Errorf("args %q, want a prefix of %q", args, want)
 	}
 	if ev.BootNs == 0 || ev.Mntns == 0 || ev.CgroupId == 0 {
 		t.Errorf("boot %d mntns %d cgroup %d: want all set", ev.BootNs, ev.Mntns, ev.CgroupId)
@@ -221,4 +241,15 @@ func TestReadDoesNotAllocate(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("Read allocates %.1f times per event, want 0", allocs)
 	}
+}
+
+func cString(b []int8) string {
+	var out []byte
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		out = append(out, byte(c))
+	}
+	return string(out)
 }

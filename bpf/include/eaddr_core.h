@@ -80,8 +80,37 @@ struct nsproxy {
 	struct net *net_ns;
 } __attribute__((preserve_access_index));
 
+struct qstr {
+	const unsigned char *name;
+} __attribute__((preserve_access_index));
+
+struct super_block {
+	unsigned int s_dev;
+} __attribute__((preserve_access_index));
+
+struct inode {
+	unsigned long i_ino;
+	struct super_block *i_sb;
+} __attribute__((preserve_access_index));
+
+struct dentry {
+	struct qstr d_name;
+} __attribute__((preserve_access_index));
+
+struct path {
+	struct dentry *dentry;
+} __attribute__((preserve_access_index));
+
 struct file {
 	void *private_data;
+	struct path f_path;
+	struct inode *f_inode;
+} __attribute__((preserve_access_index));
+
+struct mm_struct {
+	struct file *exe_file;
+	unsigned long arg_start;
+	unsigned long arg_end;
 } __attribute__((preserve_access_index));
 
 struct fdtable {
@@ -99,6 +128,7 @@ struct task_struct {
 	struct task_struct *real_parent;
 	struct files_struct *files;
 	struct nsproxy *nsproxy;
+	struct mm_struct *mm;
 } __attribute__((preserve_access_index));
 
 typedef struct {

@@ -54,6 +54,7 @@ type jsonEvent struct {
 		PPID int    `json:"ppid"`
 		UID  int    `json:"uid"`
 		Comm string `json:"comm"`
+		Exe  string `json:"exe"`
 	} `json:"process"`
 	Socket struct {
 		FD       int    `json:"fd"`
