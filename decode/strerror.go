@@ -1,0 +1,63 @@
+package decode
+
+import (
+	"strings"
+	"syscall"
+)
+
+//go:generate go run ./internal/strerrorgen
+
+// Libc names a C library (or Go's own table) whose strerror wording a process
+// uses.
+type Libc string
+
+const (
+	LibcGlibc   Libc = "glibc"
+	LibcMusl    Libc = "musl"
+	LibcGo      Libc = "go" // Go's syscall.Errno.Error(): glibc's words, lower case
+	LibcUnknown Libc = ""
+)
+
+// strerrorMax is the highest errno the tables cover (EHWPOISON on
+// linux/amd64 and linux/arm64).
+const strerrorMax = 133
+
+// goStrerror is Go's own wording, taken at run time from the syscall package
+// of the Go that built this binary (a traced Go program built with another Go
+// release may word a few errnos differently). Numbers Go has no text for
+// ("errno N") are left empty.
+var goStrerror = func() (t [strerrorMax + 1]string) {
+	for i := 1; i <= strerrorMax; i++ {
+		if s := syscall.Errno(i).Error(); !strings.HasPrefix(s, "errno ") {
+			t[i] = s
+		}
+	}
+	return t
+}()
+
+// Strerror returns the text libc prints for errno n (as strerror(3) and
+// perror(3) would), and false when that libc has no text for n or libc is
+// unknown. It does not allocate.
+//
+// The glibc and musl tables are generated (strerror_glibc.go,
+// strerror_musl.go) from the C libraries themselves; errnos for which the C
+// library only has a placeholder ("Unknown error N", "No error information")
+// report false.
+func Strerror(libc Libc, n int) (string, bool) {
+	var s string
+	switch libc {
+	case LibcGlibc:
+		if n > 0 && n < len(glibcStrerror) {
+			s = glibcStrerror[n]
+		}
+	case LibcMusl:
+		if n > 0 && n < len(muslStrerror) {
+			s = muslStrerror[n]
+		}
+	case LibcGo:
+		if n > 0 && n < len(goStrerror) {
+			s = goStrerror[n]
+		}
+	}
+	return s, s != ""
+}

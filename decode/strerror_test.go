@@ -1,0 +1,190 @@
+package decode
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/eaddr/eaddr/internal/testenv"
+)
+
+func TestStrerror(t *testing.T) {
+	tests := []struct {
+		libc Libc
+		n    int
+		want string // "" means no text (ok == false)
+	}{
+		{LibcGlibc, 98, "Address already in use"},
+		{LibcMusl, 98, "Address in use"},
+		{LibcGo, 98, "address already in use"},
+		{LibcGlibc, 99, "Cannot assign requested address"},
+		{LibcMusl, 99, "Address not available"},
+		{LibcGo, 99, "cannot assign requested address"},
+		{LibcGlibc, 111, "Connection refused"},
+		{LibcMusl, 111, "Connection refused"},
+		{LibcGo, 111, "connection refused"},
+		{LibcGlibc, 110, "Connection timed out"},
+		{LibcMusl, 110, "Operation timed out"},
+		{LibcGo, 110, "connection timed out"},
+		{LibcGlibc, 1, "Operation not permitted"},
+		{LibcMusl, 1, "Operation not permitted"},
+		{LibcGo, 1, "operation not permitted"},
+		{LibcGlibc, 133, "Memory page has hardware error"},
+		{LibcMusl, 133, ""}, // musl has no text for EHWPOISON
+		// 41 is not an errno on Linux: every table leaves it empty.
+		{LibcGlibc, 41, ""},
+		{LibcMusl, 41, ""},
+		{LibcGo, 41, ""},
+		{LibcUnknown, 98, ""},
+		{Libc("uclibc"), 98, ""},
+	}
+	for _, libc := range []Libc{LibcGlibc, LibcMusl, LibcGo, LibcUnknown} {
+		for _, n := range []int{-1, 0, 134, 200, 1 << 20} {
+			tests = append(tests, struct {
+				libc Libc
+				n    int
+				want string
+			}{libc, n, ""})
+		}
+	}
+	for _, tt := range tests {
+		got, ok := Strerror(tt.libc, tt.n)
+		if got != tt.want || ok != (tt.want != "") {
+			t.Errorf("Strerror(%q, %d) = %q, %v; want %q, %v", tt.libc, tt.n, got, ok, tt.want, tt.want != "")
+		}
+	}
+}
+
+func TestStrerrorTables(t *testing.T) {
+	for name, n := range map[string]int{"glibc": len(glibcStrerror), "musl": len(muslStrerror), "go": len(goStrerror)} {
+		if n > strerrorMax+1 {
+			t.Errorf("%s table has %d entries, more than errnos 0..%d", name, n, strerrorMax)
+		}
+	}
+	for n := 1; n <= strerrorMax; n++ {
+		for _, libc := range []Libc{LibcGlibc, LibcMusl} {
+			if s, _ := Strerror(libc, n); strings.Contains(s, "Unknown error") || s == "No error information" {
+				t.Errorf("Strerror(%q, %d) = placeholder %q; the generator should have left it empty", libc, n, s)
+			}
+		}
+	}
+}
+
+// TestStrerrorGoMatchesGlibc checks that Go's table is glibc's wording in
+// lower case for the errnos eaddr cares most about. (Go's table differs from
+// glibc's for a few other errnos, so this does not check every n.)
+func TestStrerrorGoMatchesGlibc(t *testing.T) {
+	for _, n := range []int{EADDRINUSE, EADDRNOTAVAIL, int(syscall.ECONNREFUSED)} {
+		g, gok := Strerror(LibcGlibc, n)
+		o, ook := Strerror(LibcGo, n)
+		if !gok || !ook || !strings.EqualFold(g, o) {
+			t.Errorf("errno %d: glibc %q (%v), go %q (%v); want the same words up to case", n, g, gok, o, ook)
+			continue
+		}
+		if o != strings.ToLower(o[:1])+o[1:] {
+			t.Errorf("errno %d: go text %q does not start in lower case", n, o)
+		}
+	}
+}
+
+func TestStrerrorAllocs(t *testing.T) {
+	libcs := []Libc{LibcGlibc, LibcMusl, LibcGo, LibcUnknown}
+	var sink int
+	allocs := testing.AllocsPerRun(100, func() {
+		for _, libc := range libcs {
+			for n := -1; n <= strerrorMax+2; n++ {
+				s, _ := Strerror(libc, n)
+				sink += len(s)
+			}
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("Strerror allocates %v times per run, want 0", allocs)
+	}
+	_ = sink
+}
+
+// TestStrerrorGenerated checks that strerror_glibc.go and strerror_musl.go are
+// what the generator writes today. It needs gcc and musl-gcc (Debian package
+// musl-tools).
+//
+// The files record which glibc and musl produced them. When this host has
+// the same versions the files must match byte for byte. When it has other
+// versions, the tables must still match; if they do not, the test reports
+// the differences and skips, since the committed files then describe another
+// libc release rather than being stale.
+func TestStrerrorGenerated(t *testing.T) {
+	for _, tool := range []string{"gcc", "musl-gcc", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.Skip(t, tool+" not found on PATH; it is needed to regenerate the strerror tables (apt-get install -y gcc musl-tools)")
+		}
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("go", "run", "./internal/strerrorgen", "-out", dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go run ./internal/strerrorgen -out %s: %v\n%s", dir, err, out)
+	}
+	for _, name := range []string{"strerror_glibc.go", "strerror_musl.go"} {
+		t.Run(name, func(t *testing.T) {
+			committed, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Equal(committed, fresh) {
+				return
+			}
+			cv, crest := splitProducedBy(committed)
+			fv, frest := splitProducedBy(fresh)
+			diff := firstDiff(crest, frest)
+			switch {
+			case cv == fv:
+				t.Errorf("%s is out of date; run go generate ./decode\n%s", name, diff)
+			case bytes.Equal(crest, frest):
+				t.Logf("%s was generated with another libc (%q, here %q); the tables are identical", name, cv, fv)
+			default:
+				t.Logf("%s was generated with another libc (%q, here %q) and the tables differ:\n%s", name, cv, fv, diff)
+				t.Skipf("%s describes another libc release than this host's; regenerate on a host with the recorded versions to check it", name)
+			}
+		})
+	}
+}
+
+// splitProducedBy returns the "// Produced by ..." line, which records the libc
+// version, and the file without it.
+func splitProducedBy(src []byte) (string, []byte) {
+	lines := bytes.SplitAfter(src, []byte("\n"))
+	for i, l := range lines {
+		if bytes.HasPrefix(l, []byte("// Produced by ")) {
+			rest := bytes.Join(append(lines[:i:i], lines[i+1:]...), nil)
+			return string(bytes.TrimSpace(l)), rest
+		}
+	}
+	return "", src
+}
+
+// firstDiff describes the first line where a and b differ.
+func firstDiff(a, b []byte) string {
+	al, bl := strings.Split(string(a), "\n"), strings.Split(string(b), "\n")
+	for i := 0; i < len(al) || i < len(bl); i++ {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			return fmt.Sprintf("first difference at line %d:\n  committed: %s\n  generated: %s", i+1, x, y)
+		}
+	}
+	return "(no line differs)"
+}
