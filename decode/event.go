@@ -72,6 +72,7 @@ type Event struct {
 	ExeDev   uint64
 	Args     []byte
 	FD       int32
+	Addrlen  int // the addrlen argument
 	NetNS    uint32
 	MntNS    uint32
 	CgroupID uint64
@@ -135,6 +136,7 @@ func (d *Decoder) Decode(raw *tracer.RawEvent, ev *Event) {
 		ev.ExeDev = unix.Mkdev(raw.ExeDev>>20, raw.ExeDev&(1<<20-1))
 	}
 	ev.FD = raw.Fd
+	ev.Addrlen = int(raw.Addrlen)
 	ev.NetNS, ev.MntNS = raw.Netns, raw.Mntns
 	ev.CgroupID = raw.CgroupId
 	ev.CgroupPath = ""

@@ -10,6 +10,12 @@ import (
 // docs/events.md. Fields that do not apply are left out, never null. It does
 // not allocate when b has room.
 func AppendJSON(b []byte, ev *Event, node string) []byte {
+	b = appendEventFields(b, ev, node)
+	return append(b, '}')
+}
+
+// appendEventFields appends the event object without its closing brace.
+func appendEventFields(b []byte, ev *Event, node string) []byte {
 	b = append(b, `{"schema":`...)
 	b = strconv.AppendInt(b, Schema, 10)
 	b = append(b, `,"time":"`...)
@@ -76,8 +82,7 @@ func AppendJSON(b []byte, ev *Event, node string) []byte {
 		b = append(b, `,"path":`...)
 		b = AppendString(b, ev.CgroupPath)
 	}
-	b = append(b, "}}"...)
-	return b
+	return append(b, '}')
 }
 
 func appendAddr(b []byte, a *Addr) []byte {

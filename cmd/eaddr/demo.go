@@ -77,21 +77,32 @@ Flags:
 
 	// Trace only this namespace, so the demo shows what its clients did and
 	// nothing else on the node.
-	tf := TraceFlags{Output: f.Output, Errno: "EADDRNOTAVAIL,EADDRINUSE", Syscall: "connect,bind", NetNS: uint32(ns.Inode()), RingSize: 1 << 20}
+	tf := TraceFlags{Output: f.Output, Errno: "EADDRNOTAVAIL,EADDRINUSE", Syscall: "connect,bind",
+		NetNS: uint32(ns.Inode()), RingSize: 1 << 20, Explain: "short"}
 	c, err := tf.config()
 	if err != nil {
 		return err
 	}
 	var (
 		mu       sync.Mutex
-		byPID    = map[uint32][]string{}
+		byPID    = map[uint32][]demoEvent{}
 		attached = make(chan struct{})
 	)
 	hooks := traceHooks{
 		attached: func() { close(attached) },
-		event: func(ev *decode.Event, line []byte) {
+		event: func(ev *decode.Event, x *decode.Explanation, line []byte) {
+			de := demoEvent{line: strings.TrimRight(string(line), "\n"), client: "unknown program"}
+			if msg, ok := x.AppendClientMessage(nil); ok {
+				de.predicted = string(msg)
+			}
+			if x.Client != nil {
+				de.client = x.Client.Name
+			}
+			if x.Binary != nil && x.Binary.Libc != "" {
+				de.client += ", " + string(x.Binary.Libc)
+			}
 			mu.Lock()
-			byPID[ev.PID] = append(byPID[ev.PID], strings.TrimRight(string(line), "\n"))
+			byPID[ev.PID] = append(byPID[ev.PID], de)
 			mu.Unlock()
 		},
 	}
@@ -128,7 +139,7 @@ Flags:
 		if err != nil {
 			fmt.Fprintf(stdout, "  (%v)\n", err)
 		}
-		var lines []string
+		var lines []demoEvent
 		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			mu.Lock()
 			lines = byPID[uint32(pid)]
@@ -143,7 +154,12 @@ Flags:
 		}
 		caught++
 		for _, l := range lines {
-			fmt.Fprintf(stdout, "eaddr: %s\n", l)
+			if l.predicted != "" {
+				fmt.Fprintf(stdout, "eaddr predicted (%s):\n  %s\n", l.client, l.predicted)
+			} else {
+				fmt.Fprintf(stdout, "eaddr: %s; it prints no predictable line\n", l.client)
+			}
+			fmt.Fprintf(stdout, "eaddr event: %s\n", l.line)
 		}
 	}
 	stopTrace()
@@ -152,6 +168,13 @@ Flags:
 	}
 	fmt.Fprintf(stdout, "\n%d of %d clients failed with an event from eaddr. The namespace is gone; to watch the node: sudo eaddr trace\n", caught, len(clients))
 	return nil
+}
+
+// demoEvent is what the demo shows of one event.
+type demoEvent struct {
+	line      string // as trace printed it
+	client    string // "busybox wget, glibc"
+	predicted string // the line eaddr predicts the client printed
 }
 
 // runIn runs argv inside ns with stdin closed, and returns its combined

@@ -25,6 +25,7 @@ with EADDRNOTAVAIL (ephemeral ports exhausted) or EADDRINUSE.
 Usage:
   eaddr trace [flags]   trace failures on this node (root); JSON lines on stdout
   eaddr demo [flags]    reproduce port exhaustion in a throwaway netns and trace it (root)
+  eaddr explain TEXT    explain an error message or errno, offline (no root)
   eaddr version         print the version
 
 Run 'eaddr COMMAND --help' for the flags of a command.
@@ -59,16 +60,20 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runTrace(ctx, args[1:], stdout, stderr, log)
 	case "demo":
 		err = runDemo(ctx, args[1:], stdout, stderr, log)
+	case "explain":
+		err = runExplain(ctx, args[1:], stdout, stderr, log)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "eaddr %s\n", version)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usageErrorf("unknown command %q (commands: trace, demo, version)", args[0])
+		err = usageErrorf("unknown command %q (commands: trace, demo, explain, version)", args[0])
 	}
 	switch {
 	case err == nil, errors.Is(err, pflag.ErrHelp):
 		return 0
+	case errors.As(err, new(quietError)):
+		return 1
 	case errors.As(err, new(usageError)):
 		fmt.Fprintf(stderr, "eaddr: %v\n", err)
 		return 2

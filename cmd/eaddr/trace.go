@@ -27,6 +27,7 @@ type TraceFlags struct {
 	Cgroup   string
 	RingSize int
 	Node     string
+	Explain  string
 }
 
 // SetFlags registers the flags on fs.
@@ -40,6 +41,7 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Cgroup, "cgroup", "", "only processes whose cgroup v2 path starts with this prefix, e.g. /kubepods")
 	fs.IntVar(&f.RingSize, "ring-size", tracer.DefaultRingSize, "ring buffer size in bytes, a power of two; events that do not fit are counted as lost")
 	fs.StringVar(&f.Node, "node", "", "node name in each event (default: $NODE_NAME, else the hostname)")
+	fs.StringVar(&f.Explain, "explain", "full", "per event, say what the errno means, which client failed and what it printed: full (with how every other client words it), short (without), or off")
 }
 
 // traceConfig is what the flags mean, checked.
@@ -49,6 +51,8 @@ type traceConfig struct {
 	comm  string
 	cg    string
 	node  string
+	// explain: 0 off, 1 short, 2 full
+	explain int
 }
 
 func (f *TraceFlags) config() (traceConfig, error) {
@@ -93,6 +97,15 @@ func (f *TraceFlags) config() (traceConfig, error) {
 	}
 	c.opts.RingSize = f.RingSize
 	c.node = nodeName(f.Node)
+	switch f.Explain {
+	case "off":
+	case "short":
+		c.explain = 1
+	case "full":
+		c.explain = 2
+	default:
+		return c, usageErrorf("--explain must be full, short or off, not %q", f.Explain)
+	}
 	return c, nil
 }
 
@@ -137,8 +150,8 @@ func (c *traceConfig) keep(ev *decode.Event) bool {
 
 // traceHooks let the demo watch a trace; nil hooks are skipped.
 type traceHooks struct {
-	attached func()                              // after the probes are attached
-	event    func(ev *decode.Event, line []byte) // after each event was written; line is reused
+	attached func()                                                     // after the probes are attached
+	event    func(ev *decode.Event, x *decode.Explanation, line []byte) // after each event was written; line is reused
 }
 
 // trace attaches, streams events to out until ctx is done, then detaches,
@@ -159,6 +172,12 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 		cg = nil
 	}
 	dec := decode.NewDecoder(cg)
+	var explainer *decode.Explainer
+	if c.explain > 0 {
+		if explainer, err = decode.NewExplainer(); err != nil {
+			return err
+		}
+	}
 
 	errnos := "all"
 	if !c.opts.AllErrnos {
@@ -176,7 +195,8 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 	var (
 		raw      tracer.RawEvent
 		ev       decode.Event
-		buf      = make([]byte, 0, 4096)
+		x        decode.Explanation
+		buf      = make([]byte, 0, 16384)
 		written  uint64
 		filtered uint64
 		writeErr error
@@ -200,9 +220,19 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 			continue
 		}
 		buf = buf[:0]
-		if c.table {
+		if explainer != nil {
+			explainer.Explain(&ev, &x)
+		}
+		switch {
+		case c.table:
 			buf = decode.AppendTable(buf, &ev)
-		} else {
+			if explainer != nil {
+				buf = append(buf, '\n')
+				buf = x.AppendTableExplained(buf)
+			}
+		case explainer != nil:
+			buf = explainer.AppendJSONExplained(buf, &ev, c.node, &x, c.explain == 2)
+		default:
 			buf = decode.AppendJSON(buf, &ev, c.node)
 		}
 		buf = append(buf, '\n')
@@ -214,7 +244,7 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 		}
 		written++
 		if hooks.event != nil {
-			hooks.event(&ev, buf)
+			hooks.event(&ev, &x, buf)
 		}
 	}
 	st, err := t.Stats()

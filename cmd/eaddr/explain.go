@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/eaddr/eaddr/decode"
+)
+
+// ExplainFlags are the flags of `eaddr explain`.
+type ExplainFlags struct {
+	Output string
+}
+
+// SetFlags registers the flags on fs.
+func (f *ExplainFlags) SetFlags(fs *pflag.FlagSet) {
+	fs.StringVarP(&f.Output, "output", "o", "text", "text for a person, json for a script")
+}
+
+func runExplain(_ context.Context, args []string, stdout, stderr io.Writer, _ *slog.Logger) error {
+	fs := pflag.NewFlagSet("explain", pflag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `Usage: eaddr explain [flags] TEXT|ERRNO
+
+Explain an error message offline (no root, no BPF): paste what a client printed,
+e.g. "wget: can't connect to remote host (1.1.1.1): Address not available", or
+give an errno (99, EADDRNOTAVAIL). eaddr says which errno it is, which syscall most
+likely failed, which client and libc the words come from, how other clients word
+the same failure, the likely causes and the commands that confirm them on the node.
+Text it does not recognise exits 1 and lists the closest wordings it knows.
+
+Flags:
+%s`, fs.FlagUsages())
+	}
+	var f ExplainFlags
+	f.SetFlags(fs)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if err == pflag.ErrHelp {
+			return err
+		}
+		return usageError{err}
+	}
+	if f.Output != "text" && f.Output != "json" {
+		return usageErrorf("--output must be text or json, not %q", f.Output)
+	}
+	input := strings.TrimSpace(strings.Join(fs.Args(), " "))
+	if input == "" {
+		return usageErrorf("explain needs the text of an error message or an errno, e.g. eaddr explain EADDRNOTAVAIL")
+	}
+	ex, err := decode.NewExplainer()
+	if err != nil {
+		return err
+	}
+	ids := ex.Catalog.Identify(input)
+	if len(ids) == 0 {
+		closest := ex.Catalog.Closest(input, 5)
+		if f.Output == "json" {
+			b := append([]byte(`{"input":`), decode.AppendString(nil, input)...)
+			b = append(b, `,"recognised":false,"closest":[`...)
+			for i, w := range closest {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = appendWording(b, w)
+			}
+			b = append(b, "]}\n"...)
+			stdout.Write(b)
+		} else {
+			fmt.Fprintf(stdout, "not recognised: %q\n", input)
+			if len(closest) > 0 {
+				fmt.Fprintln(stdout, "closest wordings eaddr knows:")
+				for _, w := range closest {
+					fmt.Fprintf(stdout, "  %-32s %s\n", w.By, w.Text)
+				}
+			}
+		}
+		return errNotRecognised
+	}
+	rep := buildReport(ex, input, ids)
+	if f.Output == "json" {
+		_, err := stdout.Write(rep.appendJSON(nil))
+		return err
+	}
+	rep.writeText(stdout)
+	return nil
+}
+
+// errNotRecognised makes explain exit 1 with nothing more said.
+var errNotRecognised = quietError{"not recognised"}
+
+type quietError struct{ s string }
+
+func (e quietError) Error() string { return e.s }
+
+// report is everything explain says about one input.
+type report struct {
+	input    string
+	id       decode.Identification
+	also     []decode.Identification // other readings of the same text
+	syscall  decode.Syscall
+	sysGuess bool // syscall inferred, not read from the text
+	meaning  *decode.ErrnoInfo
+	other    []decode.Wording
+	addr     string // ip:port for the commands
+}
+
+func buildReport(ex *decode.Explainer, input string, ids []decode.Identification) *report {
+	r := &report{input: input, id: ids[0], also: ids[1:]}
+	r.syscall = r.id.Syscall
+	if r.syscall == 0 {
+		// Port exhaustion shows as EADDRNOTAVAIL in connect() and as
+		// EADDRINUSE in a bind() before connect.
+		r.sysGuess = true
+		r.syscall = decode.Connect
+		if r.id.Errno == decode.EADDRINUSE {
+			r.syscall = decode.Bind
+		}
+	}
+	if r.id.Errno != 0 {
+		r.meaning = ex.Catalog.Meaning(r.syscall, r.id.Errno)
+	}
+	ip, port := r.id.IP, r.id.Port
+	if !ip.IsValid() {
+		ip = netip.MustParseAddr("10.96.0.10")
+	}
+	if port == 0 {
+		port = 80
+	}
+	r.addr = netip.AddrPortFrom(ip, port).String()
+	if r.id.Errno != 0 {
+		x := decode.Explanation{Vars: decode.MsgVars{Syscall: r.syscall, Errno: r.id.Errno, IP: ip, Port: port, PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}}
+		if ip.Is6() {
+			x.Vars.Family, x.Vars.Addrlen = decode.AFInet6, 28
+		}
+		for _, w := range ex.Wordings(&x) {
+			r.other = append(r.other, decode.Wording{By: append([]byte(nil), w.By...), Text: append([]byte(nil), w.Text...)})
+		}
+	}
+	return r
+}
+
+func (r *report) clientName() string {
+	if r.id.Client == nil {
+		return ""
+	}
+	return r.id.Client.Name
+}
+
+func (r *report) writeText(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	if r.id.Errno != 0 {
+		p("errno:    %s (%d)\n", decode.ErrnoName(r.id.Errno), r.id.Errno)
+	} else {
+		p("errno:    not in the text: %s says only that connect() failed\n", r.clientName())
+	}
+	if r.sysGuess {
+		p("syscall:  %s (most likely; the text does not say)\n", r.syscall)
+	} else {
+		p("syscall:  %s\n", r.syscall)
+	}
+	if r.id.Client != nil {
+		p("wording:  %s", r.id.Client.Name)
+		if r.id.Libc != "" {
+			p(", with %s's strerror", r.id.Libc)
+		}
+		p("\n          %s\n", r.id.Client.Note)
+		p("          source: %s\n", r.id.Client.Source)
+	} else if r.id.Libc != "" {
+		p("wording:  %s's strerror text\n", r.id.Libc)
+	}
+	for _, a := range r.also {
+		if a.Client != nil {
+			p("          (the same words also come from %s)\n", a.Client.Name)
+		}
+	}
+	if r.meaning != nil {
+		p("meaning:  %s\n", r.meaning.Meaning)
+	}
+	if r.id.Errno == 0 {
+		p("meaning:  curl does not print the errno. For port exhaustion it is EADDRNOTAVAIL; run `curl -v` or `eaddr trace --errno all --comm curl` to see it.\n")
+	}
+	if len(r.other) > 0 {
+		p("\nthe same failure in other words (grep for these):\n")
+		for _, o := range r.other {
+			p("  %-40s %s\n", o.By, o.Text)
+		}
+	}
+	if r.meaning != nil && len(r.meaning.Causes) > 0 {
+		p("\nlikely causes, most likely first:\n")
+		for i, c := range r.meaning.Causes {
+			p("  %d. %s\n", i+1, c)
+		}
+	}
+	p("\nconfirm on the node:\n")
+	for _, c := range r.confirm() {
+		p("  %s\n", c)
+	}
+}
+
+func (r *report) confirm() []string {
+	var out []string
+	if r.meaning != nil {
+		for _, c := range r.meaning.Confirm {
+			out = append(out, strings.ReplaceAll(c, "{addr}", r.addr))
+		}
+	}
+	if len(out) == 0 {
+		errno := "all"
+		if r.id.Errno != 0 {
+			errno = decode.ErrnoName(r.id.Errno)
+		}
+		out = append(out, "eaddr trace --errno "+errno)
+	}
+	return out
+}
+
+func (r *report) appendJSON(b []byte) []byte {
+	b = append(b, `{"input":`...)
+	b = decode.AppendString(b, r.input)
+	b = append(b, `,"recognised":true`...)
+	if r.id.Errno != 0 {
+		b = append(b, `,"errno":`...)
+		b = decode.AppendString(b, decode.ErrnoName(r.id.Errno))
+		b = append(b, fmt.Sprintf(`,"errno_num":%d`, r.id.Errno)...)
+	}
+	b = append(b, `,"syscall":`...)
+	b = decode.AppendString(b, r.syscall.String())
+	b = append(b, fmt.Sprintf(`,"syscall_inferred":%t`, r.sysGuess)...)
+	if r.id.Client != nil {
+		b = append(b, `,"client":`...)
+		b = decode.AppendString(b, r.id.Client.Name)
+		b = append(b, `,"client_source":`...)
+		b = decode.AppendString(b, r.id.Client.Source)
+	}
+	if r.id.Libc != "" {
+		b = append(b, `,"libc":`...)
+		b = decode.AppendString(b, string(r.id.Libc))
+	}
+	if r.meaning != nil {
+		b = append(b, `,"meaning":`...)
+		b = decode.AppendString(b, r.meaning.Meaning)
+		b = appendStrings(b, "causes", r.meaning.Causes)
+	}
+	b = append(b, `,"other_wordings":[`...)
+	for i, o := range r.other {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendWording(b, o)
+	}
+	b = append(b, ']')
+	b = appendStrings(b, "confirm", r.confirm())
+	return append(b, "}\n"...)
+}
+
+func appendStrings(b []byte, name string, list []string) []byte {
+	b = append(b, `,"`+name+`":[`...)
+	for i, s := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = decode.AppendString(b, s)
+	}
+	return append(b, ']')
+}
+
+func appendWording(b []byte, w decode.Wording) []byte {
+	b = append(b, `{"by":`...)
+	b = decode.AppendString(b, string(w.By))
+	b = append(b, `,"text":`...)
+	b = decode.AppendString(b, string(w.Text))
+	return append(b, '}')
+}

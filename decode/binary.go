@@ -1,0 +1,496 @@
+package decode
+
+import (
+	"bytes"
+	"debug/buildinfo"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Runtime values of BinaryInfo.Runtime.
+const (
+	RuntimeC       = "c"       // a native program that prints libc's strerror text
+	RuntimeGo      = "go"      // a Go program (syscall.Errno.Error, Go's own table)
+	RuntimeBusyBox = "busybox" // BusyBox (libc's strerror, BusyBox's own message framing)
+	RuntimePython  = "python"
+	RuntimeJava    = "java"
+	RuntimeNode    = "node"
+	RuntimePerl    = "perl"
+	RuntimeRuby    = "ruby"
+	RuntimeUnknown = ""
+)
+
+// BinaryInfo is how a program renders errnos: its language runtime and the C
+// library whose strerror it uses. It is derived from the program's ELF file,
+// never from its comm.
+type BinaryInfo struct {
+	// Runtime is "c" (a native program using libc's strerror), "go",
+	// "busybox", "python", "java", "node", "perl", "ruby", or "" (unknown).
+	Runtime string
+	// Libc is the errno wording the program prints: LibcGlibc, LibcMusl,
+	// LibcGo (Go's own table), or LibcUnknown.
+	Libc Libc
+	// Static is true when the ELF file has no PT_INTERP (statically linked,
+	// including static-pie).
+	Static bool
+	// Interp is the PT_INTERP path, e.g. /lib64/ld-linux-x86-64.so.2 or
+	// /lib/ld-musl-x86_64.so.1; empty when Static.
+	Interp string
+	// GoVersion is the toolchain version from debug/buildinfo (e.g.
+	// "go1.26.8") when Runtime == "go".
+	GoVersion string
+	// Name is the base name of the file analysed, after symlink resolution,
+	// e.g. "busybox", "python3.11", "curl".
+	Name string
+}
+
+// ErrNotELF is returned (wrapped) by AnalyzeBinary and AnalyzeBinaryFile when
+// the file is not an ELF executable, e.g. a "#!" script.
+var ErrNotELF = errors.New("not an ELF file")
+
+// Strings searched for in a binary's read-only data. They are matched
+// case-sensitively, so Go's lower-case table ("cannot assign requested
+// address") never matches the glibc needle.
+var (
+	// glibcEADDRNOTAVAIL is glibc's strerror(EADDRNOTAVAIL).
+	glibcEADDRNOTAVAIL = []byte("Cannot assign requested address")
+	// muslEADDRNOTAVAIL is musl's strerror(EADDRNOTAVAIL).
+	muslEADDRNOTAVAIL = []byte("Address not available")
+	// busyBoxMarker starts BusyBox's banner, "BusyBox v1.35.0 (...)".
+	busyBoxMarker = []byte("BusyBox v")
+)
+
+const (
+	// scanChunk is the read size used while searching a binary's data, so
+	// memory stays bounded whatever the size of the file.
+	scanChunk = 256 << 10
+	// maxScanBytes caps how much of one file is searched.
+	maxScanBytes = 64 << 20
+	// maxInterpLen bounds the PT_INTERP string read (PATH_MAX).
+	maxInterpLen = 4096
+)
+
+// AnalyzeBinary opens the ELF file at path once and classifies it (see
+// AnalyzeBinaryFile for the rules). path may be /proc/PID/exe (the kernel's
+// link to the running executable) or a path under /proc/PID/root: there,
+// symlinks are resolved inside that root with openat2(RESOLVE_IN_ROOT), so an
+// absolute link such as /usr/bin/python3 -> /usr/bin/python3.11 in a
+// container does not escape to the host's file of the same name (falling back
+// to a plain open where openat2 is unavailable). Name is the base name of the
+// file actually opened, i.e. after all symlinks.
+func AnalyzeBinary(path string) (BinaryInfo, error) {
+	f, err := openBinary(path)
+	if err != nil {
+		return BinaryInfo{}, err
+	}
+	defer f.Close()
+	return AnalyzeBinaryFile(f, openedName(f, path))
+}
+
+// AnalyzeBinaryFile classifies the open ELF file f (for instance an fd the
+// caller holds on /proc/PID/exe). name is the base name to use for
+// BinaryInfo.Name and the interpreter-by-name rule (a directory part or a
+// " (deleted)" suffix, as readlink of /proc/PID/exe shows, is dropped); when
+// empty it is taken from the path f refers to. f is only read with ReadAt: its
+// offset is untouched and it is not closed.
+//
+// The rules, in order:
+//
+//  1. Not an ELF file (e.g. a shell script): an error wrapping ErrNotELF.
+//  2. Go: if debug/buildinfo.Read succeeds, Runtime "go" and Libc "go" even
+//     with cgo, because Go formats syscall errors (net.Dial, ...) with
+//     syscall.Errno.Error and its own errno table, never libc's strerror.
+//     GoVersion is set from the build info. buildinfo.Read is skipped for a
+//     file that has section headers but none of Go's (see mayBeGo): it would
+//     otherwise scan the data segment of every C program in vain.
+//  3. Libc of a dynamic ELF (has PT_INTERP) comes from the interpreter path:
+//     "ld-musl" means musl; "ld-linux" (ld-linux-x86-64.so.2,
+//     ld-linux-aarch64.so.1, ...) or "ld64.so" means glibc; anything else
+//     is unknown. The strerror text lives in the shared libc, not in the
+//     program, so its data is not consulted.
+//  4. Libc of a static ELF (no PT_INTERP): the program carries its libc's
+//     message table, so the read-only data (.rodata sections, or the whole
+//     file when there are none) is searched for the text strerror(
+//     EADDRNOTAVAIL) prints: "Cannot assign requested address" means glibc,
+//     "Address not available" means musl. Neither (the program never calls
+//     strerror) or both (ambiguous) leaves Libc unknown. The search streams
+//     the data in chunks and stops after maxScanBytes.
+//  5. BusyBox: the read-only data contains "BusyBox v" (its banner) or the
+//     name is "busybox" → Runtime "busybox" (Debian's busybox-static is static
+//     glibc, Alpine's busybox is dynamic musl).
+//  6. Interpreters by name: python, python3, python3.N → "python"; java →
+//     "java"; node, nodejs → "node"; perl, perl5.N → "perl"; ruby, ruby3.N →
+//     "ruby". Libc still comes from rules 3 and 4.
+//  7. Otherwise a native program: Runtime "c", with the libc found.
+func AnalyzeBinaryFile(f *os.File, name string) (BinaryInfo, error) {
+	if name == "" {
+		name = openedName(f, f.Name())
+	} else {
+		name = binaryBaseName(name)
+	}
+	info := BinaryInfo{Name: name}
+
+	// Rule 1: check the magic ourselves so a script gets a clear error
+	// rather than debug/elf's "bad magic number".
+	var magic [4]byte
+	if n, err := f.ReadAt(magic[:], 0); n < len(magic) {
+		if err != nil && err != io.EOF {
+			return info, fmt.Errorf("analyze %s: %w", name, err)
+		}
+		return info, fmt.Errorf("analyze %s: %w (file too short)", name, ErrNotELF)
+	}
+	if string(magic[:]) != elf.ELFMAG {
+		if magic[0] == '#' && magic[1] == '!' {
+			return info, fmt.Errorf("analyze %s: %w (a #! script)", name, ErrNotELF)
+		}
+		return info, fmt.Errorf("analyze %s: %w", name, ErrNotELF)
+	}
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return info, fmt.Errorf("analyze %s: %w: %v", name, ErrNotELF, err)
+	}
+
+	// PT_INTERP: dynamic or static.
+	info.Static = true
+	for _, p := range ef.Progs {
+		if p.Type != elf.PT_INTERP {
+			continue
+		}
+		info.Static = false
+		interp, err := readInterp(p)
+		if err != nil {
+			return info, fmt.Errorf("analyze %s: reading PT_INTERP: %w", name, err)
+		}
+		info.Interp = interp
+		break
+	}
+
+	// Rule 2: Go.
+	if mayBeGo(ef) {
+		if bi, err := buildinfo.Read(f); err == nil {
+			info.Runtime = RuntimeGo
+			info.Libc = LibcGo
+			info.GoVersion = bi.GoVersion
+			return info, nil
+		}
+		// Any failure, including an I/O error, means "not (readable as)
+		// Go"; the rules below still give a useful answer.
+	}
+
+	// Rules 3 to 5: one pass over the read-only data finds the BusyBox
+	// banner and, for a static program, its libc's wording.
+	needles := [][]byte{busyBoxMarker}
+	if info.Static {
+		needles = append(needles, glibcEADDRNOTAVAIL, muslEADDRNOTAVAIL)
+	}
+	found, err := scanReadOnly(f, ef, needles)
+	if err != nil {
+		return info, fmt.Errorf("analyze %s: %w", name, err)
+	}
+	if info.Static {
+		glibc, musl := found[1], found[2]
+		switch {
+		case glibc && !musl:
+			info.Libc = LibcGlibc
+		case musl && !glibc:
+			info.Libc = LibcMusl
+		}
+	} else {
+		info.Libc = libcFromInterp(info.Interp)
+	}
+
+	switch {
+	case found[0] || name == "busybox":
+		info.Runtime = RuntimeBusyBox
+	default:
+		info.Runtime = interpreterByName(name) // rule 6
+		if info.Runtime == RuntimeUnknown {
+			info.Runtime = RuntimeC // rule 7
+		}
+	}
+	return info, nil
+}
+
+// libcFromInterp maps a PT_INTERP path to a libc (rule 3).
+func libcFromInterp(interp string) Libc {
+	base := filepath.Base(interp)
+	switch {
+	case strings.Contains(base, "ld-musl"):
+		return LibcMusl
+	case strings.Contains(base, "ld-linux"), strings.Contains(base, "ld64.so"):
+		return LibcGlibc
+	}
+	return LibcUnknown
+}
+
+// interpreterByName applies rule 6 to a base name, returning "" when the name
+// is not one of the known interpreters.
+func interpreterByName(name string) string {
+	switch name {
+	case "java":
+		return RuntimeJava
+	case "node", "nodejs":
+		return RuntimeNode
+	}
+	for _, p := range [...]struct{ prefix, runtime string }{
+		{"python", RuntimePython},
+		{"perl", RuntimePerl},
+		{"ruby", RuntimeRuby},
+	} {
+		v, ok := strings.CutPrefix(name, p.prefix)
+		if !ok {
+			continue
+		}
+		if p.runtime == RuntimePython {
+			// ABI flags: python3.13t (free-threaded), python3.11d (debug).
+			v = strings.TrimRight(v, "dmt")
+		}
+		if isVersionSuffix(v) {
+			return p.runtime
+		}
+	}
+	return RuntimeUnknown
+}
+
+// isVersionSuffix reports whether s is empty or a dotted version such as "3",
+// "3.11" or "5.36.0".
+func isVersionSuffix(s string) bool {
+	if s == "" {
+		return true
+	}
+	for _, part := range strings.Split(s, ".") {
+		if part == "" {
+			return false
+		}
+		for i := 0; i < len(part); i++ {
+			if part[i] < '0' || part[i] > '9' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// mayBeGo reports whether debug/buildinfo.Read is worth calling. The Go linker
+// always emits a .go.buildinfo section; without it buildinfo.Read would scan
+// the whole first writable segment of every C program in vain. A file with no
+// section headers at all (stripped with sstrip) may still be Go.
+func mayBeGo(ef *elf.File) bool {
+	if len(ef.Sections) == 0 {
+		return true
+	}
+	for _, s := range ef.Sections {
+		switch s.Name {
+		case ".go.buildinfo", ".note.go.buildid", ".gopclntab":
+			return true
+		}
+	}
+	return false
+}
+
+// readInterp returns the NUL-terminated path in a PT_INTERP segment.
+func readInterp(p *elf.Prog) (string, error) {
+	n := p.Filesz
+	if n > maxInterpLen {
+		n = maxInterpLen
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(p.Open(), buf); err != nil {
+		return "", err
+	}
+	if i := bytes.IndexByte(buf, 0); i >= 0 {
+		buf = buf[:i]
+	}
+	return string(buf), nil
+}
+
+// fileSpan is a byte range of the file.
+type fileSpan struct{ off, size int64 }
+
+// scanReadOnly searches the file's read-only data for each needle and reports
+// which were found. The data is the sections named .rodata or .rodata.*; when
+// the file has none (no section headers) the whole file is searched. At most
+// maxScanBytes are read, in scanChunk pieces overlapping by the longest
+// needle's length - 1 so a match across a chunk boundary is not missed.
+func scanReadOnly(r io.ReaderAt, ef *elf.File, needles [][]byte) ([]bool, error) {
+	var spans []fileSpan
+	for _, s := range ef.Sections {
+		if s.Type == elf.SHT_NOBITS || (s.Name != ".rodata" && !strings.HasPrefix(s.Name, ".rodata.")) {
+			continue
+		}
+		spans = append(spans, fileSpan{int64(s.Offset), int64(s.Size)})
+	}
+	if len(spans) == 0 {
+		size := int64(maxScanBytes)
+		if st, ok := r.(interface{ Stat() (os.FileInfo, error) }); ok {
+			if fi, err := st.Stat(); err == nil {
+				size = fi.Size()
+			}
+		}
+		spans = append(spans, fileSpan{0, size})
+	}
+	return scanSpans(r, spans, needles, maxScanBytes)
+}
+
+// scanSpans is the chunked search behind scanReadOnly. A short read (EOF)
+// ends a span early. It stops as soon as every needle is found or budget
+// bytes have been read.
+func scanSpans(r io.ReaderAt, spans []fileSpan, needles [][]byte, budget int64) ([]bool, error) {
+	found := make([]bool, len(needles))
+	overlap := 0
+	for _, n := range needles {
+		overlap = max(overlap, len(n)-1)
+	}
+	missing := len(needles)
+	buf := make([]byte, scanChunk+overlap)
+	for _, sp := range spans {
+		off, end := sp.off, sp.off+min(sp.size, budget)
+		budget -= end - off
+		keep := 0 // bytes carried over from the previous chunk of this span
+		for off < end && missing > 0 {
+			want := int(min(int64(scanChunk), end-off))
+			n, err := r.ReadAt(buf[keep:keep+want], off)
+			if err != nil && err != io.EOF {
+				return found, fmt.Errorf("reading at offset %d: %w", off, err)
+			}
+			window := buf[:keep+n]
+			for i, nd := range needles {
+				if !found[i] && bytes.Contains(window, nd) {
+					found[i] = true
+					missing--
+				}
+			}
+			if n < want {
+				break // end of file
+			}
+			off += int64(n)
+			keep = min(len(window), overlap)
+			copy(buf, window[len(window)-keep:])
+		}
+		if missing == 0 || budget <= 0 {
+			break
+		}
+	}
+	return found, nil
+}
+
+// openBinary opens path read-only. A path inside /proc/PID/root is resolved
+// with openat2(RESOLVE_IN_ROOT) against that root, so symlinks (absolute ones
+// included) are followed as the process itself would see them. Anything else
+// is opened normally. O_NONBLOCK keeps a FIFO from blocking the open; the
+// result must be a regular file.
+func openBinary(path string) (*os.File, error) {
+	const flags = unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_NONBLOCK
+	fd := -1
+	if root, rel, ok := splitProcRoot(path); ok {
+		var err error
+		fd, err = openInRoot(root, rel, flags)
+		switch {
+		case err == nil:
+		case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EPERM),
+			errors.Is(err, unix.EINVAL), errors.Is(err, unix.E2BIG):
+			// openat2 missing (kernel < 5.6) or filtered (seccomp):
+			// fall back to the kernel's own resolution below.
+			fd = -1
+		default:
+			return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		}
+	}
+	if fd < 0 {
+		var err error
+		for {
+			fd, err = unix.Open(path, flags, 0)
+			if err != unix.EINTR {
+				break
+			}
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, fmt.Errorf("analyze %s: %w (not a regular file)", path, ErrNotELF)
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "fcntl", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// splitProcRoot splits "/proc/PID/root/rest" (PID may be "self" or
+// "thread-self") into "/proc/PID/root" and "rest". ok is false for any other
+// path, and for the root directory itself.
+func splitProcRoot(path string) (root, rel string, ok bool) {
+	path = filepath.Clean(path)
+	rest, ok := strings.CutPrefix(path, "/proc/")
+	if !ok {
+		return "", "", false
+	}
+	pid, rest, ok := strings.Cut(rest, "/")
+	if !ok {
+		return "", "", false
+	}
+	if pid != "self" && pid != "thread-self" {
+		if _, err := strconv.ParseUint(pid, 10, 32); err != nil {
+			return "", "", false
+		}
+	}
+	rel, ok = strings.CutPrefix(rest, "root/")
+	if !ok || rel == "" {
+		return "", "", false
+	}
+	return "/proc/" + pid + "/root", rel, true
+}
+
+// openInRoot opens rel beneath the directory root, resolving every symlink
+// as if root were "/" (RESOLVE_IN_ROOT) and refusing /proc magic links.
+func openInRoot(root, rel string, flags int) (int, error) {
+	dirfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(dirfd)
+	how := unix.OpenHow{
+		Flags:   uint64(flags),
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	// EAGAIN: the kernel saw a concurrent rename or mount during the walk.
+	for try := 0; ; try++ {
+		fd, err := unix.Openat2(dirfd, rel, &how)
+		if (err != unix.EINTR && err != unix.EAGAIN) || try == 8 {
+			return fd, err
+		}
+	}
+}
+
+// openedName returns the base name of the file f refers to, after all
+// symlinks: readlink of /proc/self/fd/N names the file actually opened (also
+// for /proc/PID/exe, or a file in another mount namespace). It falls back to
+// the base of path when /proc is unavailable.
+func openedName(f *os.File, path string) string {
+	if target, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd()))); err == nil && strings.HasPrefix(target, "/") {
+		return binaryBaseName(target)
+	}
+	return binaryBaseName(path)
+}
+
+// binaryBaseName reduces a path (or a readlink of /proc/PID/exe) to a base name,
+// dropping the kernel's " (deleted)" suffix for an unlinked file.
+func binaryBaseName(name string) string {
+	return filepath.Base(strings.TrimSuffix(name, " (deleted)"))
+}

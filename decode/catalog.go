@@ -1,0 +1,331 @@
+package decode
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// catalogJSON says, per client and runtime, how it is recognised, what it
+// prints for a failed connect() or bind(), and where that text comes from;
+// and per errno what it means and how to confirm the cause.
+//
+//go:embed catalog.json
+var catalogJSON []byte
+
+// Catalog is the parsed catalog.json.
+type Catalog struct {
+	Errnos  []ErrnoInfo `json:"errnos"`
+	Clients []Client    `json:"clients"`
+}
+
+// ErrnoInfo explains one errno for one syscall ("*": either).
+type ErrnoInfo struct {
+	Errno   string   `json:"errno"`
+	Syscall string   `json:"syscall"`
+	Meaning string   `json:"meaning"`
+	Causes  []string `json:"causes"`
+	Confirm []string `json:"confirm"`
+	num     int
+}
+
+// Client is one program or runtime and its wording.
+type Client struct {
+	ID       string    `json:"id"`
+	Name     string    `json:"name"`
+	Match    Match     `json:"match"`
+	Libcs    []Libc    `json:"libcs"`
+	Order    string    `json:"order"`
+	Messages []Message `json:"messages"`
+	Note     string    `json:"note"`
+	Source   string    `json:"source"`
+	// Prog is the program name its messages start with, when they do;
+	// default: the first exe or applet name, else the id.
+	Prog string `json:"prog"`
+	prog []byte
+}
+
+// Match says how a client is recognised from its binary: by executable
+// file name, busybox applet, runtime (BinaryInfo.Runtime), and optionally
+// only for some errnos.
+type Match struct {
+	Exe     []string `json:"exe"`
+	Applet  []string `json:"applet"`
+	Runtime []string `json:"runtime"`
+	Errno   []string `json:"errno"`
+	errnos  []int
+}
+
+// Message is a template for one syscall and errno ("*": any).
+type Message struct {
+	Syscall string   `json:"syscall"`
+	Errno   string   `json:"errno"`
+	Text    string   `json:"text"`
+	Also    []string `json:"also"` // other versions' wordings: recognised, never predicted
+	errno   int      // parsed Errno; 0 for "*"
+}
+
+var (
+	catalogOnce sync.Once
+	catalog     *Catalog
+	catalogErr  error
+)
+
+// LoadCatalog parses the embedded catalog once. It only fails if the
+// embedded file is broken, which TestCatalogValid catches.
+func LoadCatalog() (*Catalog, error) {
+	catalogOnce.Do(func() {
+		var c Catalog
+		if err := json.Unmarshal(catalogJSON, &c); err != nil {
+			catalogErr = fmt.Errorf("decode/catalog.json: %w", err)
+			return
+		}
+		for i := range c.Errnos {
+			n, err := ParseErrno(c.Errnos[i].Errno)
+			if err != nil {
+				catalogErr = fmt.Errorf("decode/catalog.json: errnos[%d]: %w", i, err)
+				return
+			}
+			c.Errnos[i].num = n
+		}
+		for i := range c.Clients {
+			cl := &c.Clients[i]
+			switch {
+			case cl.Prog != "":
+			case len(cl.Match.Exe) > 0:
+				cl.Prog = cl.Match.Exe[0]
+			case len(cl.Match.Applet) > 0:
+				cl.Prog = cl.Match.Applet[0]
+			default:
+				cl.Prog = cl.ID
+			}
+			cl.prog = []byte(cl.Prog)
+			for _, e := range cl.Match.Errno {
+				n, err := ParseErrno(e)
+				if err != nil {
+					catalogErr = fmt.Errorf("decode/catalog.json: client %s: %w", cl.ID, err)
+					return
+				}
+				cl.Match.errnos = append(cl.Match.errnos, n)
+			}
+			for j := range cl.Messages {
+				m := &cl.Messages[j]
+				if m.Errno == "*" {
+					continue
+				}
+				n, err := ParseErrno(m.Errno)
+				if err != nil {
+					catalogErr = fmt.Errorf("decode/catalog.json: client %s: %w", cl.ID, err)
+					return
+				}
+				m.errno = n
+			}
+		}
+		catalog = &c
+	})
+	return catalog, catalogErr
+}
+
+// Meaning returns what errno means for syscall, or nil when the catalog
+// does not know it.
+func (c *Catalog) Meaning(sys Syscall, errno int) *ErrnoInfo {
+	var any *ErrnoInfo
+	for i := range c.Errnos {
+		e := &c.Errnos[i]
+		if e.num != errno {
+			continue
+		}
+		if e.Syscall == sys.String() {
+			return e
+		}
+		if e.Syscall == "*" {
+			any = e
+		}
+	}
+	return any
+}
+
+// ClientByID returns the client with that id, or nil.
+func (c *Catalog) ClientByID(id string) *Client {
+	for i := range c.Clients {
+		if c.Clients[i].ID == id {
+			return &c.Clients[i]
+		}
+	}
+	return nil
+}
+
+// Classify picks the client for a failing process: its binary's analysis,
+// its executable's file name and its busybox applet (comm, or argv[1] when
+// run as `busybox APPLET`). The first entry that matches wins, so specific
+// entries stand before generic ones in catalog.json. nil when none matches.
+func (c *Catalog) Classify(bin *BinaryInfo, exe, applet []byte, errno int) *Client {
+	for i := range c.Clients {
+		cl := &c.Clients[i]
+		m := &cl.Match
+		if len(m.errnos) > 0 && !containsInt(m.errnos, errno) {
+			continue
+		}
+		switch {
+		case len(m.Applet) > 0:
+			if bin.Runtime == "busybox" && containsBytes(m.Applet, applet) {
+				return cl
+			}
+		case len(m.Exe) > 0:
+			if bin.Runtime != "busybox" && bin.Runtime != "go" && containsBytes(m.Exe, exe) {
+				return cl
+			}
+		case len(m.Runtime) > 0:
+			if contains(m.Runtime, bin.Runtime) {
+				return cl
+			}
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func containsBytes(list []string, b []byte) bool {
+	for _, x := range list {
+		if x == string(b) { // no allocation: the conversion is only compared
+			return true
+		}
+	}
+	return false
+}
+
+func containsInt(list []int, n int) bool {
+	for _, x := range list {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
+
+// Template returns the client's message template for syscall and errno,
+// preferring an exact errno over "*".
+func (cl *Client) Template(sys Syscall, errno int) (string, bool) {
+	best, found := "", false
+	for _, m := range cl.Messages {
+		if m.Syscall != "*" && m.Syscall != sys.String() {
+			continue
+		}
+		if m.Errno == "*" {
+			if !found {
+				best, found = m.Text, true
+			}
+			continue
+		}
+		if m.errno == errno {
+			return m.Text, true
+		}
+	}
+	return best, found
+}
+
+// MsgVars are the values a template is filled with.
+type MsgVars struct {
+	Syscall Syscall
+	Errno   int
+	Libc    Libc
+	IP      netip.Addr // remote for connect, local for bind; invalid if unknown
+	Port    uint16
+	Prog    []byte // argv[0] base name
+	PID     uint32
+	FD      int32
+	Family  uint16
+	Addrlen int
+}
+
+// Render appends tmpl filled with v. ok is false when the template needs a
+// value that is unknown (the libc's strerror when the libc is unknown, or
+// the address), so that a guess is never shown as a prediction.
+func Render(b []byte, tmpl string, v *MsgVars) (_ []byte, ok bool) {
+	ok = true
+	for len(tmpl) > 0 {
+		i := strings.IndexByte(tmpl, '{')
+		if i < 0 {
+			return append(b, tmpl...), ok
+		}
+		b = append(b, tmpl[:i]...)
+		tmpl = tmpl[i:]
+		j := strings.IndexByte(tmpl, '}')
+		if j < 0 {
+			return append(b, tmpl...), ok
+		}
+		var good bool
+		b, good = appendVar(b, tmpl[1:j], v)
+		ok = ok && good
+		tmpl = tmpl[j+1:]
+	}
+	return b, ok
+}
+
+func appendVar(b []byte, name string, v *MsgVars) ([]byte, bool) {
+	switch name {
+	case "ip":
+		if !v.IP.IsValid() {
+			return b, false
+		}
+		return v.IP.AppendTo(b), true
+	case "port":
+		return strconv.AppendUint(b, uint64(v.Port), 10), true
+	case "addr":
+		if !v.IP.IsValid() {
+			return b, false
+		}
+		return netip.AddrPortFrom(v.IP, v.Port).AppendTo(b), true
+	case "ipv4_paren":
+		if v.IP.Is4() {
+			b = append(b, " ("...)
+			b = v.IP.AppendTo(b)
+			return append(b, ')'), true
+		}
+		return b, v.IP.IsValid()
+	case "strerror":
+		s, ok := Strerror(v.Libc, v.Errno)
+		return append(b, s...), ok
+	case "strerror_uv":
+		// libuv's uv_strerror: glibc's words in lower case, but for these.
+		switch v.Errno {
+		case EADDRNOTAVAIL:
+			return append(b, "address not available"...), true
+		}
+		s, ok := Strerror(LibcGo, v.Errno)
+		return append(b, s...), ok
+	case "errno":
+		return append(b, ErrnoName(v.Errno)...), true
+	case "errno_num":
+		return strconv.AppendInt(b, int64(v.Errno), 10), true
+	case "syscall":
+		return append(b, v.Syscall.String()...), true
+	case "prog":
+		return append(b, v.Prog...), len(v.Prog) > 0
+	case "pid":
+		return strconv.AppendUint(b, uint64(v.PID), 10), true
+	case "fd":
+		return strconv.AppendInt(b, int64(v.FD), 10), true
+	case "af":
+		return strconv.AppendUint(b, uint64(v.Family), 10), true
+	case "af_name":
+		return append(b, FamilyName(v.Family)...), true
+	case "addrlen":
+		return strconv.AppendInt(b, int64(v.Addrlen), 10), true
+	case "ms":
+		return append(b, '0'), true
+	}
+	return append(b, "{"+name+"}"...), false
+}

@@ -1,0 +1,199 @@
+package decode
+
+import (
+	"bytes"
+	"strings"
+)
+
+// Explanation is what eaddr can say about one event: what the errno means
+// for that syscall, how the process renders errnos, which client it is,
+// the line it most likely printed and how others word the same failure.
+type Explanation struct {
+	Meaning *ErrnoInfo  // nil when the catalog does not know the errno
+	Binary  *BinaryInfo // nil when the binary could not be analysed
+	Source  string      // how the binary was found: exe, path or cache
+	Client  *Client     // nil when no catalog entry matches
+	Vars    MsgVars
+	prog    [64]byte
+}
+
+// Explainer fills Explanations. Not safe for concurrent use.
+type Explainer struct {
+	Catalog  *Catalog
+	Detector *Detector
+	// Buffers of Wordings, reused from call to call.
+	text, labels []byte
+	spans        [][4]int // text start, end, label start, end
+	words        []Wording
+	msg          []byte
+}
+
+// NewExplainer loads the catalog and makes a Detector on /proc.
+func NewExplainer() (*Explainer, error) {
+	c, err := LoadCatalog()
+	if err != nil {
+		return nil, err
+	}
+	return &Explainer{Catalog: c, Detector: NewDetector()}, nil
+}
+
+// Explain fills x for ev. It does not allocate once the binary is cached.
+func (e *Explainer) Explain(ev *Event, x *Explanation) {
+	x.Meaning = e.Catalog.Meaning(ev.Syscall, ev.Errno)
+	x.Binary, x.Source, _ = e.Detector.Binary(ev)
+	x.Vars = MsgVars{Syscall: ev.Syscall, Errno: ev.Errno, PID: ev.PID, FD: ev.FD, Addrlen: 0}
+	addr := &ev.Remote
+	if ev.Syscall == Bind {
+		addr = &ev.Local
+	}
+	if addr.Valid {
+		x.Vars.Family = addr.Family
+		if addr.IP.IsValid() {
+			x.Vars.IP, x.Vars.Port = addr.IP.Addr(), addr.IP.Port()
+		}
+	}
+	x.Vars.Addrlen = ev.Addrlen
+	n := copy(x.prog[:], baseName(argAt(ev.Args, 0)))
+	x.Vars.Prog = x.prog[:n]
+	x.Client = nil
+	if x.Binary == nil {
+		return
+	}
+	x.Vars.Libc = x.Binary.Libc
+	applet := ev.Comm
+	if bytes.Equal(applet, []byte("busybox")) || bytes.Equal(applet, ev.ExeName) {
+		applet = argAt(ev.Args, 1)
+	}
+	x.Client = e.Catalog.Classify(x.Binary, ev.ExeName, applet, ev.Errno)
+}
+
+// AppendClientMessage appends the line the client most likely printed;
+// ok is false when it cannot be predicted.
+func (x *Explanation) AppendClientMessage(b []byte) ([]byte, bool) {
+	if x.Client == nil {
+		return b, false
+	}
+	tmpl, ok := x.Client.Template(x.Vars.Syscall, x.Vars.Errno)
+	if !ok {
+		return b, false
+	}
+	n := len(b)
+	b, ok = Render(b, tmpl, &x.Vars)
+	if !ok {
+		return b[:n], false
+	}
+	return b, true
+}
+
+// related is the failure that the same cause shows as in a client that
+// binds before it connects: an exhausted range is EADDRNOTAVAIL in
+// connect() and EADDRINUSE in a port-0 bind().
+func related(sys Syscall, errno int) (Syscall, int, bool) {
+	switch {
+	case sys == Connect && errno == EADDRNOTAVAIL:
+		return Bind, EADDRINUSE, true
+	case sys == Bind && errno == EADDRINUSE:
+		return Connect, EADDRNOTAVAIL, true
+	}
+	return 0, 0, false
+}
+
+// Wording is one way of putting the failure into words.
+type Wording struct {
+	By   []byte // "glibc strerror", "curl", "busybox nc (musl, bind first)"
+	Text []byte
+}
+
+// Wordings returns how the failure of x reads from every libc and every
+// catalogued client, each distinct text once. The result and its bytes are
+// reused by the next call: copy what you keep. It does not allocate once
+// its buffers have grown.
+func (e *Explainer) Wordings(x *Explanation) []Wording {
+	ws := wordings{e: e, v: x.Vars}
+	e.text, e.labels, e.spans = e.text[:0], e.labels[:0], e.spans[:0]
+	for _, libc := range []Libc{LibcGlibc, LibcMusl, LibcGo} {
+		if s, ok := Strerror(libc, x.Vars.Errno); ok {
+			start, lstart := len(e.text), len(e.labels)
+			e.text = append(e.text, s...)
+			e.labels = append(append(e.labels, libc...), " strerror"...)
+			ws.emit(start, lstart)
+		}
+	}
+	rsys, rerrno, hasRelated := related(x.Vars.Syscall, x.Vars.Errno)
+	for i := range e.Catalog.Clients {
+		cl := &e.Catalog.Clients[i]
+		for _, libc := range cl.Libcs {
+			ws.try(cl, x.Vars.Syscall, x.Vars.Errno, libc, "")
+			if hasRelated && bindsFirst(cl) {
+				ws.try(cl, rsys, rerrno, libc, "binds before connect")
+			}
+		}
+	}
+	e.words = e.words[:0]
+	for _, sp := range e.spans {
+		e.words = append(e.words, Wording{By: e.labels[sp[2]:sp[3]], Text: e.text[sp[0]:sp[1]]})
+	}
+	return e.words
+}
+
+// wordings is the state of one Wordings call.
+type wordings struct {
+	e *Explainer
+	v MsgVars
+}
+
+// emit keeps e.text[start:] labelled e.labels[lstart:], unless that text
+// was kept already.
+func (w *wordings) emit(start, lstart int) {
+	e := w.e
+	text := e.text[start:]
+	for _, sp := range e.spans {
+		if bytes.Equal(e.text[sp[0]:sp[1]], text) {
+			e.text, e.labels = e.text[:start], e.labels[:lstart]
+			return
+		}
+	}
+	e.spans = append(e.spans, [4]int{start, len(e.text), lstart, len(e.labels)})
+}
+
+func (w *wordings) try(cl *Client, sys Syscall, errno int, libc Libc, note string) {
+	if len(cl.Match.errnos) > 0 && !containsInt(cl.Match.errnos, errno) {
+		return
+	}
+	tmpl, ok := cl.Template(sys, errno)
+	if !ok {
+		return
+	}
+	e := w.e
+	w.v.Syscall, w.v.Errno, w.v.Libc, w.v.Prog = sys, errno, libc, cl.prog
+	start, lstart := len(e.text), len(e.labels)
+	e.text, ok = Render(e.text, tmpl, &w.v)
+	if !ok {
+		e.text = e.text[:start]
+		return
+	}
+	b := append(e.labels, cl.Name...)
+	// The libc is named only where the text depends on it.
+	withLibc := len(cl.Libcs) > 1 && strings.Contains(tmpl, "{strerror}")
+	switch {
+	case withLibc && note != "":
+		b = append(append(append(append(append(b, " ("...), libc...), ", "...), note...), ')')
+	case withLibc:
+		b = append(append(append(b, " ("...), libc...), ')')
+	case note != "":
+		b = append(append(append(b, " ("...), note...), ')')
+	}
+	e.labels = b
+	w.emit(start, lstart)
+}
+
+// bindsFirst: clients that can bind() before connect() and then fail in bind().
+func bindsFirst(cl *Client) bool {
+	switch cl.ID {
+	case "busybox-nc", "openbsd-nc", "socat":
+		return true
+	}
+	return false
+}
+
+func defaultProg(cl *Client) []byte { return cl.prog }

@@ -1,0 +1,87 @@
+package decode
+
+// AppendJSONExplained appends ev as AppendJSON does, with an "explain"
+// object from x (docs/events.md). With wordings, it lists how every other
+// client and libc words the same failure. It does not allocate once the
+// Explainer's buffers have grown.
+func (e *Explainer) AppendJSONExplained(b []byte, ev *Event, node string, x *Explanation, wordings bool) []byte {
+	b = appendEventFields(b, ev, node)
+	b = append(b, `,"explain":{`...)
+	comma := false
+	if x.Meaning != nil {
+		b = appendField(b, &comma, "meaning")
+		b = AppendString(b, x.Meaning.Meaning)
+	}
+	if x.Binary != nil {
+		if x.Binary.Runtime != "" {
+			b = appendField(b, &comma, "runtime")
+			b = AppendString(b, x.Binary.Runtime)
+		}
+		if x.Binary.Libc != LibcUnknown {
+			b = appendField(b, &comma, "libc")
+			b = AppendString(b, string(x.Binary.Libc))
+		}
+	}
+	if x.Client != nil {
+		var ok bool
+		b = appendField(b, &comma, "client")
+		b = AppendString(b, x.Client.Name)
+		e.msg, ok = x.AppendClientMessage(e.msg[:0])
+		if ok {
+			b = appendField(b, &comma, "client_message")
+			b = appendBytesString(b, e.msg)
+		}
+	}
+	if wordings {
+		b = appendField(b, &comma, "other_wordings")
+		b = append(b, '[')
+		for i, w := range e.Wordings(x) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"by":`...)
+			b = appendBytesString(b, w.By)
+			b = append(b, `,"text":`...)
+			b = appendBytesString(b, w.Text)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	return append(b, "}}"...)
+}
+
+// AppendTableExplained appends the second line of a table row: which client
+// it was and what it most likely printed.
+func (x *Explanation) AppendTableExplained(b []byte) []byte {
+	b = append(b, "    ↳ "...)
+	switch {
+	case x.Client != nil:
+		b = append(b, x.Client.Name...)
+	case x.Binary != nil && x.Binary.Runtime != "":
+		b = append(b, x.Binary.Runtime...)
+	default:
+		b = append(b, "unknown program"...)
+	}
+	if x.Binary != nil && x.Binary.Libc != LibcUnknown {
+		b = append(b, " ("...)
+		b = append(b, x.Binary.Libc...)
+		b = append(b, ')')
+	}
+	n := len(b)
+	b = append(b, " printed: "...)
+	b, ok := x.AppendClientMessage(b)
+	if !ok {
+		b = b[:n]
+	}
+	return b
+}
+
+func appendField(b []byte, comma *bool, name string) []byte {
+	if *comma {
+		b = append(b, ',')
+	}
+	*comma = true
+	b = append(b, '"')
+	b = append(b, name...)
+	return append(b, `":`...)
+}

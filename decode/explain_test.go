@@ -1,0 +1,277 @@
+package decode
+
+import (
+	"encoding/json"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestCatalogValid(t *testing.T) {
+	c, err := LoadCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	v := MsgVars{Syscall: Connect, Errno: EADDRNOTAVAIL, IP: netip.MustParseAddr("10.0.0.1"), Port: 80, Prog: []byte("x"), PID: 1, FD: 3, Family: AFInet, Addrlen: 16}
+	for _, cl := range c.Clients {
+		if cl.ID == "" || ids[cl.ID] {
+			t.Errorf("client id %q empty or repeated", cl.ID)
+		}
+		ids[cl.ID] = true
+		if cl.Name == "" || cl.Source == "" || cl.Order == "" || len(cl.Messages) == 0 || len(cl.Libcs) == 0 {
+			t.Errorf("%s: name, source, order, messages and libcs are all required", cl.ID)
+		}
+		if len(cl.Match.Exe)+len(cl.Match.Applet)+len(cl.Match.Runtime) == 0 {
+			t.Errorf("%s: no way to recognise it", cl.ID)
+		}
+		for _, l := range cl.Libcs {
+			if l != LibcGlibc && l != LibcMusl && l != LibcGo {
+				t.Errorf("%s: libc %q", cl.ID, l)
+			}
+		}
+		for _, m := range cl.Messages {
+			if m.Syscall != "*" && syscallByName(m.Syscall) == 0 {
+				t.Errorf("%s: syscall %q", cl.ID, m.Syscall)
+			}
+			if _, err := ParseErrno(m.Errno); m.Errno != "*" && err != nil {
+				t.Errorf("%s: %v", cl.ID, err)
+			}
+			for _, text := range append([]string{m.Text}, m.Also...) {
+				v.Libc = cl.Libcs[0]
+				out, ok := Render(nil, text, &v)
+				if !ok || strings.ContainsAny(string(out), "{}") {
+					t.Errorf("%s: template %q renders as %q (ok %v)", cl.ID, text, out, ok)
+				}
+			}
+		}
+	}
+	for _, e := range c.Errnos {
+		if e.Meaning == "" || (e.Syscall != "*" && syscallByName(e.Syscall) == 0) {
+			t.Errorf("errno entry %+v incomplete", e)
+		}
+	}
+	// The issue's minimum coverage.
+	for _, id := range []string{"curl", "gnu-wget", "busybox-wget", "busybox-nc", "openbsd-nc", "ncat", "socat", "python", "go", "java", "node", "perl", "ruby", "nginx", "envoy", "c"} {
+		if !ids[id] {
+			t.Errorf("catalog lacks %s", id)
+		}
+	}
+}
+
+// Every wording people paste is recognised as the right errno, syscall,
+// client and libc; the three lines at the top of the issue verbatim.
+func TestIdentify(t *testing.T) {
+	c, _ := LoadCatalog()
+	for _, tc := range []struct {
+		in     string
+		errno  int
+		sys    Syscall
+		client string // "" for a bare strerror
+		libc   Libc
+		ip     string
+		port   uint16
+	}{
+		{"can't connect to remote host (1.1.1.1): Address not available", EADDRNOTAVAIL, Connect, "busybox wget", LibcMusl, "1.1.1.1", 0},
+		{"wget: can't connect to remote host (1.1.1.1): Address not available", EADDRNOTAVAIL, Connect, "busybox wget", LibcMusl, "1.1.1.1", 0},
+		{"(7) Couldn't connect to server", 0, Connect, "curl", "", "", 0},
+		{"curl: (7) Failed to connect to 10.96.0.10 port 80 after 0 ms: Couldn't connect to server", 0, Connect, "curl", "", "10.96.0.10", 80},
+		{"curl: (7) Failed to connect to 10.96.0.10 port 80: Cannot assign requested address", EADDRNOTAVAIL, Connect, "curl", LibcGlibc, "10.96.0.10", 80},
+		{"bind: Address in use", EADDRINUSE, Bind, "busybox nc", LibcMusl, "", 0},
+		{"nc: bind: Address in use", EADDRINUSE, Bind, "busybox nc", LibcMusl, "", 0},
+		{"Cannot assign requested address", EADDRNOTAVAIL, 0, "", LibcGlibc, "", 0},
+		{"Address not available", EADDRNOTAVAIL, 0, "", LibcMusl, "", 0},
+		{"cannot assign requested address", EADDRNOTAVAIL, 0, "", LibcGo, "", 0},
+		{"Address already in use", EADDRINUSE, 0, "", LibcGlibc, "", 0},
+		{"99", EADDRNOTAVAIL, 0, "", "", "", 0},
+		{"EADDRNOTAVAIL", EADDRNOTAVAIL, 0, "", "", "", 0},
+		{"eaddrinuse", EADDRINUSE, 0, "", "", "", 0},
+		{"Connecting to 10.96.0.10:80... failed: Cannot assign requested address.", EADDRNOTAVAIL, Connect, "GNU wget", LibcGlibc, "10.96.0.10", 80},
+		{"nc: connect to 10.96.0.10 port 80 (tcp) failed: Cannot assign requested address", EADDRNOTAVAIL, Connect, "OpenBSD nc", LibcGlibc, "10.96.0.10", 80},
+		{"Ncat: Cannot assign requested address.", EADDRNOTAVAIL, Connect, "Ncat (nmap)", LibcGlibc, "", 0},
+		{"2026/11/30 05:00:00 socat[42] E connect(5, AF=2 10.96.0.10:80, 16): Cannot assign requested address", EADDRNOTAVAIL, Connect, "socat", LibcGlibc, "10.96.0.10", 80},
+		{"OSError: [Errno 99] Cannot assign requested address", EADDRNOTAVAIL, 0, "Python", LibcGlibc, "", 0},
+		{"OSError: [Errno 99] Address not available", EADDRNOTAVAIL, 0, "Python", LibcMusl, "", 0},
+		{"ConnectionRefusedError: [Errno 111] Connection refused", 111, Connect, "Python", LibcGlibc, "", 0},
+		{"dial tcp 10.96.0.10:80: connect: cannot assign requested address", EADDRNOTAVAIL, Connect, "Go programs", LibcGo, "10.96.0.10", 80},
+		{"listen tcp 0.0.0.0:8080: bind: address already in use", EADDRINUSE, Bind, "Go programs", LibcGo, "0.0.0.0", 8080},
+		{"java.net.BindException: Cannot assign requested address", EADDRNOTAVAIL, Connect, "Java", LibcGlibc, "", 0},
+		{"Error: connect EADDRNOTAVAIL 10.0.0.1:80 - Local (0.0.0.0:0)", EADDRNOTAVAIL, Connect, "Node.js", "", "10.0.0.1", 80},
+		{"IO::Socket::INET: connect: Cannot assign requested address", EADDRNOTAVAIL, Connect, "Perl", LibcGlibc, "", 0},
+		{`Cannot assign requested address - connect(2) for "10.96.0.10" port 80 (Errno::EADDRNOTAVAIL)`, EADDRNOTAVAIL, Connect, "Ruby", LibcGlibc, "10.96.0.10", 80},
+		{"2026/11/30 05:00:00 [crit] 7#7: *1 connect() to 10.96.0.10:80 failed (99: Cannot assign requested address) while connecting to upstream", EADDRNOTAVAIL, Connect, "nginx upstream", LibcGlibc, "10.96.0.10", 80},
+		{"upstream connect error or disconnect/reset before headers. reset reason: connection failure, transport failure reason: immediate connect error: Cannot assign requested address", EADDRNOTAVAIL, Connect, "Envoy upstream", LibcGlibc, "", 0},
+		{"connect: Address not available", EADDRNOTAVAIL, Connect, "C program (perror)", LibcMusl, "", 0},
+	} {
+		ids := c.Identify(tc.in)
+		if len(ids) == 0 {
+			t.Errorf("%q not recognised", tc.in)
+			continue
+		}
+		id := ids[0]
+		name := ""
+		if id.Client != nil {
+			name = id.Client.Name
+		}
+		ip := ""
+		if id.IP.IsValid() {
+			ip = id.IP.String()
+		}
+		if id.Errno != tc.errno || id.Syscall != tc.sys || name != tc.client || id.Libc != tc.libc || ip != tc.ip || id.Port != tc.port {
+			t.Errorf("%q:\n got errno %d %v client %q libc %q %s:%d\nwant errno %d %v client %q libc %q %s:%d",
+				tc.in, id.Errno, id.Syscall, name, id.Libc, ip, id.Port, tc.errno, tc.sys, tc.client, tc.libc, tc.ip, tc.port)
+		}
+	}
+	for _, in := range []string{"hello world", "", "   ", "the quick brown fox"} {
+		if ids := c.Identify(in); len(ids) != 0 {
+			t.Errorf("%q recognised as %+v", in, ids[0])
+		}
+	}
+	if got := c.Closest("can't connect to the remote", 3); len(got) == 0 {
+		t.Error("no closest wordings for a near miss")
+	}
+}
+
+// recorded decodes a recorded event and tells the Detector what its binary
+// was (the recording machine's inodes are not this machine's).
+func recorded(t *testing.T, x *Explainer, name string, info BinaryInfo) *Event {
+	t.Helper()
+	var ev Event
+	fixedDecoder().Decode(readRaw(t, "../testdata/events/"+name+".bin"), &ev)
+	x.Detector.Remember(&ev, info)
+	return &ev
+}
+
+// What each recorded client printed (testdata/events/README.md) is what
+// eaddr predicts from its event.
+func TestClientMessageFromRecordedEvents(t *testing.T) {
+	x, err := NewExplainer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := BinaryInfo{Runtime: "c", Libc: LibcGlibc}
+	for _, tc := range []struct {
+		file string
+		bin  BinaryInfo
+		want string
+	}{
+		{"connect-eaddrnotavail-curl-ipv4", c, "curl: (7) Failed to connect to 127.0.0.1 port 8080 after 0 ms: Couldn't connect to server"},
+		{"connect-eaddrnotavail-wget-ipv6", c, "Connecting to [::1]:8080... failed: Cannot assign requested address."},
+		{"connect-eaddrnotavail-busybox-wget-ipv4", BinaryInfo{Runtime: "busybox", Libc: LibcGlibc}, "wget: can't connect to remote host (127.0.0.1): Cannot assign requested address"},
+		{"connect-eaddrnotavail-busybox-nc-ipv4", BinaryInfo{Runtime: "busybox", Libc: LibcGlibc}, "nc: can't connect to remote host (127.0.0.1): Cannot assign requested address"},
+		{"connect-eaddrnotavail-openbsd-nc-ipv4", c, "nc.openbsd: connect to 127.0.0.1 port 8080 (tcp) failed: Cannot assign requested address"},
+		{"connect-eaddrnotavail-python3-ipv4", BinaryInfo{Runtime: "python", Libc: LibcGlibc}, "OSError: [Errno 99] Cannot assign requested address"},
+		{"bind-eaddrinuse-python3-ipv4", BinaryInfo{Runtime: "python", Libc: LibcGlibc}, "OSError: [Errno 98] Address already in use"},
+		{"connect-econnrefused-python3-ipv4", BinaryInfo{Runtime: "python", Libc: LibcGlibc}, "ConnectionRefusedError: [Errno 111] Connection refused"},
+		// The same busybox event, had the image been Alpine's (musl).
+		{"connect-eaddrnotavail-busybox-wget-ipv4", BinaryInfo{Runtime: "busybox", Libc: LibcMusl}, "wget: can't connect to remote host (127.0.0.1): Address not available"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			ev := recorded(t, x, tc.file, tc.bin)
+			var ex Explanation
+			x.Explain(ev, &ex)
+			got, ok := ex.AppendClientMessage(nil)
+			if !ok || string(got) != tc.want {
+				t.Errorf("predicted %q (ok %v), want %q", got, ok, tc.want)
+			}
+			line := x.AppendJSONExplained(nil, ev, "n", &ex, true)
+			var m map[string]any
+			if err := json.Unmarshal(line, &m); err != nil {
+				t.Fatalf("invalid JSON %v: %s", err, line)
+			}
+			e := m["explain"].(map[string]any)
+			if e["client_message"] != tc.want || e["meaning"] == nil || len(e["other_wordings"].([]any)) < 10 {
+				t.Errorf("explain object %v", e)
+			}
+		})
+	}
+}
+
+func TestExplainDoesNotAllocate(t *testing.T) {
+	x, _ := NewExplainer()
+	ev := recorded(t, x, "connect-eaddrnotavail-busybox-wget-ipv4", BinaryInfo{Runtime: "busybox", Libc: LibcGlibc})
+	var ex Explanation
+	buf := make([]byte, 0, 16384)
+	for _, full := range []bool{false, true} {
+		n := testing.AllocsPerRun(200, func() {
+			x.Explain(ev, &ex)
+			buf = x.AppendJSONExplained(buf[:0], ev, "node-a", &ex, full)
+		})
+		if n != 0 {
+			t.Errorf("explain (wordings %v) allocates %.1f times per event, want 0", full, n)
+		}
+	}
+}
+
+// A client that exits right after its failure is still classified: the
+// Detector finds its binary from the kernel's exe identity and argv after
+// the process is gone, and caches it for the next event.
+func TestDetectorAfterExit(t *testing.T) {
+	for _, tc := range []struct {
+		path    string
+		runtime string
+	}{{"/usr/bin/python3", "python"}, {"/usr/bin/curl", "c"}} {
+		real, err := filepath.EvalSymlinks(tc.path)
+		if err != nil {
+			t.Logf("%s not installed", tc.path)
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(real, &st); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(tc.path, "--version")
+		if err := cmd.Run(); err != nil {
+			t.Fatal(err)
+		}
+		// The process has exited and been reaped: /proc/PID/exe is gone.
+		pid := cmd.Process.Pid
+		if _, err := os.Stat(filepath.Join("/proc", itoa(pid), "exe")); err == nil {
+			t.Fatalf("pid %d still exists", pid)
+		}
+		ev := &Event{PID: uint32(pid), PPID: uint32(os.Getpid()), ExeName: []byte(filepath.Base(real)),
+			ExeIno: st.Ino, ExeDev: st.Dev, Args: []byte(tc.path + "\x00--version")}
+		d := NewDetector()
+		info, source, ok := d.Binary(ev)
+		if !ok || info.Runtime != tc.runtime || info.Libc != LibcGlibc || source != "path" {
+			t.Errorf("%s after exit: %+v from %q (ok %v), want runtime %s glibc from path", tc.path, info, source, ok, tc.runtime)
+		}
+		if _, source, ok := d.Binary(ev); !ok || source != "cache" || d.Lookups != 1 {
+			t.Errorf("second event: source %q ok %v lookups %d, want the cache and 1 lookup", source, ok, d.Lookups)
+		}
+		// A live process is read through /proc/PID/exe.
+		live := exec.Command(tc.path, "-c", "import time; time.sleep(5)")
+		if tc.runtime != "python" {
+			continue
+		}
+		if err := live.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ev.PID = uint32(live.Process.Pid)
+		d2 := NewDetector()
+		if info, source, ok := d2.Binary(ev); !ok || source != "exe" || info.Runtime != "python" {
+			t.Errorf("live process: %+v from %q (ok %v)", info, source, ok)
+		}
+		live.Process.Kill()
+		live.Wait()
+	}
+}
+
+// An unknown binary (gone and not findable) is not retried within NegativeTTL.
+func TestDetectorNegativeCache(t *testing.T) {
+	d := NewDetector()
+	ev := &Event{PID: 1 << 30, PPID: 1 << 30, ExeName: []byte("no-such-binary"), ExeIno: 12345, ExeDev: 1}
+	for range 3 {
+		if _, _, ok := d.Binary(ev); ok {
+			t.Fatal("found a binary that does not exist")
+		}
+	}
+	if d.Lookups != 1 {
+		t.Errorf("lookups %d, want 1", d.Lookups)
+	}
+}

@@ -1,0 +1,349 @@
+package decode
+
+import (
+	"net/netip"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// Identification is what `eaddr explain` makes of a pasted message.
+type Identification struct {
+	Errno   int     // 0: not known (curl hides it)
+	Syscall Syscall // 0: not known
+	Client  *Client // nil: a bare strerror text, errno name or number
+	Libc    Libc    // whose wording it is, when the text says
+	IP      netip.Addr
+	Port    uint16
+	// Matched is the part of the input that was recognised.
+	Matched string
+	score   int
+}
+
+type compiled struct {
+	client  *Client
+	msg     Message
+	re      *regexp.Regexp
+	literal int // literal characters: more is more specific
+}
+
+var placeholderRe = map[string]string{
+	"ip":          `(?P<ip>[0-9A-Fa-f:.]+)`,
+	"port":        `(?P<port>[0-9]+)`,
+	"addr":        `\[?(?P<ip>[0-9A-Fa-f:.]+?)\]?:(?P<port>[0-9]+)`,
+	"ipv4_paren":  `(?: \((?P<ip>[0-9.]+)\))?`,
+	"strerror":    `(?P<strerror>[A-Za-z][A-Za-z ,'/-]*?)`,
+	"strerror_uv": `(?P<strerror>[a-z][a-z ,'/-]*?)`,
+	"errno":       `(?P<errno>E[A-Z0-9]+)`,
+	"errno_num":   `(?P<errno_num>[0-9]+)`,
+	"syscall":     `(?P<syscall>connect|bind)`,
+	"prog":        `(?P<prog>[^\s:\[\]]+)`,
+	"pid":         `[0-9]+`,
+	"fd":          `[0-9]+`,
+	"af":          `[0-9]+`,
+	"af_name":     `\w+`,
+	"addrlen":     `[0-9]+`,
+	"ms":          `[0-9]+`,
+}
+
+// compile turns a message template into a regular expression, unanchored so
+// that a log prefix (time, pod name) does not matter.
+func compile(tmpl string) (*regexp.Regexp, int) {
+	var sb strings.Builder
+	literal := 0
+	for len(tmpl) > 0 {
+		i := strings.IndexByte(tmpl, '{')
+		if i < 0 {
+			sb.WriteString(regexp.QuoteMeta(tmpl))
+			literal += len(tmpl)
+			break
+		}
+		sb.WriteString(regexp.QuoteMeta(tmpl[:i]))
+		literal += i
+		j := strings.IndexByte(tmpl[i:], '}')
+		name := tmpl[i+1 : i+j]
+		sb.WriteString(placeholderRe[name])
+		tmpl = tmpl[i+j+1:]
+	}
+	// A strerror at the very end would match lazily to nothing: let it run
+	// to the end of the line, but not over a final period.
+	s := strings.Replace(sb.String(), `*?)`, `*)`, -1)
+	return regexp.MustCompile(`(?i)` + s), literal
+}
+
+// Identify recognises a pasted error message (or an errno name or number)
+// and returns the candidates, best first. Nothing recognised: empty.
+func (c *Catalog) Identify(input string) []Identification {
+	input = strings.TrimSpace(input)
+	if input == "" {
+		return nil
+	}
+	if n, err := ParseErrno(input); err == nil {
+		return []Identification{{Errno: n, Matched: input, score: 1 << 20}}
+	}
+	var out []Identification
+	for _, cp := range c.compiled() {
+		m := cp.re.FindStringSubmatch(input)
+		if m == nil {
+			continue
+		}
+		id := Identification{Client: cp.client, Matched: m[0], score: cp.literal}
+		if cp.msg.Syscall != "*" {
+			id.Syscall = syscallByName(cp.msg.Syscall)
+		}
+		if n, err := ParseErrno(cp.msg.Errno); err == nil {
+			id.Errno = n
+		}
+		var strerr string
+		for i, name := range cp.re.SubexpNames() {
+			if m[i] == "" {
+				continue
+			}
+			switch name {
+			case "ip":
+				if ip, err := netip.ParseAddr(m[i]); err == nil {
+					id.IP = ip.Unmap()
+				}
+			case "port":
+				if p, err := strconv.ParseUint(m[i], 10, 16); err == nil {
+					id.Port = uint16(p)
+				}
+			case "errno":
+				if n, err := ParseErrno(m[i]); err == nil {
+					id.Errno = n
+				}
+			case "errno_num":
+				if n, err := strconv.Atoi(m[i]); err == nil {
+					id.Errno = n
+				}
+			case "syscall":
+				id.Syscall = syscallByName(strings.ToLower(m[i]))
+			case "strerror":
+				strerr = m[i]
+			}
+		}
+		if strerr != "" {
+			n, libc, ok := errnoByText(strerr, cp.client.Libcs)
+			if !ok {
+				continue // the words are not an errno text: a false match
+			}
+			if id.Errno != 0 && id.Errno != n {
+				continue
+			}
+			id.Errno, id.Libc = n, libc
+			id.score += len(strerr)
+		} else if len(cp.client.Libcs) == 1 && cp.client.Libcs[0] == LibcGo {
+			id.Libc = LibcGo
+		}
+		out = append(out, id)
+	}
+	if len(out) == 0 {
+		// A bare errno text or name somewhere in the line.
+		if n, libc, text, ok := findErrnoText(input); ok {
+			out = append(out, Identification{Errno: n, Libc: libc, Matched: text, score: len(text)})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].score > out[j].score })
+	return dedupe(out)
+}
+
+func dedupe(ids []Identification) []Identification {
+	var out []Identification
+	for _, id := range ids {
+		dup := false
+		for _, o := range out {
+			if o.Client == id.Client && o.Errno == id.Errno && o.Libc == id.Libc {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func syscallByName(s string) Syscall {
+	switch s {
+	case "connect":
+		return Connect
+	case "bind":
+		return Bind
+	}
+	return 0
+}
+
+// errnoByText finds the errno whose strerror is text, trying the given
+// libcs first, then all. Case matters first (it tells Go from glibc).
+func errnoByText(text string, prefer []Libc) (int, Libc, bool) {
+	text = strings.TrimRight(strings.TrimSpace(text), ".")
+	libcs := append(append([]Libc(nil), prefer...), LibcGlibc, LibcMusl, LibcGo)
+	for _, fold := range []bool{false, true} {
+		for _, libc := range libcs {
+			for n := 1; n <= strerrorMax; n++ {
+				s, ok := Strerror(libc, n)
+				if !ok {
+					continue
+				}
+				if s == text || (fold && strings.EqualFold(s, text)) {
+					return n, libc, true
+				}
+			}
+		}
+	}
+	return 0, "", false
+}
+
+// findErrnoText looks for the longest errno text or errno name inside input.
+func findErrnoText(input string) (int, Libc, string, bool) {
+	best, bestLibc, bestText := 0, Libc(""), ""
+	lower := strings.ToLower(input)
+	for _, libc := range []Libc{LibcGlibc, LibcMusl, LibcGo} {
+		for n := 1; n <= strerrorMax; n++ {
+			s, ok := Strerror(libc, n)
+			if !ok || len(s) <= len(bestText) || len(s) < 8 {
+				continue
+			}
+			i := strings.Index(lower, strings.ToLower(s))
+			if i < 0 {
+				continue
+			}
+			// Case tells Go's table from glibc's.
+			l := libc
+			if libc != LibcMusl && input[i:i+len(s)] != s {
+				if gs, _ := Strerror(LibcGo, n); input[i:i+len(s)] == gs {
+					l = LibcGo
+				}
+			}
+			best, bestLibc, bestText = n, l, input[i:i+len(s)]
+		}
+	}
+	if best != 0 {
+		return best, bestLibc, bestText, true
+	}
+	for _, f := range strings.FieldsFunc(input, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		if strings.HasPrefix(f, "E") {
+			if n, err := ParseErrno(f); err == nil {
+				return n, "", f, true
+			}
+		}
+	}
+	return 0, "", "", false
+}
+
+var compiledCache []compiled
+
+func (c *Catalog) compiled() []compiled {
+	if compiledCache != nil {
+		return compiledCache
+	}
+	for i := range c.Clients {
+		cl := &c.Clients[i]
+		for _, m := range cl.Messages {
+			for _, text := range append([]string{m.Text}, m.Also...) {
+				re, lit := compile(text)
+				compiledCache = append(compiledCache, compiled{client: cl, msg: m, re: re, literal: lit})
+				// People quote messages without the program's "name: "
+				// prefix; recognise that too, as less specific.
+				if rest, ok := withoutProgPrefix(text, cl); ok {
+					re, lit := compile(rest)
+					compiledCache = append(compiledCache, compiled{client: cl, msg: m, re: re, literal: lit})
+				}
+			}
+		}
+	}
+	return compiledCache
+}
+
+// withoutProgPrefix strips a leading "{prog}: " or "NAME: " where NAME is
+// one of the client's program names, when enough text is left to go on.
+func withoutProgPrefix(tmpl string, cl *Client) (string, bool) {
+	i := strings.Index(tmpl, ": ")
+	if i <= 0 {
+		return "", false
+	}
+	p := tmpl[:i]
+	if p != "{prog}" && p != cl.Prog && !contains(cl.Match.Exe, p) && !contains(cl.Match.Applet, p) {
+		return "", false
+	}
+	rest := tmpl[i+2:]
+	if _, lit := compile(rest); lit < 6 {
+		return "", false
+	}
+	return rest, true
+}
+
+// Closest returns up to n catalogued wordings most like input (by shared
+// words), for when nothing was recognised.
+func (c *Catalog) Closest(input string, n int) []Wording {
+	words := wordSet(input)
+	type scored struct {
+		w     Wording
+		score float64
+	}
+	var all []scored
+	v := MsgVars{IP: netip.MustParseAddr("10.96.0.10"), Port: 80, PID: 1, FD: 3, Family: AFInet, Addrlen: 16}
+	for i := range c.Clients {
+		cl := &c.Clients[i]
+		for _, m := range cl.Messages {
+			for _, errno := range []int{EADDRNOTAVAIL, EADDRINUSE, 111} {
+				for _, libc := range cl.Libcs {
+					v.Syscall, v.Errno, v.Libc, v.Prog = syscallOr(m.Syscall), errno, libc, cl.prog
+					text, ok := Render(nil, m.Text, &v)
+					if !ok {
+						continue
+					}
+					ws := wordSet(string(text))
+					common := 0
+					for w := range words {
+						if ws[w] {
+							common++
+						}
+					}
+					if common == 0 {
+						continue
+					}
+					score := float64(common) / float64(len(words)+len(ws)-common)
+					all = append(all, scored{Wording{By: []byte(cl.Name + " (" + string(libc) + ")"), Text: text}, score})
+				}
+			}
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].score > all[j].score })
+	var out []Wording
+	for _, s := range all {
+		dup := false
+		for _, o := range out {
+			if string(o.Text) == string(s.w.Text) {
+				dup = true
+			}
+		}
+		if !dup {
+			out = append(out, s.w)
+		}
+		if len(out) == n {
+			break
+		}
+	}
+	return out
+}
+
+func syscallOr(s string) Syscall {
+	if sc := syscallByName(s); sc != 0 {
+		return sc
+	}
+	return Connect
+}
+
+func wordSet(s string) map[string]bool {
+	m := map[string]bool{}
+	for _, f := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) }) {
+		if len(f) > 1 {
+			m[f] = true
+		}
+	}
+	return m
+}
