@@ -190,7 +190,7 @@ func (w *wordings) try(cl *Client, sys Syscall, errno int, libc Libc, note strin
 // bindsFirst: clients that can bind() before connect() and then fail in bind().
 func bindsFirst(cl *Client) bool {
 	switch cl.ID {
-	case "busybox-nc", "openbsd-nc", "socat":
+	case "busybox-nc", "openbsd-nc":
 		return true
 	}
 	return false

@@ -6,6 +6,7 @@ import (
 )
 
 //go:generate go run ./internal/strerrorgen
+//go:generate go run ./internal/wordingsdoc
 
 // Libc names a C library (or Go's own table) whose strerror wording a process
 // uses.

@@ -19,6 +19,7 @@ type client struct {
 	Comm    string   // the comm the kernel will report
 	Syscall decode.Syscall
 	Errno   int
+	libc    string // the libc it is known to use, when the test knows
 }
 
 // findClients returns the clients installed on this machine, set up to

@@ -62,10 +62,21 @@ type jsonEvent struct {
 		Type     string `json:"type"`
 		Protocol string `json:"protocol"`
 	} `json:"socket"`
-	Local  *jsonAddr `json:"local"`
-	Remote *jsonAddr `json:"remote"`
-	NetNS  uint64    `json:"netns"`
-	MntNS  uint64    `json:"mntns"`
+	Local   *jsonAddr `json:"local"`
+	Remote  *jsonAddr `json:"remote"`
+	Explain *struct {
+		Meaning       string `json:"meaning"`
+		Runtime       string `json:"runtime"`
+		Libc          string `json:"libc"`
+		Client        string `json:"client"`
+		ClientMessage string `json:"client_message"`
+		OtherWordings []struct {
+			By   string `json:"by"`
+			Text string `json:"text"`
+		} `json:"other_wordings"`
+	} `json:"explain"`
+	NetNS  uint64 `json:"netns"`
+	MntNS  uint64 `json:"mntns"`
 	Cgroup struct {
 		ID   uint64 `json:"id"`
 		Path string `json:"path"`

@@ -3,10 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -67,6 +71,7 @@ func testClients(t *testing.T, network, host string) {
 	ns := exhausted(t, network, host)
 	p := startTrace(t)
 	clients, missing := findClients(host, 8080)
+	clients = append(clients, cClients(t, host, 8080)...)
 	for _, m := range missing {
 		t.Run(m, func(t *testing.T) { testenv.Skip(t, m+" is not installed") })
 	}
@@ -101,6 +106,7 @@ func testClients(t *testing.T, network, host string) {
 			if ev.Local == nil || ev.Local.Port != 0 {
 				t.Errorf("local %+v, want the unbound address with port 0", ev.Local)
 			}
+			checkPrediction(t, cl, ev, out)
 			if ev.Schema != decode.Schema || ev.Node == "" || ev.Time == "" || ev.MntNS == 0 || ev.Cgroup.ID == 0 {
 				t.Errorf("envelope %+v incomplete", ev)
 			}
@@ -370,5 +376,148 @@ func TestTraceWithoutRoot(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "root (or CAP_BPF and CAP_PERFMON) is needed") {
 		t.Errorf("output %q does not say root is needed", out)
+	}
+}
+
+// cClients builds testdata/clients/connect.c twice, with gcc (glibc) and
+// musl-gcc -static (musl): the same program, two wordings of one errno.
+func cClients(t *testing.T, host string, port int) []client {
+	t.Helper()
+	dir := t.TempDir()
+	var out []client
+	for _, b := range []struct {
+		name, cc, libc string
+		flags          []string
+	}{
+		{"C on glibc", "gcc", "glibc", nil},
+		{"C on musl", "musl-gcc", "musl", []string{"-static"}},
+	} {
+		cc, err := exec.LookPath(b.cc)
+		if err != nil {
+			testenv.Skip(t, b.cc+" is not installed (Debian: gcc, musl-tools)")
+			continue
+		}
+		bin := filepath.Join(dir, "connect-"+b.libc)
+		args := append(append([]string{}, b.flags...), "-O2", "-o", bin, "../../testdata/clients/connect.c")
+		if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", b.cc, err, out)
+		}
+		out = append(out, client{Name: b.name, Argv: []string{bin, host, strconv.Itoa(port)}, Comm: commOf(bin),
+			Syscall: decode.Connect, Errno: decode.EADDRNOTAVAIL, libc: b.libc})
+	}
+	return out
+}
+
+var curlTiming = regexp.MustCompile(`after [0-9]+ ms`)
+
+// checkPrediction: the line eaddr predicts for the event is a line the
+// client really printed (only curl's timing figure may differ), and the
+// binary was classified right.
+func checkPrediction(t *testing.T, cl client, ev jsonEvent, printed string) {
+	t.Helper()
+	if ev.Explain == nil {
+		t.Errorf("event has no explain object")
+		return
+	}
+	x := ev.Explain
+	if x.Meaning == "" || len(x.OtherWordings) < 10 {
+		t.Errorf("explain lacks meaning or other wordings: %+v", x)
+	}
+	if cl.libc != "" && x.Libc != cl.libc {
+		t.Errorf("libc %q, want %q", x.Libc, cl.libc)
+	}
+	want := curlTiming.ReplaceAllString(x.ClientMessage, "after N ms")
+	t.Logf("%s: eaddr predicted %q (%s, %s)", cl.Name, x.ClientMessage, x.Client, x.Libc)
+	for _, line := range strings.Split(printed, "\n") {
+		if curlTiming.ReplaceAllString(strings.TrimSpace(line), "after N ms") == want && want != "" {
+			return
+		}
+	}
+	t.Errorf("%s (%s, %s) printed\n%s\neaddr predicted\n%s", cl.Name, x.Client, x.Libc, printed, x.ClientMessage)
+}
+
+// A client that exits right after its failure is still classified: the
+// tracer is stopped (SIGSTOP) while curl fails, exits and is reaped, so
+// eaddr reads the event only when /proc/PID is gone.
+func TestClassifiedAfterExit(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	curl := look("curl")
+	if curl == "" {
+		testenv.Skip(t, "curl is not installed")
+	}
+	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10))
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	defer func() {
+		if stopped {
+			p.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	pid, out := runInNS(t, ns, curl, "-sS", "-m", "5", "http://127.0.0.1:8080/")
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+		t.Fatalf("curl (pid %d) still exists", pid)
+	}
+	p.cmd.Process.Signal(syscall.SIGCONT)
+	stopped = false
+	evs := p.forPID(pid, 1, 5*time.Second)
+	if len(evs) != 1 {
+		t.Fatalf("%d events for curl, want 1", len(evs))
+	}
+	x := evs[0].Explain
+	if x == nil || x.Runtime != "c" || x.Libc != "glibc" || x.Client != "curl" {
+		t.Fatalf("curl that had exited was classified as %+v", x)
+	}
+	checkPrediction(t, client{Name: "curl"}, evs[0], out)
+}
+
+// eaddr explain recognises the lines people paste, offline and without root.
+func TestExplainCommand(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"can't connect to remote host (1.1.1.1): Address not available", []string{"EADDRNOTAVAIL (99)", "busybox wget, with musl's strerror", "Cannot assign requested address", "ip_local_port_range"}},
+		{"(7) Couldn't connect to server", []string{"curl", "not in the text", "curl -v"}},
+		{"bind: Address in use", []string{"EADDRINUSE (98)", "syscall:  bind", "musl", "Address already in use"}},
+		{"Cannot assign requested address", []string{"EADDRNOTAVAIL (99)", "glibc's strerror text", "Address not available"}},
+		{"99", []string{"EADDRNOTAVAIL (99)", "syscall:  connect (most likely"}},
+		{"EADDRINUSE", []string{"EADDRINUSE (98)"}},
+	} {
+		out, errOut, code := run(t, ctx, "explain", tc.in)
+		if code != 0 {
+			t.Errorf("explain %q: exit %d %s", tc.in, code, errOut)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("explain %q lacks %q:\n%s", tc.in, w, out)
+			}
+		}
+	}
+	out, _, code := run(t, ctx, "explain", "-o", "json", "wget: can't connect to remote host (1.1.1.1): Address not available")
+	var rep struct {
+		Errno    string                      `json:"errno"`
+		ErrnoNum int                         `json:"errno_num"`
+		Syscall  string                      `json:"syscall"`
+		Client   string                      `json:"client"`
+		Libc     string                      `json:"libc"`
+		Other    []struct{ By, Text string } `json:"other_wordings"`
+		Confirm  []string                    `json:"confirm"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 {
+		t.Fatalf("explain -o json: exit %d, %v: %s", code, err, out)
+	}
+	if rep.Errno != "EADDRNOTAVAIL" || rep.ErrnoNum != 99 || rep.Client != "busybox wget" || rep.Libc != "musl" || len(rep.Other) < 10 || len(rep.Confirm) == 0 {
+		t.Errorf("explain -o json: %+v", rep)
+	}
+	out, _, code = run(t, ctx, "explain", "the printer is on fire")
+	if code != 1 || !strings.Contains(out, "not recognised") {
+		t.Errorf("unknown text: exit %d, %q", code, out)
+	}
+	_, errOut, code := run(t, ctx, "explain")
+	if code != 2 || !strings.Contains(errOut, "needs the text") {
+		t.Errorf("no argument: exit %d, %q", code, errOut)
 	}
 }

@@ -1,0 +1,57 @@
+package decode
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Markers around the README section that WordingsMarkdown generates.
+const (
+	WordingsBegin = "<!-- BEGIN wordings: generated from decode/catalog.json by `go generate ./decode`; do not edit -->"
+	WordingsEnd   = "<!-- END wordings -->"
+)
+
+// WordingsMarkdown renders, from the catalog, how one failure (connect()
+// EADDRNOTAVAIL toward 10.96.0.10:80) reads in every client and libc, and
+// how glibc and musl word the errnos of a failed connect().
+func WordingsMarkdown() (string, error) {
+	x, err := NewExplainer()
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("The kernel returns a number; each C library and runtime turns it into its own words, and some\n")
+	b.WriteString("clients print their own text instead. One exhausted port range, toward `10.96.0.10:80`:\n\n")
+	b.WriteString("| who | what it prints |\n|---|---|\n")
+	ex := Explanation{Vars: MsgVars{Syscall: Connect, Errno: EADDRNOTAVAIL, IP: netip.MustParseAddr("10.96.0.10"), Port: 80, PID: 1, FD: 3, Family: AFInet, Addrlen: 16}}
+	for _, w := range x.Wordings(&ex) {
+		fmt.Fprintf(&b, "| %s | `%s` |\n", mdEscape(w.By), mdEscape(w.Text))
+	}
+	b.WriteString("\nThe same errno in the two C libraries found in container images (glibc: Debian, Ubuntu, RHEL;\nmusl: Alpine, busybox images) and in Go's own table:\n\n")
+	b.WriteString("| errno | glibc | musl | Go |\n|---|---|---|---|\n")
+	for _, n := range []int{EADDRINUSE, EADDRNOTAVAIL, 101, 110, 111, 113} {
+		g, _ := Strerror(LibcGlibc, n)
+		m, _ := Strerror(LibcMusl, n)
+		o, _ := Strerror(LibcGo, n)
+		fmt.Fprintf(&b, "| %s (%d) | %s | %s | %s |\n", ErrnoName(n), n, g, m, o)
+	}
+	b.WriteString("\n`eaddr explain 'TEXT'` recognises any of these lines; `eaddr trace` says, per event, which one the\nfailing program printed.\n")
+	return b.String(), nil
+}
+
+func mdEscape(b []byte) string {
+	s := string(bytes.ReplaceAll(b, []byte("|"), []byte(`\|`)))
+	return strings.ReplaceAll(s, "`", "'")
+}
+
+// ReplaceWordings returns readme with the generated section replaced.
+func ReplaceWordings(readme, section string) (string, error) {
+	i := strings.Index(readme, WordingsBegin)
+	j := strings.Index(readme, WordingsEnd)
+	if i < 0 || j < i {
+		return "", fmt.Errorf("README has no %q ... %q section", WordingsBegin, WordingsEnd)
+	}
+	return readme[:i+len(WordingsBegin)] + "\n" + section + readme[j:], nil
+}
