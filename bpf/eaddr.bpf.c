@@ -24,6 +24,13 @@ const volatile bool all_errnos = false;   /* every failure except EINPROGRESS */
 const volatile __u32 filter_tgid = 0;     /* 0: any process */
 const volatile __u32 filter_netns = 0;    /* 0: any netns */
 const volatile __u64 wakeup_flags = 0;    /* 0 or BPF_RB_NO_WAKEUP */
+/* --nodeport-collisions: report a connect() in netns nodeport_netns whose
+ * kernel-chosen source port is in [nodeport_lo, nodeport_hi]. Off, the
+ * verifier removes the code: a successful connect() still costs one test. */
+const volatile bool nodeport_on = false;
+const volatile __u32 nodeport_netns = 0;
+const volatile __u16 nodeport_lo = 30000;
+const volatile __u16 nodeport_hi = 32767;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -133,12 +140,44 @@ static __always_inline void read_exe(struct event *e, struct task_struct *task)
 		e->args_len = n;
 }
 
+static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, bool nodeport);
+
 static __always_inline int report(struct syscall_exit_ctx *ctx, __u8 syscall)
 {
-	long ret = ctx->ret;
-	if (!wanted(ret))
+	if (!wanted(ctx->ret))
 		return 0;
+	return emit(ctx, syscall, false);
+}
 
+/* The kernel chose the source port at connect() time, also for a
+ * non-blocking connect that returned EINPROGRESS. */
+static __always_inline int nodeport_check(struct syscall_exit_ctx *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (BPF_CORE_READ(task, nsproxy, net_ns, ns.inum) != nodeport_netns)
+		return 0;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	int fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
+	struct file **fds = BPF_CORE_READ(task, files, fdt, fd);
+	unsigned int max = BPF_CORE_READ(task, files, fdt, max_fds);
+	struct file *f = 0;
+	if (fd < 0 || (unsigned int)fd >= max)
+		return 0;
+	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	if (!f)
+		return 0;
+	struct socket *sock = BPF_CORE_READ(f, private_data);
+	if (!sock || BPF_CORE_READ(sock, file) != f)
+		return 0;
+	__u16 port = BPF_CORE_READ(sock, sk, __sk_common.skc_num);
+	if (port < nodeport_lo || port > nodeport_hi)
+		return 0;
+	return emit(ctx, EADDR_SYS_CONNECT, true);
+}
+
+static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, bool nodeport)
+{
+	long ret = ctx->ret;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tgid = pid_tgid >> 32;
 	if (filter_tgid && tgid != filter_tgid)
@@ -163,9 +202,9 @@ static __always_inline int report(struct syscall_exit_ctx *ctx, __u8 syscall)
 	e->uid = (__u32)bpf_get_current_uid_gid();
 	e->netns = task_netns;
 	e->mntns = BPF_CORE_READ(task, nsproxy, mnt_ns, ns.inum);
-	e->err = (__s32)-ret;
+	e->err = nodeport ? 0 : (__s32)-ret;
 	e->syscall = syscall;
-	e->flags = 0;
+	e->flags = nodeport ? EADDR_F_NODEPORT : 0;
 	e->sock_family = 0;
 	e->sock_type = 0;
 	e->sock_protocol = 0;
@@ -199,6 +238,9 @@ static __always_inline int report(struct syscall_exit_ctx *ctx, __u8 syscall)
 SEC("tracepoint/syscalls/sys_exit_connect")
 int exit_connect(struct syscall_exit_ctx *ctx)
 {
+	long ret = ctx->ret;
+	if (nodeport_on && (ret == 0 || ret == -EADDR_EINPROGRESS))
+		return nodeport_check(ctx);
 	return report(ctx, EADDR_SYS_CONNECT);
 }
 

@@ -21,6 +21,7 @@
 /* event.flags */
 #define EADDR_F_ADDR 1   /* addr holds addr_copied bytes copied from user memory */
 #define EADDR_F_SOCKET 2 /* sock_* and local_* were read from the fd's socket */
+#define EADDR_F_NODEPORT 4 /* not a failure: connect() got a source port in the NodePort range */
 
 #define EADDR_ADDR_MAX 128 /* holds sockaddr_un (110) and sockaddr_in6 (28) */
 #define EADDR_EXE_NAME_MAX 32

@@ -58,12 +58,15 @@ type Event struct {
 	Time    time.Time
 	BootNs  uint64
 	Syscall Syscall
-	Errno   int
-	PID     uint32
-	TID     uint32
-	PPID    uint32
-	UID     uint32
-	Comm    []byte
+	// NodePort marks a connect() that did not fail but got a source port in
+	// the NodePort range (trace --nodeport-collisions); Errno is 0 then.
+	NodePort bool
+	Errno    int
+	PID      uint32
+	TID      uint32
+	PPID     uint32
+	UID      uint32
+	Comm     []byte
 	// Exe identifies the executable even after the process exited: its file
 	// name, inode and device (as stat(2) reports st_dev), and Args the first
 	// bytes of argv, NUL-separated (a busybox applet, an interpreter's script).
@@ -97,6 +100,14 @@ type Event struct {
 	addr [128]byte
 }
 
+// Kind is "failure", or "nodeport_collision" for a NodePort event.
+func (e *Event) Kind() string {
+	if e.NodePort {
+		return "nodeport_collision"
+	}
+	return "failure"
+}
+
 // ErrnoName is the symbolic errno, "unknown:N" when Linux has none.
 func (e *Event) ErrnoName() string { return ErrnoName(e.Errno) }
 
@@ -120,6 +131,7 @@ func (d *Decoder) Decode(raw *tracer.RawEvent, ev *Event) {
 		ev.Time = time.Time{}
 	}
 	ev.Syscall = Syscall(raw.Syscall)
+	ev.NodePort = raw.Flags&tracer.FlagNodePort != 0
 	ev.Errno = int(raw.Err)
 	ev.PID, ev.TID, ev.PPID, ev.UID = raw.Tgid, raw.Tid, raw.Ppid, raw.Uid
 	ev.Comm = cstring(ev.comm[:], raw.Comm[:])

@@ -18,7 +18,9 @@ func AppendJSON(b []byte, ev *Event, node string) []byte {
 func appendEventFields(b []byte, ev *Event, node string) []byte {
 	b = append(b, `{"schema":`...)
 	b = strconv.AppendInt(b, Schema, 10)
-	b = append(b, `,"time":"`...)
+	b = append(b, `,"kind":"`...)
+	b = append(b, ev.Kind()...)
+	b = append(b, `","time":"`...)
 	b = ev.Time.UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, '"')
 	if node != "" {
@@ -27,10 +29,13 @@ func appendEventFields(b []byte, ev *Event, node string) []byte {
 	}
 	b = append(b, `,"syscall":"`...)
 	b = append(b, ev.Syscall.String()...)
-	b = append(b, `","errno":"`...)
-	b = append(b, ev.ErrnoName()...)
-	b = append(b, `","errno_num":`...)
-	b = strconv.AppendInt(b, int64(ev.Errno), 10)
+	b = append(b, '"')
+	if !ev.NodePort {
+		b = append(b, `,"errno":"`...)
+		b = append(b, ev.ErrnoName()...)
+		b = append(b, `","errno_num":`...)
+		b = strconv.AppendInt(b, int64(ev.Errno), 10)
+	}
 
 	b = append(b, `,"process":{"pid":`...)
 	b = strconv.AppendUint(b, uint64(ev.PID), 10)

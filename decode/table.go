@@ -12,7 +12,11 @@ func AppendTable(b []byte, ev *Event) []byte {
 	b = pad(b, start, 17)
 	b = append(b, ev.Syscall.String()...)
 	b = pad(b, start, 25)
-	b = append(b, ev.ErrnoName()...)
+	if ev.NodePort {
+		b = append(b, "NODEPORT"...)
+	} else {
+		b = append(b, ev.ErrnoName()...)
+	}
 	b = pad(b, start, 40)
 	b = strconv.AppendUint(b, uint64(ev.PID), 10)
 	b = pad(b, start, 48)

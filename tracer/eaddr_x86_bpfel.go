@@ -49,16 +49,20 @@ type eaddrEvent struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	eaddrMapEvents       = "events"
-	eaddrMapLost         = "lost"
-	eaddrProgExitBind    = "exit_bind"
-	eaddrProgExitConnect = "exit_connect"
-	eaddrVarAllErrnos    = "all_errnos"
-	eaddrVarErrnoMask    = "errno_mask"
-	eaddrVarFilterNetns  = "filter_netns"
-	eaddrVarFilterTgid   = "filter_tgid"
-	eaddrVarUnusedEvent  = "unused_event"
-	eaddrVarWakeupFlags  = "wakeup_flags"
+	eaddrMapEvents        = "events"
+	eaddrMapLost          = "lost"
+	eaddrProgExitBind     = "exit_bind"
+	eaddrProgExitConnect  = "exit_connect"
+	eaddrVarAllErrnos     = "all_errnos"
+	eaddrVarErrnoMask     = "errno_mask"
+	eaddrVarFilterNetns   = "filter_netns"
+	eaddrVarFilterTgid    = "filter_tgid"
+	eaddrVarNodeportHi    = "nodeport_hi"
+	eaddrVarNodeportLo    = "nodeport_lo"
+	eaddrVarNodeportNetns = "nodeport_netns"
+	eaddrVarNodeportOn    = "nodeport_on"
+	eaddrVarUnusedEvent   = "unused_event"
+	eaddrVarWakeupFlags   = "wakeup_flags"
 )
 
 // loadEaddr returns the embedded CollectionSpec for eaddr.
@@ -119,12 +123,16 @@ type eaddrMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type eaddrVariableSpecs struct {
-	AllErrnos   *ebpf.VariableSpec `ebpf:"all_errnos"`
-	ErrnoMask   *ebpf.VariableSpec `ebpf:"errno_mask"`
-	FilterNetns *ebpf.VariableSpec `ebpf:"filter_netns"`
-	FilterTgid  *ebpf.VariableSpec `ebpf:"filter_tgid"`
-	UnusedEvent *ebpf.VariableSpec `ebpf:"unused_event"`
-	WakeupFlags *ebpf.VariableSpec `ebpf:"wakeup_flags"`
+	AllErrnos     *ebpf.VariableSpec `ebpf:"all_errnos"`
+	ErrnoMask     *ebpf.VariableSpec `ebpf:"errno_mask"`
+	FilterNetns   *ebpf.VariableSpec `ebpf:"filter_netns"`
+	FilterTgid    *ebpf.VariableSpec `ebpf:"filter_tgid"`
+	NodeportHi    *ebpf.VariableSpec `ebpf:"nodeport_hi"`
+	NodeportLo    *ebpf.VariableSpec `ebpf:"nodeport_lo"`
+	NodeportNetns *ebpf.VariableSpec `ebpf:"nodeport_netns"`
+	NodeportOn    *ebpf.VariableSpec `ebpf:"nodeport_on"`
+	UnusedEvent   *ebpf.VariableSpec `ebpf:"unused_event"`
+	WakeupFlags   *ebpf.VariableSpec `ebpf:"wakeup_flags"`
 }
 
 // eaddrObjects contains all objects after they have been loaded into the kernel.
@@ -162,12 +170,16 @@ func (m *eaddrMaps) Close() error {
 //
 // It can be passed to loadEaddrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type eaddrVariables struct {
-	AllErrnos   *ebpf.Variable `ebpf:"all_errnos"`
-	ErrnoMask   *ebpf.Variable `ebpf:"errno_mask"`
-	FilterNetns *ebpf.Variable `ebpf:"filter_netns"`
-	FilterTgid  *ebpf.Variable `ebpf:"filter_tgid"`
-	UnusedEvent *ebpf.Variable `ebpf:"unused_event"`
-	WakeupFlags *ebpf.Variable `ebpf:"wakeup_flags"`
+	AllErrnos     *ebpf.Variable `ebpf:"all_errnos"`
+	ErrnoMask     *ebpf.Variable `ebpf:"errno_mask"`
+	FilterNetns   *ebpf.Variable `ebpf:"filter_netns"`
+	FilterTgid    *ebpf.Variable `ebpf:"filter_tgid"`
+	NodeportHi    *ebpf.Variable `ebpf:"nodeport_hi"`
+	NodeportLo    *ebpf.Variable `ebpf:"nodeport_lo"`
+	NodeportNetns *ebpf.Variable `ebpf:"nodeport_netns"`
+	NodeportOn    *ebpf.Variable `ebpf:"nodeport_on"`
+	UnusedEvent   *ebpf.Variable `ebpf:"unused_event"`
+	WakeupFlags   *ebpf.Variable `ebpf:"wakeup_flags"`
 }
 
 // eaddrPrograms contains all programs after they have been loaded into the kernel.

@@ -39,6 +39,9 @@ const (
 const (
 	FlagAddr   = 1 // Addr holds AddrCopied bytes copied from the caller
 	FlagSocket = 2 // Sock* and Local* were read from the fd's socket
+	// FlagNodePort marks a connect() that succeeded (or is in progress) with
+	// a kernel-chosen source port inside the NodePort range: not a failure.
+	FlagNodePort = 4
 )
 
 // EINPROGRESS is never reported, even with AllErrnos.
@@ -57,6 +60,17 @@ type Options struct {
 	NetNS     uint32 // only this network namespace inode; 0 for all
 	RingSize  int    // bytes, a power of two multiple of the page size; 0 for DefaultRingSize
 	Logger    *slog.Logger
+
+	// NodePort, when set, also reports connect() calls in netns NodePort.NetNS
+	// whose source port falls in [Lo, Hi]. Unset, the check is removed from
+	// the program at load time and costs nothing.
+	NodePort *NodePortCheck
+}
+
+// NodePortCheck configures the NodePort collision report.
+type NodePortCheck struct {
+	NetNS  uint32 // netns inode, normally the host's
+	Lo, Hi uint16 // the Service NodePort range, 30000-32767 by default
 }
 
 // Tracer is a loaded and attached set of eaddr programs.
@@ -163,6 +177,16 @@ func configure(spec *ebpf.CollectionSpec, opts Options) error {
 	}
 	if err := set("filter_netns", opts.NetNS); err != nil {
 		return err
+	}
+	if np := opts.NodePort; np != nil {
+		if np.Lo > np.Hi || np.NetNS == 0 {
+			return fmt.Errorf("NodePort check: range %d-%d or netns %d is not valid", np.Lo, np.Hi, np.NetNS)
+		}
+		for name, v := range map[string]any{"nodeport_on": true, "nodeport_netns": np.NetNS, "nodeport_lo": np.Lo, "nodeport_hi": np.Hi} {
+			if err := set(name, v); err != nil {
+				return err
+			}
+		}
 	}
 	size := opts.RingSize
 	if size == 0 {

@@ -253,3 +253,70 @@ func cString(b []int8) string {
 	}
 	return string(out)
 }
+
+// A connect() whose source port lands in the configured range is reported
+// as a NodePort collision; with the check off, nothing is.
+func TestNodePortCollision(t *testing.T) {
+	testenv.RequireRoot(t)
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/net", &st); err != nil {
+		t.Fatal(err)
+	}
+	dial := func() int {
+		t.Helper()
+		// UDP connect picks a source port without sending anything.
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		if err := unix.Connect(fd, &unix.SockaddrInet4{Port: 9, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+			t.Fatal(err)
+		}
+		sa, _ := unix.Getsockname(fd)
+		return sa.(*unix.SockaddrInet4).Port
+	}
+	off := newTracer(t, Options{PID: uint32(os.Getpid())})
+	// Every port is "in the NodePort range" here, so the next dial collides.
+	on := newTracer(t, Options{PID: uint32(os.Getpid()), NodePort: &NodePortCheck{NetNS: uint32(st.Ino), Lo: 1, Hi: 65535}})
+	port := dial()
+	ev, err := readOne(t, on, 5*time.Second)
+	if err != nil {
+		t.Fatalf("no collision event: %v", err)
+	}
+	if ev.Flags&FlagNodePort == 0 || ev.Err != 0 || ev.Syscall != SysConnect || int(ev.LocalPort) != port {
+		t.Errorf("event flags %d errno %d syscall %d local port %d, want a NodePort event for port %d", ev.Flags, ev.Err, ev.Syscall, ev.LocalPort, port)
+	}
+	if ev, err := readOne(t, off, 300*time.Millisecond); err == nil {
+		t.Errorf("the tracer without the check reported %+v", ev)
+	}
+	// Outside the range: nothing.
+	narrow := newTracer(t, Options{PID: uint32(os.Getpid()), NodePort: &NodePortCheck{NetNS: uint32(st.Ino), Lo: 1, Hi: 2}})
+	dial()
+	if ev, err := readOne(t, narrow, 300*time.Millisecond); err == nil {
+		t.Errorf("port outside 1-2 reported: %+v", ev)
+	}
+}
+
+// With the NodePort check off, the verifier drops its code: the program the
+// kernel runs is smaller than with the check on.
+func TestNodePortCheckOffCostsNothing(t *testing.T) {
+	off := newTracer(t, Options{})
+	on := newTracer(t, Options{NodePort: &NodePortCheck{NetNS: 1, Lo: 30000, Hi: 32767}})
+	count := func(tr *Tracer) int {
+		info, err := tr.objs.ExitConnect.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		insns, err := info.Instructions()
+		if err != nil {
+			testenv.Skip(t, "kernel does not give back the translated program: "+err.Error())
+		}
+		return len(insns)
+	}
+	nOff, nOn := count(off), count(on)
+	t.Logf("exit_connect as the kernel runs it: %d instructions with the check off, %d on", nOff, nOn)
+	if nOff >= nOn {
+		t.Errorf("check off: %d instructions, not fewer than on (%d): the dead code was not removed", nOff, nOn)
+	}
+}

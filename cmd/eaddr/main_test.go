@@ -43,6 +43,7 @@ func TestMain(m *testing.M) {
 // so that a renamed or retyped field fails here.
 type jsonEvent struct {
 	Schema   int    `json:"schema"`
+	Kind     string `json:"kind"`
 	Time     string `json:"time"`
 	Node     string `json:"node"`
 	Syscall  string `json:"syscall"`

@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/tracer"
@@ -28,6 +30,10 @@ type TraceFlags struct {
 	RingSize int
 	Node     string
 	Explain  string
+
+	NodePortCollisions bool
+	NodePortRange      string
+	NodePortNetNS      uint32
 }
 
 // SetFlags registers the flags on fs.
@@ -41,6 +47,9 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Cgroup, "cgroup", "", "only processes whose cgroup v2 path starts with this prefix, e.g. /kubepods")
 	fs.IntVar(&f.RingSize, "ring-size", tracer.DefaultRingSize, "ring buffer size in bytes, a power of two; events that do not fit are counted as lost")
 	fs.StringVar(&f.Node, "node", "", "node name in each event (default: $NODE_NAME, else the hostname)")
+	fs.BoolVar(&f.NodePortCollisions, "nodeport-collisions", false, "also report a connect() in the host netns whose kernel-chosen source port is in the NodePort range (kind nodeport_collision): replies to it can be captured by a NodePort rule. Off, it costs nothing")
+	fs.StringVar(&f.NodePortRange, "node-port-range", "30000-32767", "the cluster's Service NodePort range (kube-apiserver --service-node-port-range)")
+	fs.Uint32Var(&f.NodePortNetNS, "nodeport-netns", 0, "netns inode checked by --nodeport-collisions (default: the host's, that of pid 1)")
 	fs.StringVar(&f.Explain, "explain", "full", "per event, say what the errno means, which client failed and what it printed: full (with how every other client words it), short (without), or off")
 }
 
@@ -97,6 +106,21 @@ func (f *TraceFlags) config() (traceConfig, error) {
 	}
 	c.opts.RingSize = f.RingSize
 	c.node = nodeName(f.Node)
+	if f.NodePortCollisions {
+		lo, hi, err := parsePortRange(f.NodePortRange)
+		if err != nil {
+			return c, usageErrorf("--node-port-range: %v", err)
+		}
+		inode := f.NodePortNetNS
+		if inode == 0 {
+			host, err := hostNetNS()
+			if err != nil {
+				return c, fmt.Errorf("--nodeport-collisions: finding the host network namespace: %w", err)
+			}
+			inode = uint32(host)
+		}
+		c.opts.NodePort = &tracer.NodePortCheck{NetNS: inode, Lo: uint16(lo), Hi: uint16(hi)}
+	}
 	switch f.Explain {
 	case "off":
 	case "short":
@@ -220,17 +244,18 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 			continue
 		}
 		buf = buf[:0]
-		if explainer != nil {
+		explain := explainer != nil && !ev.NodePort
+		if explain {
 			explainer.Explain(&ev, &x)
 		}
 		switch {
 		case c.table:
 			buf = decode.AppendTable(buf, &ev)
-			if explainer != nil {
+			if explain {
 				buf = append(buf, '\n')
 				buf = x.AppendTableExplained(buf)
 			}
-		case explainer != nil:
+		case explain:
 			buf = explainer.AppendJSONExplained(buf, &ev, c.node, &x, c.explain == 2)
 		default:
 			buf = decode.AppendJSON(buf, &ev, c.node)
@@ -267,4 +292,28 @@ func syscallNames(s []int) string {
 		names = append(names, decode.Syscall(n).String())
 	}
 	return strings.Join(names, ",")
+}
+
+// parsePortRange reads "LO-HI" (or "LO HI", as the sysctl prints it).
+func parsePortRange(s string) (int, int, error) {
+	f := strings.FieldsFunc(s, func(r rune) bool { return r == '-' || r == ' ' || r == '\t' })
+	if len(f) != 2 {
+		return 0, 0, fmt.Errorf("%q is not LO-HI", s)
+	}
+	lo, err1 := strconv.Atoi(f[0])
+	hi, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil || lo < 1 || hi > 65535 || lo > hi {
+		return 0, 0, fmt.Errorf("%q is not a port range LO-HI within 1-65535", s)
+	}
+	return lo, hi, nil
+}
+
+// hostNetNS is the netns inode of pid 1: the node's, when eaddr sees the
+// host's pid namespace (sudo on the node, or hostPID in a pod).
+func hostNetNS() (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/1/ns/net", &st); err != nil {
+		return 0, err
+	}
+	return st.Ino, nil
 }

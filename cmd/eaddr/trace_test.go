@@ -521,3 +521,56 @@ func TestExplainCommand(t *testing.T) {
 		t.Errorf("no argument: exit %d, %q", code, errOut)
 	}
 }
+
+// --nodeport-collisions reports a connect() whose source port the kernel
+// took from the NodePort range; without the flag nothing is reported.
+func TestNodePortCollisions(t *testing.T) {
+	testenv.RequireRoot(t)
+	py := python(t)
+	ns, err := netns.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	// The scratch netns plays a host whose range was widened into 30000-32767.
+	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "31000 31001"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := ns.Listen("tcp4", "127.0.0.1:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	inode := strconv.FormatUint(ns.Inode(), 10)
+	on := startTrace(t, "--nodeport-collisions", "--nodeport-netns", inode)
+	off := startTrace(t, "--errno", "all")
+	pid, out := runInNS(t, ns, py, "-c", `import socket
+s = socket.create_connection(("127.0.0.1", 8080), timeout=5)
+print(s.getsockname()[1])
+`)
+	port, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil || port < 31000 || port > 31001 {
+		t.Fatalf("python's source port %q is not in 31000-31001", out)
+	}
+	evs := on.forPID(pid, 1, 5*time.Second)
+	if len(evs) != 1 {
+		t.Fatalf("%d events with --nodeport-collisions, want 1", len(evs))
+	}
+	ev := evs[0]
+	if ev.Kind != "nodeport_collision" || ev.Syscall != "connect" || ev.Errno != "" || ev.Local == nil || ev.Local.Port != port ||
+		ev.Remote == nil || ev.Remote.Port != 8080 || ev.NetNS != ns.Inode() {
+		t.Errorf("collision event %+v local %+v remote %+v", ev, ev.Local, ev.Remote)
+	}
+	if evs := off.forPID(pid, 1, 300*time.Millisecond); len(evs) != 0 {
+		t.Errorf("without the flag: %+v", evs)
+	}
+}
