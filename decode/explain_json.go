@@ -5,7 +5,22 @@ package decode
 // client and libc words the same failure. It does not allocate once the
 // Explainer's buffers have grown.
 func (e *Explainer) AppendJSONExplained(b []byte, ev *Event, node string, x *Explanation, wordings bool) []byte {
+	return AppendEvent(b, ev, node, e, x, wordings, nil)
+}
+
+// AppendEvent appends ev as one JSON object with, when they are not nil, the
+// explain object of x (made by e) and the diagnosis g. It does not allocate
+// once e's buffers have grown.
+func AppendEvent(b []byte, ev *Event, node string, e *Explainer, x *Explanation, wordings bool, g *Diagnosis) []byte {
 	b = appendEventFields(b, ev, node)
+	if e != nil && x != nil {
+		b = e.appendExplain(b, x, wordings)
+	}
+	b = AppendDiagnosisJSON(b, g)
+	return append(b, '}')
+}
+
+func (e *Explainer) appendExplain(b []byte, x *Explanation, wordings bool) []byte {
 	b = append(b, `,"explain":{`...)
 	comma := false
 	if x.Meaning != nil {
@@ -47,7 +62,7 @@ func (e *Explainer) AppendJSONExplained(b []byte, ev *Event, node string, x *Exp
 		}
 		b = append(b, ']')
 	}
-	return append(b, "}}"...)
+	return append(b, '}')
 }
 
 // AppendTableExplained appends the second line of a table row: which client

@@ -77,8 +77,9 @@ Flags:
 
 	// Trace only this namespace, so the demo shows what its clients did and
 	// nothing else on the node.
-	tf := TraceFlags{Output: f.Output, Errno: "EADDRNOTAVAIL,EADDRINUSE", Syscall: "connect,bind",
-		NetNS: uint32(ns.Inode()), RingSize: 1 << 20, Explain: "short"}
+	var tf TraceFlags
+	tf.SetFlags(pflag.NewFlagSet("demo-trace", pflag.ContinueOnError)) // trace's defaults
+	tf.Output, tf.NetNS, tf.RingSize, tf.Explain = f.Output, uint32(ns.Inode()), 1<<20, "short"
 	c, err := tf.config()
 	if err != nil {
 		return err

@@ -25,6 +25,7 @@ with EADDRNOTAVAIL (ephemeral ports exhausted) or EADDRINUSE.
 Usage:
   eaddr trace [flags]   trace failures on this node (root); JSON lines on stdout
   eaddr demo [flags]    reproduce port exhaustion in a throwaway netns and trace it (root)
+  eaddr check [flags]   audit every netns's port range, NodePort overlap and port use (root)
   eaddr explain TEXT    explain an error message or errno, offline (no root)
   eaddr version         print the version
 
@@ -60,6 +61,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runTrace(ctx, args[1:], stdout, stderr, log)
 	case "demo":
 		err = runDemo(ctx, args[1:], stdout, stderr, log)
+	case "check":
+		err = runCheck(ctx, args[1:], stdout, stderr, log)
 	case "explain":
 		err = runExplain(ctx, args[1:], stdout, stderr, log)
 	case "version", "--version":
@@ -67,7 +70,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usageErrorf("unknown command %q (commands: trace, demo, explain, version)", args[0])
+		err = usageErrorf("unknown command %q (commands: trace, demo, check, explain, version)", args[0])
 	}
 	switch {
 	case err == nil, errors.Is(err, pflag.ErrHelp):

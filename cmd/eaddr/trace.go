@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
@@ -31,6 +32,9 @@ type TraceFlags struct {
 	Node     string
 	Explain  string
 
+	Diagnose         bool
+	DiagnoseInterval time.Duration
+
 	NodePortCollisions bool
 	NodePortRange      string
 	NodePortNetNS      uint32
@@ -47,6 +51,8 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Cgroup, "cgroup", "", "only processes whose cgroup v2 path starts with this prefix, e.g. /kubepods")
 	fs.IntVar(&f.RingSize, "ring-size", tracer.DefaultRingSize, "ring buffer size in bytes, a power of two; events that do not fit are counted as lost")
 	fs.StringVar(&f.Node, "node", "", "node name in each event (default: $NODE_NAME, else the hostname)")
+	fs.BoolVar(&f.Diagnose, "diagnose", true, "per event, read the netns of the failure (port range, sockets toward the destination by state, who holds them, addresses) and give the root cause and a fix")
+	fs.DurationVar(&f.DiagnoseInterval, "diagnose-interval", time.Second, "at most one netns snapshot per netns, syscall, errno and address in this interval; events inside it share the snapshot")
 	fs.BoolVar(&f.NodePortCollisions, "nodeport-collisions", false, "also report a connect() in the host netns whose kernel-chosen source port is in the NodePort range (kind nodeport_collision): replies to it can be captured by a NodePort rule. Off, it costs nothing")
 	fs.StringVar(&f.NodePortRange, "node-port-range", "30000-32767", "the cluster's Service NodePort range (kube-apiserver --service-node-port-range)")
 	fs.Uint32Var(&f.NodePortNetNS, "nodeport-netns", 0, "netns inode checked by --nodeport-collisions (default: the host's, that of pid 1)")
@@ -62,6 +68,10 @@ type traceConfig struct {
 	node  string
 	// explain: 0 off, 1 short, 2 full
 	explain int
+	// diagnose interval; 0: no diagnosis
+	diagnose time.Duration
+	nodeLo   int
+	nodeHi   int
 }
 
 func (f *TraceFlags) config() (traceConfig, error) {
@@ -106,11 +116,18 @@ func (f *TraceFlags) config() (traceConfig, error) {
 	}
 	c.opts.RingSize = f.RingSize
 	c.node = nodeName(f.Node)
-	if f.NodePortCollisions {
-		lo, hi, err := parsePortRange(f.NodePortRange)
-		if err != nil {
-			return c, usageErrorf("--node-port-range: %v", err)
+	lo, hi, err := parsePortRange(f.NodePortRange)
+	if err != nil {
+		return c, usageErrorf("--node-port-range: %v", err)
+	}
+	c.nodeLo, c.nodeHi = lo, hi
+	if f.Diagnose {
+		if f.DiagnoseInterval <= 0 {
+			return c, usageErrorf("--diagnose-interval must be positive, not %v", f.DiagnoseInterval)
 		}
+		c.diagnose = f.DiagnoseInterval
+	}
+	if f.NodePortCollisions {
 		inode := f.NodePortNetNS
 		if inode == 0 {
 			host, err := hostNetNS()
@@ -216,7 +233,16 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 		hooks.attached()
 	}
 
+	var diag *decode.Diagnoser
+	if c.diagnose > 0 {
+		diag = decode.NewDiagnoser()
+		diag.Interval, diag.NodePortLo, diag.NodePortHi = c.diagnose, c.nodeLo, c.nodeHi
+		if host, err := hostNetNS(); err == nil {
+			diag.HostNetNS = host
+		}
+	}
 	var (
+		g        *decode.Diagnosis
 		raw      tracer.RawEvent
 		ev       decode.Event
 		x        decode.Explanation
@@ -248,17 +274,25 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 		if explain {
 			explainer.Explain(&ev, &x)
 		}
-		switch {
-		case c.table:
+		g = nil
+		if diag != nil {
+			diag.Seen(&ev)
+			g = diag.Diagnose(&ev)
+		}
+		if c.table {
 			buf = decode.AppendTable(buf, &ev)
 			if explain {
 				buf = append(buf, '\n')
 				buf = x.AppendTableExplained(buf)
 			}
-		case explain:
-			buf = explainer.AppendJSONExplained(buf, &ev, c.node, &x, c.explain == 2)
-		default:
-			buf = decode.AppendJSON(buf, &ev, c.node)
+			if g != nil {
+				buf = append(buf, "\n    ⚑ "...)
+				buf = append(buf, g.Verdict...)
+			}
+		} else if explain {
+			buf = decode.AppendEvent(buf, &ev, c.node, explainer, &x, c.explain == 2, g)
+		} else {
+			buf = decode.AppendEvent(buf, &ev, c.node, nil, nil, false, g)
 		}
 		buf = append(buf, '\n')
 		if _, err := out.Write(buf); err != nil && writeErr == nil {
@@ -276,7 +310,11 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 	if err != nil {
 		log.Warn("reading counters", "err", err)
 	}
-	log.Info("stopped", "events", st.Events, "written", written, "filtered", filtered, "lost", st.KernelLost, "malformed", st.Malformed)
+	attrs := []any{"events", st.Events, "written", written, "filtered", filtered, "lost", st.KernelLost, "malformed", st.Malformed}
+	if diag != nil {
+		attrs = append(attrs, "netns_snapshots", diag.Snapshots, "snapshots_shared", diag.Shared, "netns_unreachable", diag.Unreachable)
+	}
+	log.Info("stopped", attrs...)
 	if writeErr != nil {
 		return fmt.Errorf("writing events: %w", writeErr)
 	}
@@ -309,10 +347,15 @@ func parsePortRange(s string) (int, int, error) {
 }
 
 // hostNetNS is the netns inode of pid 1: the node's, when eaddr sees the
-// host's pid namespace (sudo on the node, or hostPID in a pod).
+// host's pid namespace (sudo on the node, or hostPID in a pod). Where pid 1
+// cannot be inspected (a sandbox whose init is not ptrace-readable), it is
+// eaddr's own netns, which is the host's when eaddr runs on the node.
 func hostNetNS() (uint64, error) {
 	var st unix.Stat_t
-	if err := unix.Stat("/proc/1/ns/net", &st); err != nil {
+	if err := unix.Stat("/proc/1/ns/net", &st); err == nil {
+		return st.Ino, nil
+	}
+	if err := unix.Stat("/proc/self/ns/net", &st); err != nil {
 		return 0, err
 	}
 	return st.Ino, nil

@@ -130,6 +130,36 @@ func newOnLockedThread() (ns *NS, err error) {
 	return ns, nil
 }
 
+// Open returns an NS for the existing network namespace file at path, e.g.
+// /proc/PID/ns/net or /proc/PID/task/TID/ns/net (or a bind mount such as
+// /run/netns/NAME). The file is opened O_RDONLY|O_CLOEXEC and checked with
+// the NS_GET_NSTYPE ioctl to be a network namespace; Inode is its fstat inode.
+// Do, SetSysctl, Sysctl, Start, Listen and Dial then work inside it, as for an
+// NS from New. Close closes only the file descriptor: the namespace itself is
+// left alone and lives on while processes are in it. Entering it with Do
+// needs CAP_SYS_ADMIN.
+func Open(path string) (*NS, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("netns: open %s: %w", path, err)
+	}
+	typ, err := unix.IoctlRetInt(fd, unix.NS_GET_NSTYPE)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("netns: open %s: not a namespace file (NS_GET_NSTYPE): %w", path, err)
+	}
+	if typ != unix.CLONE_NEWNET {
+		unix.Close(fd)
+		return nil, fmt.Errorf("netns: open %s: namespace type %#x is not a network namespace", path, typ)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("netns: open %s: fstat: %w", path, err)
+	}
+	return &NS{fd: fd, inode: st.Ino}, nil
+}
+
 // openNS opens the calling thread's network namespace.
 func openNS() (int, error) {
 	return unix.Open(threadNetNS, unix.O_RDONLY|unix.O_CLOEXEC, 0)

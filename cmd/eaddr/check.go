@@ -1,0 +1,363 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
+
+	"github.com/eaddr/eaddr/decode/netdiag"
+)
+
+// CheckFlags are the flags of `eaddr check`.
+type CheckFlags struct {
+	Output        string
+	NodePortRange string
+	HostNetNS     uint64
+	NetNS         []uint
+	Warn, Crit    int
+	Top           int
+}
+
+// SetFlags registers the flags on fs.
+func (f *CheckFlags) SetFlags(fs *pflag.FlagSet) {
+	fs.StringVarP(&f.Output, "output", "o", "table", "table for a person, json for a script")
+	fs.StringVar(&f.NodePortRange, "node-port-range", "30000-32767", "the cluster's Service NodePort range (kube-apiserver --service-node-port-range)")
+	fs.Uint64Var(&f.HostNetNS, "host-netns", 0, "inode of the node's network namespace, where NodePorts live (default: that of pid 1)")
+	fs.UintSliceVar(&f.NetNS, "netns", nil, "check only these netns inodes (default: every netns found through /proc)")
+	fs.IntVar(&f.Warn, "warn", 70, "warn when the ports toward one destination reach this percent of the usable range")
+	fs.IntVar(&f.Crit, "crit", 90, "critical at this percent")
+	fs.IntVar(&f.Top, "top", 3, "destinations to list per netns")
+}
+
+// Severity of a finding; the worst one sets the exit status.
+type severity int
+
+const (
+	sevOK severity = iota
+	sevInfo
+	sevWarning
+	sevCritical
+)
+
+func (s severity) String() string { return [...]string{"ok", "info", "warning", "critical"}[s] }
+
+func (s severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+func (s *severity) UnmarshalText(b []byte) error {
+	for i, name := range [...]string{"ok", "info", "warning", "critical"} {
+		if string(b) == name {
+			*s = severity(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown severity %q", b)
+}
+
+type finding struct {
+	Severity severity `json:"severity"`
+	Message  string   `json:"message"`
+}
+
+type destination struct {
+	Remote  string `json:"remote"`
+	Ports   int    `json:"ports"`
+	Percent int    `json:"percent"`
+}
+
+type netnsReport struct {
+	Inode            uint64        `json:"inode"`
+	PID              int           `json:"pid"`
+	Comm             string        `json:"comm,omitempty"`
+	Host             bool          `json:"host_network"`
+	PortRange        string        `json:"port_range,omitempty"`
+	Reserved         string        `json:"reserved_ports,omitempty"`
+	UnprivilegedPort int           `json:"unprivileged_port_start,omitempty"`
+	Usable           int           `json:"usable_ports,omitempty"`
+	InUse            int           `json:"ports_in_use"`
+	Destinations     []destination `json:"top_destinations,omitempty"`
+	Listeners        []string      `json:"listeners_in_range,omitempty"`
+	Findings         []finding     `json:"findings,omitempty"`
+	Worst            severity      `json:"worst"`
+	Error            string        `json:"error,omitempty"`
+}
+
+type checkReport struct {
+	NodePortRange string        `json:"node_port_range"`
+	NetNS         []netnsReport `json:"netns"`
+	Worst         severity      `json:"worst"`
+}
+
+func runCheck(_ context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {
+	fs := pflag.NewFlagSet("check", pflag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `Usage: eaddr check [flags]
+
+Audit this node's network namespaces before connections fail (needs root): for the host
+netns and every other netns found through /proc, the ephemeral port range, reserved ports,
+ip_unprivileged_port_start and the parity advice of ip-sysctl.txt; overlap of the host's
+range with the NodePort range; ports in use toward the busiest destinations against
+--warn/--crit; listening sockets inside the ephemeral range.
+
+Exit status: 0 clean (or only information), 1 a warning or critical finding (or a
+failure), 2 bad usage. For cron, a node-problem-detector custom plugin, or a person.
+
+Flags:
+%s`, fs.FlagUsages())
+	}
+	var f CheckFlags
+	f.SetFlags(fs)
+	if err := parse(fs, args, stderr); err != nil {
+		return err
+	}
+	if f.Output != "table" && f.Output != "json" {
+		return usageErrorf("--output must be table or json, not %q", f.Output)
+	}
+	npLo, npHi, err := parsePortRange(f.NodePortRange)
+	if err != nil {
+		return usageErrorf("--node-port-range: %v", err)
+	}
+	if f.Warn <= 0 || f.Crit <= 0 || f.Warn > f.Crit || f.Crit > 100 {
+		return usageErrorf("--warn %d and --crit %d must satisfy 0 < warn <= crit <= 100", f.Warn, f.Crit)
+	}
+	if f.HostNetNS == 0 {
+		if f.HostNetNS, err = hostNetNS(); err != nil {
+			return fmt.Errorf("finding the host network namespace: %w", err)
+		}
+	}
+	members, err := netnsMembers()
+	if err != nil {
+		return err
+	}
+	var inodes []uint64
+	for _, n := range f.NetNS {
+		inodes = append(inodes, uint64(n))
+	}
+	if len(inodes) == 0 {
+		for inode := range members {
+			inodes = append(inodes, inode)
+		}
+	}
+	sort.Slice(inodes, func(i, j int) bool {
+		if (inodes[i] == f.HostNetNS) != (inodes[j] == f.HostNetNS) {
+			return inodes[i] == f.HostNetNS
+		}
+		return inodes[i] < inodes[j]
+	})
+	rep := checkReport{NodePortRange: fmt.Sprintf("%d-%d", npLo, npHi)}
+	for _, inode := range inodes {
+		r := checkNetNS(inode, members[inode], f, npLo, npHi)
+		if r.Worst > rep.Worst {
+			rep.Worst = r.Worst
+		}
+		rep.NetNS = append(rep.NetNS, r)
+	}
+	if f.Output == "json" {
+		enc := json.NewEncoder(stdout)
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		writeCheckTable(stdout, &rep)
+	}
+	if rep.Worst >= sevWarning {
+		return quietError{"check found problems"}
+	}
+	return nil
+}
+
+// netnsMembers maps each netns inode to a live process in it.
+func netnsMembers() (map[uint64]int, error) {
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	out := map[uint64]int{}
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat(filepath.Join("/proc", d.Name(), "ns/net"), &st) != nil {
+			continue
+		}
+		// Prefer a user process to a kernel thread (empty cmdline) as the
+		// netns's representative: it is what a person recognises.
+		if prev, ok := out[st.Ino]; !ok || (isKernelThread(prev) && !isKernelThread(pid)) {
+			out[st.Ino] = pid
+		}
+	}
+	return out, nil
+}
+
+func isKernelThread(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && len(b) == 0
+}
+
+func checkNetNS(inode uint64, pid int, f CheckFlags, npLo, npHi int) netnsReport {
+	r := netnsReport{Inode: inode, PID: pid, Host: inode == f.HostNetNS}
+	add := func(s severity, format string, a ...any) {
+		r.Findings = append(r.Findings, finding{s, fmt.Sprintf(format, a...)})
+		if s > r.Worst {
+			r.Worst = s
+		}
+	}
+	ns, err := netdiag.OpenNetns(inode, pid)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	defer ns.Close()
+	r.PID = ns.PID()
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", r.PID)); err == nil {
+		r.Comm = strings.TrimSpace(string(b))
+	}
+	sc, err := ns.Sysctls()
+	if err != nil {
+		r.Error = err.Error()
+		add(sevWarning, "cannot read the port sysctls: %v", err)
+		return r
+	}
+	r.PortRange = fmt.Sprintf("%d-%d", sc.RangeLo, sc.RangeHi)
+	r.Reserved = spans(sc.Reserved)
+	r.UnprivilegedPort = sc.UnprivilegedStart
+	r.Usable = sc.Usable()
+
+	if sc.RangeLo%2 == sc.RangeHi%2 {
+		add(sevInfo, "ip_local_port_range %d %d: ip-sysctl.txt advises numbers of different parity (one even, one odd), as in the default 32768 60999", sc.RangeLo, sc.RangeHi)
+	}
+	if sc.RangeLo < sc.UnprivilegedStart {
+		add(sevInfo, "the range starts at %d, below ip_unprivileged_port_start %d: outgoing connections can take privileged ports that a service expects to bind", sc.RangeLo, sc.UnprivilegedStart)
+	}
+	// NodePorts live in the host's netns: there, a source port taken from
+	// the NodePort range breaks replies to that connection.
+	overlap := 0
+	for p := max(sc.RangeLo, npLo); p <= min(sc.RangeHi, npHi); p++ {
+		if !sc.IsReserved(p) {
+			overlap++
+		}
+	}
+	if overlap > 0 {
+		sev, where := sevInfo, "harmless outside the host network namespace"
+		if r.Host {
+			sev, where = sevWarning, "this is the host network namespace: the kernel can hand out NodePorts as source ports, and since Kubernetes 1.22 replies to them (kubelet health checks) can be captured by NodePort rules"
+		}
+		add(sev, "ip_local_port_range %d-%d overlaps the NodePort range %d-%d in %d unreserved ports; %s. Fix: net.ipv4.ip_local_reserved_ports=%d-%d, or a range outside it",
+			sc.RangeLo, sc.RangeHi, npLo, npHi, overlap, where, npLo, npHi)
+	}
+
+	socks, err := ns.DumpSockets(false)
+	if err != nil {
+		r.Error = err.Error()
+		add(sevWarning, "cannot list sockets: %v", err)
+		return r
+	}
+	inRange := func(p int) bool { return p >= sc.RangeLo && p <= sc.RangeHi && !sc.IsReserved(p) }
+	used := map[uint16]bool{}
+	perDest := map[netip.AddrPort]map[uint16]bool{}
+	for _, s := range socks {
+		p := int(s.Local.Port())
+		if !inRange(p) {
+			continue
+		}
+		if s.State == 10 { // LISTEN
+			r.Listeners = append(r.Listeners, s.Local.String())
+			continue
+		}
+		used[s.Local.Port()] = true
+		if s.Remote.Port() != 0 {
+			m := perDest[s.Remote]
+			if m == nil {
+				m = map[uint16]bool{}
+				perDest[s.Remote] = m
+			}
+			m[s.Local.Port()] = true
+		}
+	}
+	r.InUse = len(used)
+	for remote, ports := range perDest {
+		r.Destinations = append(r.Destinations, destination{Remote: remote.String(), Ports: len(ports), Percent: percent(len(ports), r.Usable)})
+	}
+	sort.Slice(r.Destinations, func(i, j int) bool {
+		if r.Destinations[i].Ports != r.Destinations[j].Ports {
+			return r.Destinations[i].Ports > r.Destinations[j].Ports
+		}
+		return r.Destinations[i].Remote < r.Destinations[j].Remote
+	})
+	if len(r.Destinations) > f.Top {
+		r.Destinations = r.Destinations[:f.Top]
+	}
+	if len(r.Destinations) > 0 {
+		d := r.Destinations[0]
+		switch {
+		case d.Percent >= f.Crit:
+			add(sevCritical, "%d of %d usable ports (%d%%) are held toward %s: new connections to it fail with EADDRNOTAVAIL at 100%%", d.Ports, r.Usable, d.Percent, d.Remote)
+		case d.Percent >= f.Warn:
+			add(sevWarning, "%d of %d usable ports (%d%%) are held toward %s", d.Ports, r.Usable, d.Percent, d.Remote)
+		}
+	}
+	sort.Strings(r.Listeners)
+	if len(r.Listeners) > 0 {
+		add(sevInfo, "%d listening socket(s) inside the ephemeral range (%s): an outgoing connection can take the port while the listener restarts; reserve it in ip_local_reserved_ports",
+			len(r.Listeners), strings.Join(r.Listeners, ", "))
+	}
+	return r
+}
+
+func percent(n, of int) int {
+	if of <= 0 {
+		return 100
+	}
+	return n * 100 / of
+}
+
+func spans(s []netdiag.PortSpan) string {
+	var parts []string
+	for _, x := range s {
+		if x.Lo == x.Hi {
+			parts = append(parts, strconv.Itoa(x.Lo))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", x.Lo, x.Hi))
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func writeCheckTable(w io.Writer, rep *checkReport) {
+	for _, r := range rep.NetNS {
+		host := ""
+		if r.Host {
+			host = " (host)"
+		}
+		fmt.Fprintf(w, "netns %d%s pid %d %s: %s\n", r.Inode, host, r.PID, r.Comm, strings.ToUpper(r.Worst.String()))
+		if r.Error != "" {
+			fmt.Fprintf(w, "  error: %s\n", r.Error)
+		}
+		if r.PortRange != "" {
+			res := r.Reserved
+			if res == "" {
+				res = "none"
+			}
+			fmt.Fprintf(w, "  range %s, reserved %s, usable %d, in use %d, unprivileged ports from %d\n", r.PortRange, res, r.Usable, r.InUse, r.UnprivilegedPort)
+		}
+		for _, d := range r.Destinations {
+			fmt.Fprintf(w, "  toward %-40s %6d ports %3d%%\n", d.Remote, d.Ports, d.Percent)
+		}
+		for _, f := range r.Findings {
+			fmt.Fprintf(w, "  %-8s %s\n", strings.ToUpper(f.Severity.String()), f.Message)
+		}
+	}
+	fmt.Fprintf(w, "worst: %s\n", strings.ToUpper(rep.Worst.String()))
+}

@@ -1,0 +1,450 @@
+package decode
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/eaddr/eaddr/decode/netdiag"
+)
+
+// Diagnosis is the root cause of one failure, read in the netns of the
+// event right after it happened.
+type Diagnosis struct {
+	Verdict string // one sentence
+	Fix     []string
+
+	// The port budget of the netns (connect EADDRNOTAVAIL, port-0 bind).
+	RangeLo, RangeHi int
+	Reserved         string // ip_local_reserved_ports as configured, "" when none
+	Usable           int    // ports of the range that are not reserved
+	InUse            int    // of those, held toward the remote (connect) or at all (bind)
+	States           []Count
+	Holders          []Holder
+
+	Addresses   []string // bind EADDRNOTAVAIL: the addresses the netns has
+	HostNetwork bool     // the event was in the host's netns
+	At          time.Time
+	Shared      bool   // reused from an earlier event in the same second
+	Err         string // why no snapshot could be taken
+}
+
+// Count is a number of sockets in one TCP state.
+type Count struct {
+	State string
+	N     int
+}
+
+// Holder is a process and how many of the counted sockets it holds.
+type Holder struct {
+	PID     int
+	Comm    string
+	Sockets int
+}
+
+type diagKey struct {
+	netns   uint32
+	sys     Syscall
+	errno   int
+	addr    netip.AddrPort
+	nodeprt bool
+}
+
+// Diagnoser takes netns snapshots for events. At most one snapshot per
+// netns, syscall, errno and address is taken per Interval; events inside
+// the interval share it, so a storm of failures is not a storm of netlink
+// dumps. Not safe for concurrent use.
+type Diagnoser struct {
+	Interval     time.Duration
+	HoldersWait  time.Duration // time budget to find the processes holding sockets
+	NodePortLo   int
+	NodePortHi   int
+	HostNetNS    uint64 // the node's netns inode, for host-network advice
+	cache        map[diagKey]*Diagnosis
+	pidByNetNS   map[uint32]int // a process last seen in each netns: the handle to reach it
+	now          func() time.Time
+	Snapshots    uint64 // snapshots taken (each is one sock_diag dump per family)
+	Shared       uint64 // events answered from a snapshot of the same interval
+	Unreachable  uint64 // events whose netns had no live process left
+	maxCacheSize int
+}
+
+// NewDiagnoser returns a Diagnoser with one snapshot per second and key.
+func NewDiagnoser() *Diagnoser {
+	host, _ := netdiag.HostInode()
+	return &Diagnoser{Interval: time.Second, HoldersWait: 300 * time.Millisecond, NodePortLo: 30000, NodePortHi: 32767,
+		HostNetNS: host, cache: map[diagKey]*Diagnosis{}, pidByNetNS: map[uint32]int{}, now: time.Now, maxCacheSize: 4096}
+}
+
+// Seen remembers that pid lives in netns, so the netns stays reachable
+// after the failing process exits. The tracer calls it for every event.
+func (d *Diagnoser) Seen(ev *Event) {
+	if _, ok := d.pidByNetNS[ev.NetNS]; !ok || procAlive(ev.PID) {
+		d.pidByNetNS[ev.NetNS] = int(ev.PID)
+	}
+}
+
+func procAlive(pid uint32) bool { return unix.Kill(int(pid), 0) == nil }
+
+// Diagnose returns the diagnosis of ev, or nil for failures it has nothing
+// to say about.
+func (d *Diagnoser) Diagnose(ev *Event) *Diagnosis {
+	key := diagKey{netns: ev.NetNS, sys: ev.Syscall, errno: ev.Errno, nodeprt: ev.NodePort}
+	switch {
+	case ev.NodePort:
+		key.addr = ev.Local.IP
+	case ev.Syscall == Connect && ev.Errno == EADDRNOTAVAIL, ev.Syscall == Connect && ev.Errno == EADDRINUSE:
+		key.addr = ev.Remote.IP
+	case ev.Syscall == Bind && (ev.Errno == EADDRINUSE || ev.Errno == EADDRNOTAVAIL):
+		key.addr = ev.Local.IP
+	default:
+		return nil
+	}
+	now := d.now()
+	if g, ok := d.cache[key]; ok && now.Sub(g.At) < d.Interval {
+		d.Shared++
+		g.Shared = true
+		return g
+	}
+	g := d.snapshot(ev, now)
+	if old, ok := d.cache[key]; ok && g.Err != "" && old.Err == "" {
+		// The netns cannot be read any more (its last process exited):
+		// the last snapshot is the best there is.
+		old.Shared = true
+		return old
+	}
+	if len(d.cache) >= d.maxCacheSize {
+		clear(d.cache)
+	}
+	d.cache[key] = g
+	return g
+}
+
+func (d *Diagnoser) snapshot(ev *Event, now time.Time) *Diagnosis {
+	g := &Diagnosis{At: now, HostNetwork: d.HostNetNS != 0 && uint64(ev.NetNS) == d.HostNetNS}
+	if ev.NodePort {
+		d.nodePort(ev, g)
+		return g
+	}
+	hints := []int{int(ev.PID), int(ev.PPID)}
+	if pid, ok := d.pidByNetNS[ev.NetNS]; ok {
+		hints = append(hints, pid)
+	}
+	ns, err := netdiag.OpenNetns(uint64(ev.NetNS), hints...)
+	if err != nil {
+		d.Unreachable++
+		g.Err = fmt.Sprintf("network namespace %d is gone or has no live process left: %v", ev.NetNS, err)
+		g.Verdict = "no diagnosis: " + g.Err
+		return g
+	}
+	defer ns.Close()
+	d.pidByNetNS[ev.NetNS] = ns.PID()
+	d.Snapshots++
+	sc, err := ns.Sysctls()
+	if err != nil {
+		g.Err = err.Error()
+		g.Verdict = "no diagnosis: reading the netns's sysctls: " + err.Error()
+		return g
+	}
+	g.RangeLo, g.RangeHi, g.Usable = sc.RangeLo, sc.RangeHi, sc.Usable()
+	g.Reserved = spansString(sc.Reserved)
+	socks, err := ns.DumpSockets(ev.Protocol == unix.IPPROTO_UDP)
+	if err != nil {
+		g.Err = err.Error()
+		g.Verdict = "no diagnosis: sock_diag: " + err.Error()
+		return g
+	}
+	switch {
+	case ev.Syscall == Connect:
+		d.connect(ev, g, &sc, socks, ns)
+	case ev.Errno == EADDRINUSE:
+		d.bindInUse(ev, g, &sc, socks, ns)
+	default:
+		d.bindNotAvail(ev, g, ns)
+	}
+	return g
+}
+
+// connect EADDRNOTAVAIL / EADDRINUSE: who holds the ports toward the remote.
+func (d *Diagnoser) connect(ev *Event, g *Diagnosis, sc *netdiag.PortSysctls, socks []netdiag.Socket, ns *netdiag.Netns) {
+	remote := ev.Remote.IP
+	ports := map[uint16]bool{}
+	states := map[string]int{}
+	inodes := map[uint64]bool{}
+	perInode := map[uint64]int{}
+	for _, s := range socks {
+		p := int(s.Local.Port())
+		if s.Remote != remote || p < sc.RangeLo || p > sc.RangeHi || sc.IsReserved(p) {
+			continue
+		}
+		ports[s.Local.Port()] = true
+		states[netdiag.StateName(s.State)]++
+		if s.Inode != 0 {
+			inodes[s.Inode] = true
+			perInode[s.Inode]++
+		}
+	}
+	g.InUse = len(ports)
+	g.States = sortedCounts(states)
+	g.Holders = d.holders(ns, inodes, perInode)
+	rng := fmt.Sprintf("%d-%d", g.RangeLo, g.RangeHi)
+	if g.InUse >= g.Usable {
+		g.Verdict = fmt.Sprintf("ephemeral ports exhausted toward %s: %d of %d ports in %s in use (%s%s)",
+			remote, g.InUse, g.Usable, rng, countsString(g.States), holdersString(g.Holders))
+		d.exhaustedFix(ev, g)
+		return
+	}
+	switch {
+	case ev.Local.Valid && ev.Local.IP.Addr().IsValid() && !ev.Local.IP.Addr().IsUnspecified() && ev.Errno == EADDRNOTAVAIL:
+		g.Verdict = fmt.Sprintf("the socket was bound to %s, which is not an address of this network namespace", ev.Local.IP.Addr())
+		g.Fix = append(g.Fix, "bind to an address the netns has, or to 0.0.0.0 / ::")
+	case ev.Local.Valid && ev.Local.IP.Port() != 0:
+		g.Verdict = fmt.Sprintf("the socket was bound to local port %d before connect(), and %s:%d -> %s is already in use", ev.Local.IP.Port(), ev.Local.IP.Addr(), ev.Local.IP.Port(), remote)
+		g.Fix = append(g.Fix, "do not bind() a fixed port before connect(); if a bind() is needed, set IP_BIND_ADDRESS_NO_PORT so the port is chosen at connect() time for this destination")
+	default:
+		g.Verdict = fmt.Sprintf("the range is not exhausted toward %s now: %d of %d ports in %s in use (%s); the ports may have been freed since, or taken by port-0 bind() calls without IP_BIND_ADDRESS_NO_PORT",
+			remote, g.InUse, g.Usable, rng, countsString(g.States))
+	}
+}
+
+func (d *Diagnoser) exhaustedFix(ev *Event, g *Diagnosis) {
+	if len(g.States) > 0 && g.States[0].State == "TIME_WAIT" {
+		g.Fix = append(g.Fix, "most ports are in TIME_WAIT: net.ipv4.tcp_tw_reuse=1 in this netns lets new outgoing connections reuse them; or let the server close first, or keep connections open")
+	}
+	if len(g.Holders) > 0 && g.States[0].State == "ESTABLISHED" {
+		h := g.Holders[0]
+		g.Fix = append(g.Fix, fmt.Sprintf("pid %d (%s) holds %d connections to this destination: reuse connections (HTTP keep-alive, a connection pool) instead of opening new ones", h.PID, h.Comm, h.Sockets))
+	}
+	if g.HostNetwork {
+		g.Fix = append(g.Fix, fmt.Sprintf("this is the host network namespace (node daemons, hostNetwork pods): a wider net.ipv4.ip_local_port_range must not overlap the NodePort range %d-%d, or reserve it with net.ipv4.ip_local_reserved_ports=%d-%d", d.NodePortLo, d.NodePortHi, d.NodePortLo, d.NodePortHi))
+	} else {
+		g.Fix = append(g.Fix, `widen the pod's range: spec.securityContext.sysctls: [{name: net.ipv4.ip_local_port_range, value: "1024 65535"}] (1024 keeps clear of privileged ports)`)
+	}
+}
+
+// bind EADDRINUSE: who holds the address:port, or range exhaustion for port 0.
+func (d *Diagnoser) bindInUse(ev *Event, g *Diagnosis, sc *netdiag.PortSysctls, socks []netdiag.Socket, ns *netdiag.Netns) {
+	want := ev.Local.IP
+	states := map[string]int{}
+	inodes := map[uint64]bool{}
+	perInode := map[uint64]int{}
+	if want.Port() == 0 {
+		ports := map[uint16]bool{}
+		for _, s := range socks {
+			if p := int(s.Local.Port()); p >= sc.RangeLo && p <= sc.RangeHi && !sc.IsReserved(p) {
+				ports[s.Local.Port()] = true
+				states[netdiag.StateName(s.State)]++
+			}
+		}
+		g.InUse = len(ports)
+		g.States = sortedCounts(states)
+		g.Verdict = fmt.Sprintf("bind() to port 0 found no free port: %d of %d ports in %d-%d in use (%s)", g.InUse, g.Usable, g.RangeLo, g.RangeHi, countsString(g.States))
+		d.exhaustedFix(ev, g)
+		return
+	}
+	for _, s := range socks {
+		if s.Local.Port() != want.Port() {
+			continue
+		}
+		a := s.Local.Addr()
+		if a != want.Addr() && !a.IsUnspecified() && !want.Addr().IsUnspecified() {
+			continue
+		}
+		states[netdiag.StateName(s.State)]++
+		if s.Inode != 0 {
+			inodes[s.Inode] = true
+			perInode[s.Inode]++
+		}
+	}
+	g.States = sortedCounts(states)
+	g.Holders = d.holders(ns, inodes, perInode)
+	if len(g.States) == 0 {
+		g.Verdict = fmt.Sprintf("%s is free now: whatever held it is gone", want)
+		return
+	}
+	g.Verdict = fmt.Sprintf("%s is taken (%s%s)", want, countsString(g.States), holdersString(g.Holders))
+	g.Fix = append(g.Fix, "stop the other holder, choose another port, or set SO_REUSEADDR when the holders are TIME_WAIT sockets of an earlier instance")
+}
+
+// bind EADDRNOTAVAIL: the address is not in the netns.
+func (d *Diagnoser) bindNotAvail(ev *Event, g *Diagnosis, ns *netdiag.Netns) {
+	addrs, err := ns.Addrs()
+	if err != nil {
+		g.Err = err.Error()
+	}
+	for _, a := range addrs {
+		g.Addresses = append(g.Addresses, a.String())
+	}
+	g.Verdict = fmt.Sprintf("%s is not configured in this network namespace; it has %s", ev.Local.IP.Addr(), strings.Join(g.Addresses, ", "))
+	g.Fix = append(g.Fix, "bind to one of the netns's addresses or to 0.0.0.0 / ::; a pod's IP changes when the pod is recreated")
+}
+
+func (d *Diagnoser) nodePort(ev *Event, g *Diagnosis) {
+	g.Verdict = fmt.Sprintf("source port %d is inside the NodePort range %d-%d: since Kubernetes 1.22 kube-proxy no longer holds NodePorts, so the reply to this connection can be caught by a NodePort rule and sent to a Service backend (kubelet health checks then fail at random)",
+		ev.Local.IP.Port(), d.NodePortLo, d.NodePortHi)
+	g.Fix = append(g.Fix, fmt.Sprintf("keep net.ipv4.ip_local_port_range out of %d-%d on the node, or reserve it: sysctl -w net.ipv4.ip_local_reserved_ports=%d-%d", d.NodePortLo, d.NodePortHi, d.NodePortLo, d.NodePortHi))
+}
+
+func (d *Diagnoser) holders(ns *netdiag.Netns, inodes map[uint64]bool, perInode map[uint64]int) []Holder {
+	if len(inodes) == 0 {
+		return nil
+	}
+	byPID := map[int]*Holder{}
+	for inode, procs := range ns.Holders(inodes, d.HoldersWait) {
+		for _, p := range procs {
+			h := byPID[p.PID]
+			if h == nil {
+				h = &Holder{PID: p.PID, Comm: p.Comm}
+				byPID[p.PID] = h
+			}
+			h.Sockets += perInode[inode]
+		}
+	}
+	var out []Holder
+	for _, h := range byPID {
+		out = append(out, *h)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Sockets != out[j].Sockets {
+			return out[i].Sockets > out[j].Sockets
+		}
+		return out[i].PID < out[j].PID
+	})
+	if len(out) > 3 {
+		out = out[:3]
+	}
+	return out
+}
+
+func sortedCounts(m map[string]int) []Count {
+	var out []Count
+	for s, n := range m {
+		out = append(out, Count{s, n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].N != out[j].N {
+			return out[i].N > out[j].N
+		}
+		return out[i].State < out[j].State
+	})
+	return out
+}
+
+func countsString(c []Count) string {
+	var parts []string
+	for _, x := range c {
+		parts = append(parts, strconv.Itoa(x.N)+" "+x.State)
+	}
+	if len(parts) == 0 {
+		return "no sockets"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func holdersString(h []Holder) string {
+	if len(h) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, x := range h {
+		parts = append(parts, fmt.Sprintf("pid %d %s", x.PID, x.Comm))
+	}
+	return ", held by " + strings.Join(parts, ", ")
+}
+
+func spansString(s []netdiag.PortSpan) string {
+	var parts []string
+	for _, x := range s {
+		if x.Lo == x.Hi {
+			parts = append(parts, strconv.Itoa(x.Lo))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", x.Lo, x.Hi))
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// AppendDiagnosisJSON appends `,"diagnosis":{...}` for g (nothing for nil).
+func AppendDiagnosisJSON(b []byte, g *Diagnosis) []byte {
+	if g == nil {
+		return b
+	}
+	b = append(b, `,"diagnosis":{"verdict":`...)
+	b = AppendString(b, g.Verdict)
+	if g.RangeHi > 0 {
+		b = append(b, `,"port_range":"`...)
+		b = strconv.AppendInt(b, int64(g.RangeLo), 10)
+		b = append(b, '-')
+		b = strconv.AppendInt(b, int64(g.RangeHi), 10)
+		b = append(b, `","usable_ports":`...)
+		b = strconv.AppendInt(b, int64(g.Usable), 10)
+		b = append(b, `,"in_use":`...)
+		b = strconv.AppendInt(b, int64(g.InUse), 10)
+		if g.Reserved != "" {
+			b = append(b, `,"reserved_ports":`...)
+			b = AppendString(b, g.Reserved)
+		}
+	}
+	if len(g.States) > 0 {
+		b = append(b, `,"states":{`...)
+		for i, c := range g.States {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = AppendString(b, c.State)
+			b = append(b, ':')
+			b = strconv.AppendInt(b, int64(c.N), 10)
+		}
+		b = append(b, '}')
+	}
+	if len(g.Holders) > 0 {
+		b = append(b, `,"holders":[`...)
+		for i, h := range g.Holders {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"pid":`...)
+			b = strconv.AppendInt(b, int64(h.PID), 10)
+			b = append(b, `,"comm":`...)
+			b = AppendString(b, h.Comm)
+			b = append(b, `,"sockets":`...)
+			b = strconv.AppendInt(b, int64(h.Sockets), 10)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if len(g.Addresses) > 0 {
+		b = append(b, `,"addresses":[`...)
+		for i, a := range g.Addresses {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = AppendString(b, a)
+		}
+		b = append(b, ']')
+	}
+	if len(g.Fix) > 0 {
+		b = append(b, `,"fix":[`...)
+		for i, f := range g.Fix {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = AppendString(b, f)
+		}
+		b = append(b, ']')
+	}
+	if g.HostNetwork {
+		b = append(b, `,"host_network":true`...)
+	}
+	if g.Shared {
+		b = append(b, `,"shared":true`...)
+	}
+	b = append(b, `,"snapshot_time":"`...)
+	b = g.At.UTC().AppendFormat(b, time.RFC3339Nano)
+	return append(b, `"}`...)
+}

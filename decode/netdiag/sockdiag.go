@@ -1,0 +1,245 @@
+package netdiag
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// Socket is one inet socket as sock_diag reports it.
+type Socket struct {
+	Family uint8          // unix.AF_INET or unix.AF_INET6
+	Proto  uint8          // unix.IPPROTO_TCP or unix.IPPROTO_UDP
+	State  uint8          // TCP state number (1 ESTABLISHED, 2 SYN_SENT, ... 6 TIME_WAIT, 10 LISTEN, ...); UDP: 7 (CLOSE) or 1 (connected)
+	Local  netip.AddrPort // v4-mapped v6 addresses shown unmapped (Unmap)
+	Remote netip.AddrPort
+	Inode  uint64 // 0 for TIME_WAIT (no socket inode)
+	UID    uint32
+}
+
+// TCP states as numbered by the kernel (include/net/tcp_states.h).
+const (
+	stateEstablished = 1
+	stateSynSent     = 2
+	stateSynRecv     = 3
+	stateFinWait1    = 4
+	stateFinWait2    = 5
+	stateTimeWait    = 6
+	stateClose       = 7
+	stateCloseWait   = 8
+	stateLastAck     = 9
+	stateListen      = 10
+	stateClosing     = 11
+	stateNewSynRecv  = 12
+)
+
+var stateNames = [...]string{
+	stateEstablished: "ESTABLISHED",
+	stateSynSent:     "SYN_SENT",
+	stateSynRecv:     "SYN_RECV",
+	stateFinWait1:    "FIN_WAIT1",
+	stateFinWait2:    "FIN_WAIT2",
+	stateTimeWait:    "TIME_WAIT",
+	stateClose:       "CLOSE",
+	stateCloseWait:   "CLOSE_WAIT",
+	stateLastAck:     "LAST_ACK",
+	stateListen:      "LISTEN",
+	stateClosing:     "CLOSING",
+	stateNewSynRecv:  "NEW_SYN_RECV",
+}
+
+// StateName returns "ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT1",
+// "FIN_WAIT2", "TIME_WAIT", "CLOSE", "CLOSE_WAIT", "LAST_ACK", "LISTEN",
+// "CLOSING", "NEW_SYN_RECV", or "unknown:N".
+func StateName(s uint8) string {
+	if int(s) < len(stateNames) && stateNames[s] != "" {
+		return stateNames[s]
+	}
+	return "unknown:" + strconv.Itoa(int(s))
+}
+
+// Layout of the sock_diag structures (include/uapi/linux/inet_diag.h).
+// golang.org/x/sys/unix has the constants but not these structs.
+const (
+	sizeofInetDiagSockID = 48 // sport, dport (be16), src[4], dst[4] (be32), if, cookie[2]
+	sizeofInetDiagReqV2  = 8 + sizeofInetDiagSockID
+	sizeofInetDiagMsg    = 4 + sizeofInetDiagSockID + 20 // + expires, rqueue, wqueue, uid, inode
+
+	allStates = 0xffffffff // idiag_states: every state, incl. TIME_WAIT and NEW_SYN_RECV
+
+	recvBufSize = 1 << 16 // larger than any netlink dump skb (≤ 32 KiB)
+)
+
+// DumpSockets lists the TCP (and with udp also UDP) sockets of the netns,
+// IPv4 and IPv6, every state, with one sock_diag dump request per family and
+// protocol (SOCK_DIAG_BY_FAMILY, inet_diag_req_v2, idiag_states = all).
+//
+// The NETLINK_SOCK_DIAG socket is created on a thread inside the netns, so
+// the dump covers that namespace only. IPv4 traffic on dual-stack IPv6
+// sockets is reported with Family AF_INET6 and unmapped (IPv4) addresses.
+// TIME_WAIT and NEW_SYN_RECV entries have Inode 0 and UID 0.
+func (n *Netns) DumpSockets(udp bool) ([]Socket, error) {
+	var socks []Socket
+	err := n.ns.Do(func() error {
+		fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+		if err != nil {
+			return fmt.Errorf("socket(NETLINK_SOCK_DIAG): %w", err)
+		}
+		defer unix.Close(fd)
+		// A dump that stalls must not hang the caller forever.
+		tv := unix.Timeval{Sec: 5}
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			return fmt.Errorf("setsockopt(SO_RCVTIMEO): %w", err)
+		}
+		buf := make([]byte, recvBufSize)
+		protos := []uint8{unix.IPPROTO_TCP}
+		if udp {
+			protos = append(protos, unix.IPPROTO_UDP)
+		}
+		seq := uint32(0)
+		for _, proto := range protos {
+			for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
+				seq++
+				socks, err = dumpOne(fd, buf, seq, family, proto, socks)
+				if err != nil {
+					return fmt.Errorf("dump %s %s: %w", famName(family), protoName(proto), err)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("netdiag: DumpSockets in %s: %w", nsLink(n.inode), err)
+	}
+	return socks, nil
+}
+
+// dumpOne sends one SOCK_DIAG_BY_FAMILY dump request and appends the sockets
+// of the reply to socks.
+func dumpOne(fd int, buf []byte, seq uint32, family, proto uint8, socks []Socket) ([]Socket, error) {
+	var req [unix.SizeofNlMsghdr + sizeofInetDiagReqV2]byte
+	ne := binary.NativeEndian
+	ne.PutUint32(req[0:], uint32(len(req)))
+	ne.PutUint16(req[4:], unix.SOCK_DIAG_BY_FAMILY)
+	ne.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+	ne.PutUint32(req[8:], seq)
+	ne.PutUint32(req[12:], 0) // nlmsg_pid: the kernel
+	r := req[unix.SizeofNlMsghdr:]
+	r[0] = family // sdiag_family
+	r[1] = proto  // sdiag_protocol
+	r[2] = 0      // idiag_ext: no attributes wanted
+	ne.PutUint32(r[4:], allStates)
+	// id left zero: no filter.
+	if err := unix.Sendto(fd, req[:], 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return socks, fmt.Errorf("send: %w", err)
+	}
+
+	for {
+		nr, _, rflags, _, err := unix.Recvmsg(fd, buf, nil, 0)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return socks, fmt.Errorf("recv: %w", err)
+		}
+		if rflags&unix.MSG_TRUNC != 0 {
+			return socks, fmt.Errorf("recv: reply truncated (buffer %d bytes)", len(buf))
+		}
+		b := buf[:nr]
+		for len(b) >= unix.SizeofNlMsghdr {
+			mlen := int(ne.Uint32(b[0:]))
+			typ := ne.Uint16(b[4:])
+			mseq := ne.Uint32(b[8:])
+			if mlen < unix.SizeofNlMsghdr || mlen > len(b) {
+				return socks, fmt.Errorf("malformed netlink message (length %d, %d bytes left)", mlen, len(b))
+			}
+			payload := b[unix.SizeofNlMsghdr:mlen]
+			next := nlmAlign(mlen)
+			if next > len(b) {
+				next = len(b)
+			}
+			b = b[next:]
+			if mseq != seq {
+				continue // stale reply to an earlier request
+			}
+			switch typ {
+			case unix.NLMSG_DONE:
+				// For dumps the payload is an int: 0, or -errno if the dump failed.
+				if len(payload) >= 4 {
+					if e := int32(ne.Uint32(payload)); e < 0 {
+						return socks, unix.Errno(-e)
+					}
+				}
+				return socks, nil
+			case unix.NLMSG_ERROR:
+				if len(payload) < 4 {
+					return socks, errors.New("short NLMSG_ERROR")
+				}
+				e := int32(ne.Uint32(payload))
+				if e == 0 {
+					continue // an ACK, not an error
+				}
+				return socks, unix.Errno(-e)
+			case unix.NLMSG_NOOP, unix.NLMSG_OVERRUN:
+				continue
+			case unix.SOCK_DIAG_BY_FAMILY:
+				if s, ok := parseInetDiagMsg(payload, proto); ok {
+					socks = append(socks, s)
+				}
+			}
+		}
+	}
+}
+
+// nlmAlign rounds a netlink message length up to NLMSG_ALIGNTO (4).
+func nlmAlign(n int) int { return (n + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1) }
+
+// parseInetDiagMsg decodes a struct inet_diag_msg (attributes after it are
+// ignored).
+func parseInetDiagMsg(p []byte, proto uint8) (Socket, bool) {
+	if len(p) < sizeofInetDiagMsg {
+		return Socket{}, false
+	}
+	ne := binary.NativeEndian
+	s := Socket{Family: p[0], Proto: proto, State: p[1]}
+	id := p[4 : 4+sizeofInetDiagSockID]
+	sport := binary.BigEndian.Uint16(id[0:])
+	dport := binary.BigEndian.Uint16(id[2:])
+	src, dst := id[4:20], id[20:36]
+	var la, ra netip.Addr
+	switch s.Family {
+	case unix.AF_INET:
+		la = netip.AddrFrom4([4]byte(src[:4]))
+		ra = netip.AddrFrom4([4]byte(dst[:4]))
+	case unix.AF_INET6:
+		la = netip.AddrFrom16([16]byte(src)).Unmap()
+		ra = netip.AddrFrom16([16]byte(dst)).Unmap()
+	default:
+		return Socket{}, false
+	}
+	s.Local = netip.AddrPortFrom(la, sport)
+	s.Remote = netip.AddrPortFrom(ra, dport)
+	tail := p[4+sizeofInetDiagSockID:]
+	// tail: expires, rqueue, wqueue, uid, inode (all u32).
+	s.UID = ne.Uint32(tail[12:])
+	s.Inode = uint64(ne.Uint32(tail[16:]))
+	return s, true
+}
+
+func famName(f uint8) string {
+	if f == unix.AF_INET6 {
+		return "inet6"
+	}
+	return "inet"
+}
+
+func protoName(p uint8) string {
+	if p == unix.IPPROTO_UDP {
+		return "udp"
+	}
+	return "tcp"
+}
