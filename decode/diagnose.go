@@ -152,7 +152,7 @@ func (d *Diagnoser) snapshot(ev *Event, now time.Time) *Diagnosis {
 		return g
 	}
 	g.RangeLo, g.RangeHi, g.Usable = sc.RangeLo, sc.RangeHi, sc.Usable()
-	g.Reserved = spansString(sc.Reserved)
+	g.Reserved = netdiag.FormatSpans(sc.Reserved)
 	socks, err := ns.DumpSockets(ev.Protocol == unix.IPPROTO_UDP)
 	if err != nil {
 		g.Err = err.Error()
@@ -355,18 +355,6 @@ func holdersString(h []Holder) string {
 		parts = append(parts, fmt.Sprintf("pid %d %s", x.PID, x.Comm))
 	}
 	return ", held by " + strings.Join(parts, ", ")
-}
-
-func spansString(s []netdiag.PortSpan) string {
-	var parts []string
-	for _, x := range s {
-		if x.Lo == x.Hi {
-			parts = append(parts, strconv.Itoa(x.Lo))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d-%d", x.Lo, x.Hi))
-		}
-	}
-	return strings.Join(parts, ",")
 }
 
 // AppendDiagnosisJSON appends `,"diagnosis":{...}` for g (nothing for nil).

@@ -21,7 +21,7 @@ func TestDiagnosisStrings(t *testing.T) {
 	if got := holdersString([]Holder{{PID: 812, Comm: "python3", Sockets: 2}, {PID: 9, Comm: "java"}}); got != ", held by pid 812 python3, pid 9 java" {
 		t.Errorf("holders %q", got)
 	}
-	if got := spansString([]netdiag.PortSpan{{Lo: 30000, Hi: 32767}, {Lo: 8080, Hi: 8080}}); got != "30000-32767,8080" {
+	if got := netdiag.FormatSpans([]netdiag.PortSpan{{Lo: 30000, Hi: 32767}, {Lo: 8080, Hi: 8080}}); got != "30000-32767,8080" {
 		t.Errorf("spans %q", got)
 	}
 }

@@ -131,7 +131,7 @@ Flags:
 		return usageErrorf("--warn %d and --crit %d must satisfy 0 < warn <= crit <= 100", f.Warn, f.Crit)
 	}
 	if f.HostNetNS == 0 {
-		if f.HostNetNS, err = hostNetNS(); err != nil {
+		if f.HostNetNS, err = netdiag.HostInode(); err != nil {
 			return fmt.Errorf("finding the host network namespace: %w", err)
 		}
 	}
@@ -231,7 +231,7 @@ func checkNetNS(inode uint64, pid int, f CheckFlags, npLo, npHi int) netnsReport
 		return r
 	}
 	r.PortRange = fmt.Sprintf("%d-%d", sc.RangeLo, sc.RangeHi)
-	r.Reserved = spans(sc.Reserved)
+	r.Reserved = netdiag.FormatSpans(sc.Reserved)
 	r.UnprivilegedPort = sc.UnprivilegedStart
 	r.Usable = sc.Usable()
 
@@ -321,18 +321,6 @@ func percent(n, of int) int {
 		return 100
 	}
 	return n * 100 / of
-}
-
-func spans(s []netdiag.PortSpan) string {
-	var parts []string
-	for _, x := range s {
-		if x.Lo == x.Hi {
-			parts = append(parts, strconv.Itoa(x.Lo))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d-%d", x.Lo, x.Hi))
-		}
-	}
-	return strings.Join(parts, ",")
 }
 
 func writeCheckTable(w io.Writer, rep *checkReport) {

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/decode/netdiag"
 	"github.com/eaddr/eaddr/tracer"
 )
 
@@ -130,7 +130,7 @@ func (f *TraceFlags) config() (traceConfig, error) {
 	if f.NodePortCollisions {
 		inode := f.NodePortNetNS
 		if inode == 0 {
-			host, err := hostNetNS()
+			host, err := netdiag.HostInode()
 			if err != nil {
 				return c, fmt.Errorf("--nodeport-collisions: finding the host network namespace: %w", err)
 			}
@@ -237,7 +237,7 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 	if c.diagnose > 0 {
 		diag = decode.NewDiagnoser()
 		diag.Interval, diag.NodePortLo, diag.NodePortHi = c.diagnose, c.nodeLo, c.nodeHi
-		if host, err := hostNetNS(); err == nil {
+		if host, err := netdiag.HostInode(); err == nil {
 			diag.HostNetNS = host
 		}
 	}
@@ -344,19 +344,4 @@ func parsePortRange(s string) (int, int, error) {
 		return 0, 0, fmt.Errorf("%q is not a port range LO-HI within 1-65535", s)
 	}
 	return lo, hi, nil
-}
-
-// hostNetNS is the netns inode of pid 1: the node's, when eaddr sees the
-// host's pid namespace (sudo on the node, or hostPID in a pod). Where pid 1
-// cannot be inspected (a sandbox whose init is not ptrace-readable), it is
-// eaddr's own netns, which is the host's when eaddr runs on the node.
-func hostNetNS() (uint64, error) {
-	var st unix.Stat_t
-	if err := unix.Stat("/proc/1/ns/net", &st); err == nil {
-		return st.Ino, nil
-	}
-	if err := unix.Stat("/proc/self/ns/net", &st); err != nil {
-		return 0, err
-	}
-	return st.Ino, nil
 }

@@ -141,3 +141,19 @@ func parsePort(s string) (int, error) {
 	}
 	return p, nil
 }
+
+// FormatSpans writes spans as ip_local_reserved_ports does: "30000-32767,8080".
+func FormatSpans(spans []PortSpan) string {
+	var b []byte
+	for i, x := range spans {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(x.Lo), 10)
+		if x.Hi != x.Lo {
+			b = append(b, '-')
+			b = strconv.AppendInt(b, int64(x.Hi), 10)
+		}
+	}
+	return string(b)
+}
