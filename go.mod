@@ -6,7 +6,15 @@ tool github.com/cilium/ebpf/cmd/bpf2go
 
 require (
 	github.com/cilium/ebpf v0.22.0
+	github.com/spf13/pflag v1.1.0
 	golang.org/x/sys v0.50.0
+	google.golang.org/grpc v1.85.0
+	k8s.io/cri-api v0.37.2
 )
 
-require github.com/spf13/pflag v1.1.0 // indirect
+require (
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)

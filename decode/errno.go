@@ -45,6 +45,14 @@ func ErrnoName(n int) string {
 	return "unknown:" + strconv.Itoa(n)
 }
 
+// AppendErrnoName appends ErrnoName(n) without allocating.
+func AppendErrnoName(b []byte, n int) []byte {
+	if n > 0 && n < len(errnoNames) && errnoNames[n] != "" {
+		return append(b, errnoNames[n]...)
+	}
+	return strconv.AppendInt(append(b, "unknown:"...), int64(n), 10)
+}
+
 // ParseErrno accepts a name (EADDRINUSE, eaddrinuse) or a number (98).
 func ParseErrno(s string) (int, error) {
 	s = strings.TrimSpace(s)

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/eaddr/eaddr/decode/kube"
 	"github.com/eaddr/eaddr/tracer"
 )
 
@@ -81,6 +82,10 @@ type Event struct {
 	CgroupID uint64
 	// CgroupPath is relative to the cgroup2 root, "" when unknown.
 	CgroupPath string
+	// Pod is the Kubernetes pod and container (PodMapper), nil when none.
+	Pod *kube.PodInfo
+	// HostNetwork: the event was in the node's own network namespace.
+	HostNetwork bool
 
 	// Socket fields come from the fd's socket; HasSocket is false when the
 	// fd was not a socket or could not be read.

@@ -1,9 +1,12 @@
 package decode
 
 import (
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/eaddr/eaddr/decode/kube"
 )
 
 // AppendJSON appends ev as one JSON object (no newline) in the schema of
@@ -32,7 +35,7 @@ func appendEventFields(b []byte, ev *Event, node string) []byte {
 	b = append(b, '"')
 	if !ev.NodePort {
 		b = append(b, `,"errno":"`...)
-		b = append(b, ev.ErrnoName()...)
+		b = AppendErrnoName(b, ev.Errno)
 		b = append(b, `","errno_num":`...)
 		b = strconv.AppendInt(b, int64(ev.Errno), 10)
 	}
@@ -87,7 +90,14 @@ func appendEventFields(b []byte, ev *Event, node string) []byte {
 		b = append(b, `,"path":`...)
 		b = AppendString(b, ev.CgroupPath)
 	}
-	return append(b, '}')
+	b = append(b, '}')
+	if p := ev.Pod; p != nil {
+		b = appendPod(b, p)
+	}
+	if ev.HostNetwork {
+		b = append(b, `,"host_network":true`...)
+	}
+	return b
 }
 
 func appendAddr(b []byte, a *Addr) []byte {
@@ -179,3 +189,49 @@ func appendASCII(b []byte, c byte) []byte {
 }
 
 func appendInt(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) }
+
+// appendPod appends `,"pod":{...}`; empty fields are left out.
+func appendPod(b []byte, p *kube.PodInfo) []byte {
+	b = append(b, `,"pod":{`...)
+	comma := false
+	b = appendStrField(b, &comma, "uid", p.UID)
+	b = appendStrField(b, &comma, "name", p.Name)
+	b = appendStrField(b, &comma, "namespace", p.Namespace)
+	b = appendStrField(b, &comma, "container", p.Container)
+	b = appendStrField(b, &comma, "container_id", p.ContainerID)
+	b = appendStrField(b, &comma, "image", p.Image)
+	b = appendStrField(b, &comma, "qos", p.QoS)
+	if len(p.Labels) > 0 {
+		b = appendField(b, &comma, "labels")
+		b = appendLabels(b, p.Labels)
+	}
+	return append(b, '}')
+}
+
+// appendLabels writes labels sorted by key, so the output is stable.
+func appendLabels(b []byte, l map[string]string) []byte {
+	var keys [32]string
+	ks := keys[:0]
+	for k := range l {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	b = append(b, '{')
+	for i, k := range ks {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendString(b, k)
+		b = append(b, ':')
+		b = AppendString(b, l[k])
+	}
+	return append(b, '}')
+}
+
+func appendStrField(b []byte, comma *bool, name, v string) []byte {
+	if v == "" {
+		return b
+	}
+	b = appendField(b, comma, name)
+	return AppendString(b, v)
+}

@@ -15,7 +15,7 @@ func AppendTable(b []byte, ev *Event) []byte {
 	if ev.NodePort {
 		b = append(b, "NODEPORT"...)
 	} else {
-		b = append(b, ev.ErrnoName()...)
+		b = AppendErrnoName(b, ev.Errno)
 	}
 	b = pad(b, start, 40)
 	b = strconv.AppendUint(b, uint64(ev.PID), 10)

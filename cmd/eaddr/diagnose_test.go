@@ -78,6 +78,9 @@ except OSError as e:
 // ss reports in that netns, and the holder is the process with the sockets.
 func TestDiagnoseEstablished(t *testing.T) {
 	ns := exhausted(t, "tcp4", "127.0.0.1")
+	// Without a process left in the netns, a snapshot taken after the client
+	// exited finds nothing to enter (TestDiagnoseAfterExit covers that).
+	sandbox(t, ns)
 	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10))
 	pid := failConnect(t, ns, "127.0.0.1")
 	evs := p.forPID(pid, 1, 5*time.Second)
@@ -94,7 +97,7 @@ func TestDiagnoseEstablished(t *testing.T) {
 		t.Errorf("verdict %q, want it to start with %q", g.Verdict, want)
 	}
 	if len(g.Holders) != 1 || g.Holders[0].PID != os.Getpid() || g.Holders[0].Sockets != 2 {
-		t.Errorf("holders %+v, want this test process with 2 sockets", g.Holders)
+		t.Errorf("holders %+v, want this test process with 2 sockets (verdict %q)", g.Holders, g.Verdict)
 	}
 	if len(g.Fix) == 0 || !strings.Contains(strings.Join(g.Fix, " "), "securityContext.sysctls") {
 		t.Errorf("fix %q lacks the pod sysctl advice", g.Fix)

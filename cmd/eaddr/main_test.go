@@ -94,9 +94,20 @@ type jsonEvent struct {
 		Shared      bool     `json:"shared"`
 		Snapshot    string   `json:"snapshot_time"`
 	} `json:"diagnosis"`
-	NetNS  uint64 `json:"netns"`
-	MntNS  uint64 `json:"mntns"`
-	Cgroup struct {
+	Pod *struct {
+		UID         string            `json:"uid"`
+		Name        string            `json:"name"`
+		Namespace   string            `json:"namespace"`
+		Container   string            `json:"container"`
+		ContainerID string            `json:"container_id"`
+		Image       string            `json:"image"`
+		QoS         string            `json:"qos"`
+		Labels      map[string]string `json:"labels"`
+	} `json:"pod"`
+	HostNetwork bool   `json:"host_network"`
+	NetNS       uint64 `json:"netns"`
+	MntNS       uint64 `json:"mntns"`
+	Cgroup      struct {
 		ID   uint64 `json:"id"`
 		Path string `json:"path"`
 	} `json:"cgroup"`

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/decode/kube"
 	"github.com/eaddr/eaddr/decode/netdiag"
 	"github.com/eaddr/eaddr/tracer"
 )
@@ -31,6 +32,12 @@ type TraceFlags struct {
 	RingSize int
 	Node     string
 	Explain  string
+
+	CRIEndpoint string
+	Namespace   string
+	Pod         string
+	Container   string
+	Selector    string
 
 	Diagnose         bool
 	DiagnoseInterval time.Duration
@@ -56,6 +63,11 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.NodePortCollisions, "nodeport-collisions", false, "also report a connect() in the host netns whose kernel-chosen source port is in the NodePort range (kind nodeport_collision): replies to it can be captured by a NodePort rule. Off, it costs nothing")
 	fs.StringVar(&f.NodePortRange, "node-port-range", "30000-32767", "the cluster's Service NodePort range (kube-apiserver --service-node-port-range)")
 	fs.Uint32Var(&f.NodePortNetNS, "nodeport-netns", 0, "netns inode checked by --nodeport-collisions (default: the host's, that of pid 1)")
+	fs.StringVar(&f.CRIEndpoint, "cri-endpoint", "", "container runtime socket for pod names (default: the first of /run/containerd/containerd.sock, /run/k3s/containerd/containerd.sock, /var/run/crio/crio.sock, /run/cri-dockerd.sock); without one, events carry pod UIDs and container IDs only")
+	fs.StringVar(&f.Namespace, "namespace", "", "only pods in this Kubernetes namespace")
+	fs.StringVar(&f.Pod, "pod", "", "only this pod (name)")
+	fs.StringVar(&f.Container, "container", "", "only this container (name)")
+	fs.StringVar(&f.Selector, "selector", "", "only pods with these labels: k=v[,k=v...]")
 	fs.StringVar(&f.Explain, "explain", "full", "per event, say what the errno means, which client failed and what it printed: full (with how every other client words it), short (without), or off")
 }
 
@@ -68,6 +80,10 @@ type traceConfig struct {
 	node  string
 	// explain: 0 off, 1 short, 2 full
 	explain int
+	cri     string
+	// pod filters
+	namespace, pod, container string
+	selector                  map[string]string
 	// diagnose interval; 0: no diagnosis
 	diagnose time.Duration
 	nodeLo   int
@@ -111,6 +127,17 @@ func (f *TraceFlags) config() (traceConfig, error) {
 	}
 	c.comm = f.Comm
 	c.cg = f.Cgroup
+	c.cri, c.namespace, c.pod, c.container = f.CRIEndpoint, f.Namespace, f.Pod, f.Container
+	if f.Selector != "" {
+		c.selector = map[string]string{}
+		for _, kv := range strings.Split(f.Selector, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || strings.TrimSpace(k) == "" {
+				return c, usageErrorf("--selector: %q is not key=value", kv)
+			}
+			c.selector[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
 	if f.RingSize <= 0 || f.RingSize&(f.RingSize-1) != 0 || f.RingSize < os.Getpagesize() {
 		return c, usageErrorf("--ring-size %d is not a power of two of at least %d", f.RingSize, os.Getpagesize())
 	}
@@ -186,6 +213,21 @@ func (c *traceConfig) keep(ev *decode.Event) bool {
 	if c.cg != "" && !strings.HasPrefix(ev.CgroupPath, c.cg) {
 		return false
 	}
+	if c.namespace == "" && c.pod == "" && c.container == "" && c.selector == nil {
+		return true
+	}
+	p := ev.Pod
+	if p == nil {
+		return false
+	}
+	if (c.namespace != "" && p.Namespace != c.namespace) || (c.pod != "" && p.Name != c.pod) || (c.container != "" && p.Container != c.container) {
+		return false
+	}
+	for k, v := range c.selector {
+		if p.Labels[k] != v {
+			return false
+		}
+	}
 	return true
 }
 
@@ -213,6 +255,10 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 		cg = nil
 	}
 	dec := decode.NewDecoder(cg)
+	cri := kube.NewResolver(c.cri, log)
+	defer cri.Close()
+	host, _ := netdiag.HostInode()
+	pods := decode.NewPodMapper(cri, host)
 	var explainer *decode.Explainer
 	if c.explain > 0 {
 		if explainer, err = decode.NewExplainer(); err != nil {
@@ -265,6 +311,7 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 			return fmt.Errorf("reading events: %w", err)
 		}
 		dec.Decode(&raw, &ev)
+		pods.Map(&ev)
 		if !c.keep(&ev) {
 			filtered++
 			continue

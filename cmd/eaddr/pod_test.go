@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eaddr/eaddr/internal/testenv"
+)
+
+// cgroup2Mount finds the cgroup v2 mount from mountinfo (hybrid hosts have
+// it at /sys/fs/cgroup/unified, pure v2 hosts at /sys/fs/cgroup).
+func cgroup2Mount(t *testing.T) string {
+	t.Helper()
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fs := strings.Fields(s.Text())
+		for i, x := range fs {
+			if x == "-" && i+1 < len(fs) && fs[i+1] == "cgroup2" {
+				return fs[4]
+			}
+		}
+	}
+	testenv.Skip(t, "no cgroup2 mount")
+	return ""
+}
+
+// A client moved into a kubepods-style cgroup (cgroupfs layout) fails, and
+// its event carries the pod UID, QoS and container ID from the cgroup path;
+// with no runtime socket, that is all, with one warning.
+func TestPodFromCgroup(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	py := python(t)
+	root := cgroup2Mount(t)
+	rnd := make([]byte, 32)
+	rand.Read(rnd)
+	uid := fmt.Sprintf("%x-%x-%x-%x-%x", rnd[0:4], rnd[4:6], rnd[6:8], rnd[8:10], rnd[10:16])
+	cid := hex.EncodeToString(rnd)
+	top := filepath.Join(root, "eaddr-test-"+cid[:8])
+	leaf := filepath.Join(top, "kubepods", "besteffort", "pod"+uid, cid)
+	if err := os.MkdirAll(leaf, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Deepest first; the client has exited by now.
+		for d := leaf; strings.HasPrefix(d, top); d = filepath.Dir(d) {
+			os.Remove(d)
+		}
+	})
+	cmd := exec.Command(py, "-c", `import socket, sys
+sys.stdin.readline()
+try:
+    socket.socket().connect(("127.0.0.1", 8080))
+except OSError as e:
+    print(e)
+`)
+	stdin, _ := cmd.StdinPipe()
+	if err := ns.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--cri-endpoint", "/nonexistent/eaddr-test.sock")
+	io.WriteString(stdin, "go\n")
+	cmd.Wait()
+	evs := p.forPID(cmd.Process.Pid, 1, 5*time.Second)
+	if len(evs) != 1 {
+		t.Fatalf("%d events", len(evs))
+	}
+	ev := evs[0]
+	wantPath := strings.TrimPrefix(leaf, root)
+	if ev.Cgroup.Path != wantPath || ev.Pod == nil || ev.Pod.UID != uid || ev.Pod.ContainerID != cid || ev.Pod.QoS != "besteffort" || ev.Pod.Name != "" {
+		t.Errorf("cgroup %+v pod %+v, want path %s uid %s container %s besteffort", ev.Cgroup, ev.Pod, wantPath, uid, cid)
+	}
+	if ev.HostNetwork {
+		t.Error("a pod netns marked host_network")
+	}
+	p.mu.Lock()
+	warnings := strings.Count(p.stderr.String(), "no pod names")
+	p.mu.Unlock()
+	if warnings != 1 {
+		t.Errorf("%d warnings about the missing runtime, want 1:\n%s", warnings, p.stderr.String())
+	}
+}
+
+// An event in the node's own netns is marked host_network.
+func TestHostNetwork(t *testing.T) {
+	testenv.RequireRoot(t)
+	py := python(t)
+	p := startTrace(t)
+	cmd := exec.Command(py, "-c", `import socket
+try:
+    socket.socket().bind(("192.0.2.1", 4242))
+except OSError:
+    pass
+`)
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	evs := p.forPID(cmd.Process.Pid, 1, 5*time.Second)
+	if len(evs) != 1 || !evs[0].HostNetwork || evs[0].Pod != nil {
+		t.Errorf("host event: %+v", evs)
+	}
+}
