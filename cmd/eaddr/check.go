@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
+	"github.com/eaddr/eaddr/decode/kube"
 	"github.com/eaddr/eaddr/decode/netdiag"
 )
 
@@ -27,6 +28,7 @@ type CheckFlags struct {
 	NetNS         []uint
 	Warn, Crit    int
 	Top           int
+	CRIEndpoint   string
 }
 
 // SetFlags registers the flags on fs.
@@ -38,6 +40,7 @@ func (f *CheckFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&f.Warn, "warn", 70, "warn when the ports toward one destination reach this percent of the usable range")
 	fs.IntVar(&f.Crit, "crit", 90, "critical at this percent")
 	fs.IntVar(&f.Top, "top", 3, "destinations to list per netns")
+	fs.StringVar(&f.CRIEndpoint, "cri-endpoint", "", "container runtime socket, to name the pod of each netns (default: the usual containerd, k3s, CRI-O and cri-dockerd sockets)")
 }
 
 // Severity of a finding; the worst one sets the exit status.
@@ -80,6 +83,7 @@ type netnsReport struct {
 	PID              int           `json:"pid"`
 	Comm             string        `json:"comm,omitempty"`
 	Host             bool          `json:"host_network"`
+	Pod              *checkPod     `json:"pod,omitempty"`
 	PortRange        string        `json:"port_range,omitempty"`
 	Reserved         string        `json:"reserved_ports,omitempty"`
 	UnprivilegedPort int           `json:"unprivileged_port_start,omitempty"`
@@ -90,6 +94,12 @@ type netnsReport struct {
 	Findings         []finding     `json:"findings,omitempty"`
 	Worst            severity      `json:"worst"`
 	Error            string        `json:"error,omitempty"`
+}
+
+type checkPod struct {
+	Name      string `json:"name,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	UID       string `json:"uid,omitempty"`
 }
 
 type checkReport struct {
@@ -155,8 +165,13 @@ Flags:
 		return inodes[i] < inodes[j]
 	})
 	rep := checkReport{NodePortRange: fmt.Sprintf("%d-%d", npLo, npHi)}
+	cri := kube.NewResolver(f.CRIEndpoint, log)
+	defer cri.Close()
 	for _, inode := range inodes {
 		r := checkNetNS(inode, members[inode], f, npLo, npHi)
+		if p, ok := cri.PodByNetNS(inode); ok && !r.Host {
+			r.Pod = &checkPod{Name: p.Name, Namespace: p.Namespace, UID: p.UID}
+		}
 		if r.Worst > rep.Worst {
 			rep.Worst = r.Worst
 		}
@@ -328,6 +343,9 @@ func writeCheckTable(w io.Writer, rep *checkReport) {
 		host := ""
 		if r.Host {
 			host = " (host)"
+		}
+		if r.Pod != nil {
+			host = fmt.Sprintf(" (pod %s/%s)", r.Pod.Namespace, r.Pod.Name)
 		}
 		fmt.Fprintf(w, "netns %d%s pid %d %s: %s\n", r.Inode, host, r.PID, r.Comm, strings.ToUpper(r.Worst.String()))
 		if r.Error != "" {

@@ -165,7 +165,7 @@ func (r *Resolver) refreshLocked() {
 func (r *Resolver) warnOnce() {
 	if !r.warned {
 		r.warned = true
-		r.log.Warn("events carry pod UIDs and container IDs only: no pod names", "err", r.err)
+		r.log.Warn("no pod names, only pod UIDs and container IDs: the container runtime cannot be asked", "err", r.err)
 	}
 }
 
