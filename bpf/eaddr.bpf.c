@@ -23,7 +23,10 @@ const volatile __u64 errno_mask[4] = {0, (1ULL << (EADDR_EADDRINUSE - 64)) | (1U
 const volatile bool all_errnos = false;   /* every failure except EINPROGRESS */
 const volatile __u32 filter_tgid = 0;     /* 0: any process */
 const volatile __u32 filter_netns = 0;    /* 0: any netns */
-const volatile __u64 wakeup_flags = 0;    /* 0 or BPF_RB_NO_WAKEUP */
+/* Wake the reader only once this many bytes wait in the ring (user space
+ * also reads on a short timer). A wakeup per event costs several us per
+ * failing call; 0 wakes it for every event. */
+const volatile __u64 wakeup_bytes = 0;
 /* --nodeport-collisions: report a connect() in netns nodeport_netns whose
  * kernel-chosen source port is in [nodeport_lo, nodeport_hi]. Off, the
  * verifier removes the code: a successful connect() still costs one test. */
@@ -231,7 +234,10 @@ static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, bool
 	if (e->err != EADDR_EBADF && e->err != EADDR_ENOTSOCK)
 		read_socket(e, task, fd);
 
-	bpf_ringbuf_submit(e, wakeup_flags);
+	__u64 flags = 0;
+	if (wakeup_bytes)
+		flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + sizeof(*e) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
 	return 0;
 }
 

@@ -47,6 +47,11 @@ type Holder struct {
 	Sockets int
 }
 
+type diagEntry struct {
+	g     *Diagnosis
+	tried time.Time // last snapshot attempt, successful or not
+}
+
 type diagKey struct {
 	netns   uint32
 	sys     Syscall
@@ -65,7 +70,7 @@ type Diagnoser struct {
 	NodePortLo   int
 	NodePortHi   int
 	HostNetNS    uint64 // the node's netns inode, for host-network advice
-	cache        map[diagKey]*Diagnosis
+	cache        map[diagKey]*diagEntry
 	pidByNetNS   map[uint32]int // a process last seen in each netns: the handle to reach it
 	now          func() time.Time
 	Snapshots    uint64 // snapshots taken (each is one sock_diag dump per family)
@@ -78,7 +83,7 @@ type Diagnoser struct {
 func NewDiagnoser() *Diagnoser {
 	host, _ := netdiag.HostInode()
 	return &Diagnoser{Interval: time.Second, HoldersWait: 300 * time.Millisecond, NodePortLo: 30000, NodePortHi: 32767,
-		HostNetNS: host, cache: map[diagKey]*Diagnosis{}, pidByNetNS: map[uint32]int{}, now: time.Now, maxCacheSize: 4096}
+		HostNetNS: host, cache: map[diagKey]*diagEntry{}, pidByNetNS: map[uint32]int{}, now: time.Now, maxCacheSize: 4096}
 }
 
 // Seen remembers that pid lives in netns, so the netns stays reachable
@@ -106,22 +111,28 @@ func (d *Diagnoser) Diagnose(ev *Event) *Diagnosis {
 		return nil
 	}
 	now := d.now()
-	if g, ok := d.cache[key]; ok && now.Sub(g.At) < d.Interval {
+	e := d.cache[key]
+	if e != nil && now.Sub(e.tried) < d.Interval {
 		d.Shared++
-		g.Shared = true
-		return g
+		e.g.Shared = true
+		return e.g
 	}
 	g := d.snapshot(ev, now)
-	if old, ok := d.cache[key]; ok && g.Err != "" && old.Err == "" {
-		// The netns cannot be read any more (its last process exited):
-		// the last snapshot is the best there is.
-		old.Shared = true
-		return old
+	if e != nil && g.Err != "" && e.g.Err == "" {
+		// The netns cannot be read any more (its last process exited): the
+		// last snapshot is the best there is; try again next interval.
+		e.tried = now
+		e.g.Shared = true
+		return e.g
 	}
-	if len(d.cache) >= d.maxCacheSize {
-		clear(d.cache)
+	if e == nil {
+		if len(d.cache) >= d.maxCacheSize {
+			clear(d.cache)
+		}
+		e = &diagEntry{}
+		d.cache[key] = e
 	}
-	d.cache[key] = g
+	e.g, e.tried = g, now
 	return g
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/eaddr/eaddr/decode/kube"
 )
@@ -22,7 +23,16 @@ type PodMapper struct {
 
 	byCgroup map[uint64]*cgroupEntry
 	byNetNS  map[uint32]*kube.PodInfo // learned from events that had a pod
+	byPID    map[uint32]pidEntry      // /proc/PID/cgroup answers, for PIDTTL
 	max      int
+	PIDTTL   time.Duration
+	now      func() time.Time
+}
+
+type pidEntry struct {
+	parsed kube.CgroupPod
+	ok     bool
+	at     time.Time
 }
 
 type cgroupEntry struct {
@@ -35,7 +45,8 @@ type cgroupEntry struct {
 // NewPodMapper returns a PodMapper; cri may be nil.
 func NewPodMapper(cri *kube.Resolver, hostNetNS uint64) *PodMapper {
 	return &PodMapper{CRI: cri, HostNetNS: hostNetNS, Proc: "/proc",
-		byCgroup: map[uint64]*cgroupEntry{}, byNetNS: map[uint32]*kube.PodInfo{}, max: 65536}
+		byCgroup: map[uint64]*cgroupEntry{}, byNetNS: map[uint32]*kube.PodInfo{}, byPID: map[uint32]pidEntry{},
+		max: 65536, PIDTTL: time.Second, now: time.Now}
 }
 
 // Map sets ev.Pod and ev.HostNetwork. It does not allocate once the cgroup
@@ -58,7 +69,7 @@ func (m *PodMapper) Map(ev *Event) {
 	if !ok {
 		// cgroup v1 (or the v2 root of a hybrid host): /proc/PID/cgroup
 		// while the process lives.
-		parsed, ok = m.procCgroup(ev.PID)
+		parsed, ok = m.pidCgroup(ev.PID)
 	}
 	if ok {
 		ev.Pod = m.fromCgroup(e, parsed, ok && e.ok)
@@ -108,6 +119,21 @@ func (m *PodMapper) fromCgroup(e *cgroupEntry, parsed kube.CgroupPod, cacheable 
 		e.pod = p
 	}
 	return p
+}
+
+// pidCgroup is procCgroup cached per pid for PIDTTL: a storm of failures
+// from one process reads its cgroup file once.
+func (m *PodMapper) pidCgroup(pid uint32) (kube.CgroupPod, bool) {
+	now := m.now()
+	if e, ok := m.byPID[pid]; ok && now.Sub(e.at) < m.PIDTTL {
+		return e.parsed, e.ok
+	}
+	parsed, ok := m.procCgroup(pid)
+	if len(m.byPID) >= m.max {
+		clear(m.byPID)
+	}
+	m.byPID[pid] = pidEntry{parsed, ok, now}
+	return parsed, ok
 }
 
 // procCgroup parses /proc/PID/cgroup (every hierarchy) for a pod path.

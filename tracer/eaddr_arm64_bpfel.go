@@ -62,7 +62,7 @@ const (
 	eaddrVarNodeportNetns = "nodeport_netns"
 	eaddrVarNodeportOn    = "nodeport_on"
 	eaddrVarUnusedEvent   = "unused_event"
-	eaddrVarWakeupFlags   = "wakeup_flags"
+	eaddrVarWakeupBytes   = "wakeup_bytes"
 )
 
 // loadEaddr returns the embedded CollectionSpec for eaddr.
@@ -132,7 +132,7 @@ type eaddrVariableSpecs struct {
 	NodeportNetns *ebpf.VariableSpec `ebpf:"nodeport_netns"`
 	NodeportOn    *ebpf.VariableSpec `ebpf:"nodeport_on"`
 	UnusedEvent   *ebpf.VariableSpec `ebpf:"unused_event"`
-	WakeupFlags   *ebpf.VariableSpec `ebpf:"wakeup_flags"`
+	WakeupBytes   *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // eaddrObjects contains all objects after they have been loaded into the kernel.
@@ -179,7 +179,7 @@ type eaddrVariables struct {
 	NodeportNetns *ebpf.Variable `ebpf:"nodeport_netns"`
 	NodeportOn    *ebpf.Variable `ebpf:"nodeport_on"`
 	UnusedEvent   *ebpf.Variable `ebpf:"unused_event"`
-	WakeupFlags   *ebpf.Variable `ebpf:"wakeup_flags"`
+	WakeupBytes   *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // eaddrPrograms contains all programs after they have been loaded into the kernel.

@@ -59,7 +59,11 @@ type Options struct {
 	PID       uint32 // only this process (tgid); 0 for all
 	NetNS     uint32 // only this network namespace inode; 0 for all
 	RingSize  int    // bytes, a power of two multiple of the page size; 0 for DefaultRingSize
-	Logger    *slog.Logger
+	// WakeupBytes: the kernel wakes the reader only once this many bytes are
+	// queued; the reader must then also poll with SetDeadline. 0 wakes it
+	// for every event (simplest, several us more per failing call).
+	WakeupBytes int
+	Logger      *slog.Logger
 
 	// NodePort, when set, also reports connect() calls in netns NodePort.NetNS
 	// whose source port falls in [Lo, Hi]. Unset, the check is removed from
@@ -188,6 +192,12 @@ func configure(spec *ebpf.CollectionSpec, opts Options) error {
 			}
 		}
 	}
+	if opts.WakeupBytes < 0 {
+		return fmt.Errorf("wakeup threshold %d is negative", opts.WakeupBytes)
+	}
+	if err := set("wakeup_bytes", uint64(opts.WakeupBytes)); err != nil {
+		return err
+	}
 	size := opts.RingSize
 	if size == 0 {
 		size = DefaultRingSize
@@ -222,6 +232,10 @@ func (t *Tracer) Read(ev *RawEvent) error {
 		return nil
 	}
 }
+
+// Pending is the number of bytes waiting in the ring buffer: 0 means a
+// Read now would block.
+func (t *Tracer) Pending() int { return t.rd.AvailableBytes() }
 
 // ErrClosed is returned by Read when the tracer is stopped and drained.
 var ErrClosed = errors.New("tracer closed")

@@ -38,6 +38,9 @@ enum {
 enum {
 	BPF_ANY = 0,
 };
+enum {
+	BPF_RB_AVAIL_DATA = 0,
+};
 
 #if defined(__TARGET_ARCH_x86)
 struct pt_regs {

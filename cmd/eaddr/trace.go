@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ type TraceFlags struct {
 	NetNS    uint32
 	Cgroup   string
 	RingSize int
+	Flush    time.Duration
 	Node     string
 	Explain  string
 
@@ -57,6 +59,7 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.Uint32Var(&f.NetNS, "netns", 0, "only this network namespace inode, as in /proc/PID/ns/net (filtered in the kernel); 0 for all")
 	fs.StringVar(&f.Cgroup, "cgroup", "", "only processes whose cgroup v2 path starts with this prefix, e.g. /kubepods")
 	fs.IntVar(&f.RingSize, "ring-size", tracer.DefaultRingSize, "ring buffer size in bytes, a power of two; events that do not fit are counted as lost")
+	fs.DurationVar(&f.Flush, "flush-interval", 50*time.Millisecond, "the longest an event waits before it is written: the kernel wakes eaddr for every 64 KiB of events or on this timer, not for each event (a wakeup per event costs several µs per failing call); 0 wakes it for every event")
 	fs.StringVar(&f.Node, "node", "", "node name in each event (default: $NODE_NAME, else the hostname)")
 	fs.BoolVar(&f.Diagnose, "diagnose", true, "per event, read the netns of the failure (port range, sockets toward the destination by state, who holds them, addresses) and give the root cause and a fix")
 	fs.DurationVar(&f.DiagnoseInterval, "diagnose-interval", time.Second, "at most one netns snapshot per netns, syscall, errno and address in this interval; events inside it share the snapshot")
@@ -81,6 +84,7 @@ type traceConfig struct {
 	// explain: 0 off, 1 short, 2 full
 	explain int
 	cri     string
+	flush   time.Duration
 	// pod filters
 	namespace, pod, container string
 	selector                  map[string]string
@@ -142,6 +146,13 @@ func (f *TraceFlags) config() (traceConfig, error) {
 		return c, usageErrorf("--ring-size %d is not a power of two of at least %d", f.RingSize, os.Getpagesize())
 	}
 	c.opts.RingSize = f.RingSize
+	if f.Flush < 0 {
+		return c, usageErrorf("--flush-interval must not be negative")
+	}
+	c.flush = f.Flush
+	if f.Flush > 0 {
+		c.opts.WakeupBytes = min(64<<10, f.RingSize/4)
+	}
 	c.node = nodeName(f.Node)
 	lo, hi, err := parsePortRange(f.NodePortRange)
 	if err != nil {
@@ -302,10 +313,27 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 			return err
 		}
 	}
+	// Written lines are batched and handed on whenever the ring is drained.
+	bw := bufio.NewWriterSize(out, 64<<10)
+	flush := func() {
+		if err := bw.Flush(); err != nil && writeErr == nil {
+			// A closed stdout (a pipe whose reader went away) ends the trace.
+			writeErr = err
+			t.Stop()
+		}
+	}
+	defer flush()
 	for {
+		if c.flush > 0 {
+			t.SetDeadline(time.Now().Add(c.flush))
+		}
 		err := t.Read(&raw)
 		if errors.Is(err, tracer.ErrClosed) {
 			break
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			flush()
+			continue
 		}
 		if err != nil {
 			return fmt.Errorf("reading events: %w", err)
@@ -342,11 +370,15 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 			buf = decode.AppendEvent(buf, &ev, c.node, nil, nil, false, g)
 		}
 		buf = append(buf, '\n')
-		if _, err := out.Write(buf); err != nil && writeErr == nil {
-			// A closed stdout (a pipe whose reader went away) ends the trace.
-			writeErr = err
-			t.Stop()
+		if _, err := bw.Write(buf); err != nil {
+			if writeErr == nil {
+				writeErr = err
+				t.Stop()
+			}
 			continue
+		}
+		if t.Pending() == 0 { // drained: hand the batch to the reader of out
+			flush()
 		}
 		written++
 		if hooks.event != nil {
