@@ -36,6 +36,10 @@ type Detector struct {
 
 	cache map[exeKey]*binEntry
 	now   func() time.Time
+	// A live process per mount namespace: its /proc/PID/root is the file
+	// system a container's exited process saw.
+	byMntNS   map[uint32]int
+	mntWalked time.Time
 	// Lookups counts cache misses that went to the file system (for tests).
 	Lookups int
 }
@@ -43,7 +47,7 @@ type Detector struct {
 // NewDetector returns a Detector on /proc.
 func NewDetector() *Detector {
 	return &Detector{Proc: "/proc", MaxEntries: 4096, NegativeTTL: 10 * time.Second,
-		cache: make(map[exeKey]*binEntry), now: time.Now}
+		cache: make(map[exeKey]*binEntry), now: time.Now, byMntNS: map[uint32]int{}}
 }
 
 // Binary returns the analysis of ev's executable and how it was found
@@ -94,7 +98,11 @@ func (d *Detector) find(ev *Event, key exeKey) (BinaryInfo, string, bool) {
 	// The process is gone (or its pid was reused): find a file with the same
 	// identity in the file system the process saw. Its parent usually lives
 	// on and shares the mount namespace.
-	roots := []string{filepath.Join(d.Proc, strconv.FormatUint(uint64(ev.PPID), 10), "root"), "/"}
+	roots := []string{filepath.Join(d.Proc, strconv.FormatUint(uint64(ev.PPID), 10), "root")}
+	if pid := d.inMntNS(ev.MntNS); pid > 0 {
+		roots = append(roots, filepath.Join(d.Proc, strconv.Itoa(pid), "root"))
+	}
+	roots = append(roots, "/")
 	var paths []string
 	if argv0 := firstArg(ev.Args); filepath.IsAbs(argv0) {
 		paths = append(paths, argv0)
@@ -118,6 +126,45 @@ func (d *Detector) find(ev *Event, key exeKey) (BinaryInfo, string, bool) {
 		}
 	}
 	return BinaryInfo{}, "", false
+}
+
+// inMntNS returns a live process in mount namespace mntns, walking /proc
+// at most once per second to learn them.
+func (d *Detector) inMntNS(mntns uint32) int {
+	if mntns == 0 {
+		return 0
+	}
+	if pid, ok := d.byMntNS[mntns]; ok && procExists(d.Proc, pid) {
+		return pid
+	}
+	now := d.now()
+	if now.Sub(d.mntWalked) < time.Second {
+		return 0
+	}
+	d.mntWalked = now
+	clear(d.byMntNS)
+	entries, err := os.ReadDir(d.Proc)
+	if err != nil {
+		return 0
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat(filepath.Join(d.Proc, e.Name(), "ns/mnt"), &st) == nil {
+			if _, ok := d.byMntNS[uint32(st.Ino)]; !ok {
+				d.byMntNS[uint32(st.Ino)] = pid
+			}
+		}
+	}
+	return d.byMntNS[mntns]
+}
+
+func procExists(proc string, pid int) bool {
+	_, err := os.Stat(filepath.Join(proc, strconv.Itoa(pid)))
+	return err == nil
 }
 
 // firstArg is argv[0] from the NUL-separated args.

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eaddr/eaddr/internal/critest"
+	"github.com/eaddr/eaddr/internal/netns"
+)
+
+// The proof that eaddr works on a node: a real containerd driven through
+// CRI runs pod "client" in namespace "shop" whose sandbox sets
+// ip_local_port_range to two ports; both are held toward a listener inside
+// the pod; busybox wget in container "app" fails, and eaddr's event names
+// the pod, namespace, container, pod UID and container ID, the pod's netns,
+// what wget printed and why, and the exhausted range.
+func TestKubernetesPodEndToEnd(t *testing.T) {
+	r := critest.Start(t)
+	pod := r.RunPod(t, "client", "shop", map[string]string{"app": "client", "tier": "web"},
+		map[string]string{"net.ipv4.ip_local_port_range": "40000 40001"})
+	app := r.StartContainer(t, pod, "app", "sleep", "3600")
+
+	ns, err := netns.Open(fmt.Sprintf("/proc/%d/ns/net", pod.PausePID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	if got, err := ns.Sysctl("net.ipv4.ip_local_port_range"); err != nil || strings.Join(strings.Fields(got), " ") != "40000 40001" {
+		t.Fatalf("pod sysctl: %q %v", got, err)
+	}
+	// The pod's own listener and two held connections (created in the pod's
+	// netns from this process: the sockets belong to the pod's netns).
+	ex, err := netns.Exhaust(ns, "tcp4", net.JoinHostPort("127.0.0.1", "8080"), 40000, 40001)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ex.Close() })
+
+	inode := strconv.FormatUint(ns.Inode(), 10)
+	p := startTrace(t, "--cri-endpoint", r.Socket, "--netns", inode)
+	match := startTrace(t, "--cri-endpoint", r.Socket, "--netns", inode, "--namespace", "shop", "--pod", "client", "--container", "app", "--selector", "app=client,tier=web")
+	other := startTrace(t, "--cri-endpoint", r.Socket, "--netns", inode, "--namespace", "other")
+	out, code := r.Exec(t, app, 20*time.Second, "wget", "-O", "/dev/null", "http://127.0.0.1:8080/")
+	t.Logf("wget in pod shop/client container app: exit %d: %s", code, strings.TrimSpace(out))
+	if code == 0 {
+		t.Fatal("wget succeeded in an exhausted pod")
+	}
+	var ev jsonEvent
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		p.mu.Lock()
+		for _, e := range p.events {
+			if e.Process.Comm == "wget" && e.Errno == "EADDRNOTAVAIL" {
+				ev = e
+			}
+		}
+		p.mu.Unlock()
+		if ev.Process.PID != 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ev.Process.PID == 0 {
+		p.mu.Lock()
+		t.Fatalf("no EADDRNOTAVAIL event from wget; events: %+v\nstderr: %s", p.events, p.stderr.String())
+	}
+	if ev.Pod == nil {
+		t.Fatalf("event without a pod: %+v (cgroup %+v)", ev, ev.Cgroup)
+	}
+	if ev.Pod.Name != "client" || ev.Pod.Namespace != "shop" || ev.Pod.Container != "app" || ev.Pod.UID != pod.UID ||
+		ev.Pod.ContainerID != app.ID || ev.Pod.QoS != "besteffort" || ev.Pod.Labels["app"] != "client" || ev.Pod.Labels["tier"] != "web" ||
+		!strings.Contains(ev.Pod.Image, "eaddr-busybox") {
+		t.Errorf("pod %+v, want client/shop/app uid %s container %s", ev.Pod, pod.UID, app.ID)
+	}
+	if ev.NetNS != ns.Inode() || ev.HostNetwork {
+		t.Errorf("netns %d host %v, want the pod's %d", ev.NetNS, ev.HostNetwork, ns.Inode())
+	}
+	if ev.Remote == nil || ev.Remote.IP != "127.0.0.1" || ev.Remote.Port != 8080 {
+		t.Errorf("remote %+v", ev.Remote)
+	}
+	x := ev.Explain
+	if x == nil || x.Runtime != "busybox" || x.Client != "busybox wget" {
+		t.Errorf("explain %+v", x)
+	} else {
+		checkPrediction(t, client{Name: "busybox wget"}, ev, out)
+	}
+	g := ev.Diagnosis
+	if g == nil || !strings.HasPrefix(g.Verdict, "ephemeral ports exhausted toward 127.0.0.1:8080: 2 of 2 ports in 40000-40001 in use") {
+		t.Errorf("diagnosis %+v", g)
+	}
+	// The pod filters keep it, or leave it out.
+	if evs := match.forComm("wget", time.Second); len(evs) != 1 {
+		t.Errorf("--namespace shop --pod client --container app --selector app=client,tier=web: %d events", len(evs))
+	}
+	if evs := other.forComm("wget", 300*time.Millisecond); len(evs) != 0 {
+		t.Errorf("--namespace other: %d events", len(evs))
+	}
+}
+
+// forComm waits d, then returns the events from processes named comm.
+func (p *traceProc) forComm(comm string, d time.Duration) []jsonEvent {
+	time.Sleep(d)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []jsonEvent
+	for _, e := range p.events {
+		if e.Process.Comm == comm {
+			out = append(out, e)
+		}
+	}
+	return out
+}
