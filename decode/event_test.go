@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/internal/testenv"
 	"github.com/eaddr/eaddr/tracer"
 )
 
@@ -51,9 +52,7 @@ func TestGolden(t *testing.T) {
 			d.Decode(readRaw(t, bin), &ev)
 			got := AppendJSON(nil, &ev, "node-a")
 			got = append(got, '\n')
-			if !json.Valid(got) {
-				t.Fatalf("invalid JSON: %s", got)
-			}
+			testenv.ValidateLine(t, string(got))
 			golden := strings.TrimSuffix(bin, ".bin") + ".json"
 			if *update {
 				if err := os.WriteFile(golden, got, 0o644); err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/eaddr/eaddr/internal/testenv"
 )
 
 func TestCatalogValid(t *testing.T) {
@@ -180,6 +182,7 @@ func TestClientMessageFromRecordedEvents(t *testing.T) {
 				t.Errorf("predicted %q (ok %v), want %q", got, ok, tc.want)
 			}
 			line := x.AppendJSONExplained(nil, ev, "n", &ex, true)
+			testenv.ValidateLine(t, string(line))
 			var m map[string]any
 			if err := json.Unmarshal(line, &m); err != nil {
 				t.Fatalf("invalid JSON %v: %s", err, line)

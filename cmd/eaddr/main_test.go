@@ -131,7 +131,8 @@ type traceProc struct {
 	done   chan struct{} // stdout closed
 	// lossOK: the test makes more events than the ring holds on purpose;
 	// losses must then be counted, not absent.
-	lossOK bool
+	lossOK    bool
+	summaries []string // {"kind":"summary"} lines
 }
 
 // startTrace runs `eaddr trace args...` and returns once it logged
@@ -172,6 +173,13 @@ func startTrace(t *testing.T, args ...string) *traceProc {
 		defer close(p.done)
 		s := bufio.NewScanner(stdout)
 		for s.Scan() {
+			testenv.ValidateLine(t, s.Text())
+			if strings.Contains(s.Text(), `"kind":"summary"`) {
+				p.mu.Lock()
+				p.summaries = append(p.summaries, s.Text())
+				p.mu.Unlock()
+				continue
+			}
 			var ev jsonEvent
 			dec := json.NewDecoder(strings.NewReader(s.Text()))
 			dec.DisallowUnknownFields()

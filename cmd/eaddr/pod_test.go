@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testenv"
 )
 
@@ -42,26 +43,34 @@ func cgroup2Mount(t *testing.T) string {
 // A client moved into a kubepods-style cgroup (cgroupfs layout) fails, and
 // its event carries the pod UID, QoS and container ID from the cgroup path;
 // with no runtime socket, that is all, with one warning.
-func TestPodFromCgroup(t *testing.T) {
-	ns := exhausted(t, "tcp4", "127.0.0.1")
-	py := python(t)
-	root := cgroup2Mount(t)
+// podCgroup makes a kubepods-style cgroup (cgroupfs layout) with a random
+// pod UID and container ID under the cgroup2 mount, removed at cleanup.
+func podCgroup(t *testing.T) (root, leaf, uid, cid string) {
+	t.Helper()
+	root = cgroup2Mount(t)
 	rnd := make([]byte, 32)
 	rand.Read(rnd)
-	uid := fmt.Sprintf("%x-%x-%x-%x-%x", rnd[0:4], rnd[4:6], rnd[6:8], rnd[8:10], rnd[10:16])
-	cid := hex.EncodeToString(rnd)
+	uid = fmt.Sprintf("%x-%x-%x-%x-%x", rnd[0:4], rnd[4:6], rnd[6:8], rnd[8:10], rnd[10:16])
+	cid = hex.EncodeToString(rnd)
 	top := filepath.Join(root, "eaddr-test-"+cid[:8])
-	leaf := filepath.Join(top, "kubepods", "besteffort", "pod"+uid, cid)
+	leaf = filepath.Join(top, "kubepods", "besteffort", "pod"+uid, cid)
 	if err := os.MkdirAll(leaf, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		// Deepest first; the client has exited by now.
+		// Deepest first; the processes moved in have exited by now.
 		for d := leaf; strings.HasPrefix(d, top); d = filepath.Dir(d) {
 			os.Remove(d)
 		}
 	})
-	cmd := exec.Command(py, "-c", `import socket, sys
+	return root, leaf, uid, cid
+}
+
+// failInCgroup runs a python client in ns, moves it into the cgroup leaf,
+// then lets it fail to connect to 127.0.0.1:8080; it returns its pid.
+func failInCgroup(t *testing.T, ns *netns.NS, leaf string) int {
+	t.Helper()
+	cmd := exec.Command(python(t), "-c", `import socket, sys
 sys.stdin.readline()
 try:
     socket.socket().connect(("127.0.0.1", 8080))
@@ -76,10 +85,20 @@ except OSError as e:
 	if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--cri-endpoint", "/nonexistent/eaddr-test.sock")
 	io.WriteString(stdin, "go\n")
 	cmd.Wait()
-	evs := p.forPID(cmd.Process.Pid, 1, 5*time.Second)
+	return cmd.Process.Pid
+}
+
+// A client moved into a kubepods-style cgroup (cgroupfs layout) fails, and
+// its event carries the pod UID, QoS and container ID from the cgroup path;
+// with no runtime socket, that is all, with one warning.
+func TestPodFromCgroup(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	root, leaf, uid, cid := podCgroup(t)
+	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--cri-endpoint", "/nonexistent/eaddr-test.sock")
+	pid := failInCgroup(t, ns, leaf)
+	evs := p.forPID(pid, 1, 5*time.Second)
 	if len(evs) != 1 {
 		t.Fatalf("%d events", len(evs))
 	}

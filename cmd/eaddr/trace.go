@@ -44,6 +44,10 @@ type TraceFlags struct {
 	Diagnose         bool
 	DiagnoseInterval time.Duration
 
+	MetricsAddr      string
+	MetricsMaxSeries int
+	SummaryInterval  time.Duration
+
 	NodePortCollisions bool
 	NodePortRange      string
 	NodePortNetNS      uint32
@@ -63,6 +67,9 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Node, "node", "", "node name in each event (default: $NODE_NAME, else the hostname)")
 	fs.BoolVar(&f.Diagnose, "diagnose", true, "per event, read the netns of the failure (port range, sockets toward the destination by state, who holds them, addresses) and give the root cause and a fix")
 	fs.DurationVar(&f.DiagnoseInterval, "diagnose-interval", time.Second, "at most one netns snapshot per netns, syscall, errno and address in this interval; events inside it share the snapshot")
+	fs.StringVar(&f.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on /metrics and a health check on /healthz at this address, e.g. :9630 (off when empty)")
+	fs.IntVar(&f.MetricsMaxSeries, "metrics-max-series", 1000, "at most this many syscall/errno/namespace/pod series; later pods are counted under namespace and pod \"other\"")
+	fs.DurationVar(&f.SummaryInterval, "summary-interval", time.Minute, "write a {\"kind\":\"summary\"} record with counts per errno and losses this often (JSON output only; 0: never)")
 	fs.BoolVar(&f.NodePortCollisions, "nodeport-collisions", false, "also report a connect() in the host netns whose kernel-chosen source port is in the NodePort range (kind nodeport_collision): replies to it can be captured by a NodePort rule. Off, it costs nothing")
 	fs.StringVar(&f.NodePortRange, "node-port-range", "30000-32767", "the cluster's Service NodePort range (kube-apiserver --service-node-port-range)")
 	fs.Uint32Var(&f.NodePortNetNS, "nodeport-netns", 0, "netns inode checked by --nodeport-collisions (default: the host's, that of pid 1)")
@@ -85,6 +92,9 @@ type traceConfig struct {
 	explain int
 	cri     string
 	flush   time.Duration
+	metrics string
+	series  int
+	summary time.Duration
 	// pod filters
 	namespace, pod, container string
 	selector                  map[string]string
@@ -150,6 +160,13 @@ func (f *TraceFlags) config() (traceConfig, error) {
 		return c, usageErrorf("--flush-interval must not be negative")
 	}
 	c.flush = f.Flush
+	if f.MetricsMaxSeries < 1 {
+		return c, usageErrorf("--metrics-max-series must be at least 1")
+	}
+	if f.SummaryInterval < 0 {
+		return c, usageErrorf("--summary-interval must not be negative")
+	}
+	c.metrics, c.series, c.summary = f.MetricsAddr, f.MetricsMaxSeries, f.SummaryInterval
 	if f.Flush > 0 {
 		c.opts.WakeupBytes = min(64<<10, f.RingSize/4)
 	}
@@ -252,6 +269,15 @@ type traceHooks struct {
 // drains what is queued and logs the totals.
 func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, hooks traceHooks) error {
 	c.opts.Logger = log
+	var met *metrics
+	if c.metrics != "" {
+		met = newMetrics(c.series)
+		addr, err := met.serve(ctx, c.metrics, log)
+		if err != nil {
+			return err
+		}
+		log.Info("serving metrics", "url", "http://"+addr+"/metrics")
+	}
 	t, err := tracer.New(c.opts)
 	if err != nil {
 		return err
@@ -289,6 +315,11 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 	if hooks.attached != nil {
 		hooks.attached()
 	}
+	if met != nil {
+		met.healthy.Store(true)
+		defer met.healthy.Store(false)
+	}
+	sum := summary{start: time.Now(), every: c.summary, enabled: c.summary > 0 && !c.table}
 
 	var diag *decode.Diagnoser
 	if c.diagnose > 0 {
@@ -323,9 +354,32 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 		}
 	}
 	defer flush()
+	// tick runs at least every flush interval (or second): counters for
+	// metrics, and the summary record when it is due.
+	tick := func(now time.Time) {
+		if met == nil && !sum.enabled {
+			return
+		}
+		st, _ := t.Stats()
+		if met != nil {
+			met.lost.Store(st.KernelLost)
+			met.events.Store(st.Events)
+		}
+		if sum.enabled && now.Sub(sum.start) >= sum.every {
+			buf = sum.append(buf[:0], now, c.node, st.KernelLost)
+			buf = append(buf, '\n')
+			bw.Write(buf)
+			flush()
+		}
+	}
+	wait := c.flush
+	if wait == 0 && (met != nil || sum.enabled) {
+		wait = time.Second
+	}
+	lastTick := time.Now()
 	for {
-		if c.flush > 0 {
-			t.SetDeadline(time.Now().Add(c.flush))
+		if wait > 0 {
+			t.SetDeadline(time.Now().Add(wait))
 		}
 		err := t.Read(&raw)
 		if errors.Is(err, tracer.ErrClosed) {
@@ -333,6 +387,8 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			flush()
+			lastTick = time.Now()
+			tick(lastTick)
 			continue
 		}
 		if err != nil {
@@ -381,6 +437,14 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 			flush()
 		}
 		written++
+		sum.count(&ev)
+		if met != nil {
+			met.observe(&ev, g)
+		}
+		if wait > 0 && time.Since(lastTick) >= wait { // a busy ring never times out
+			lastTick = time.Now()
+			tick(lastTick)
+		}
 		if hooks.event != nil {
 			hooks.event(&ev, &x, buf)
 		}
@@ -423,4 +487,72 @@ func parsePortRange(s string) (int, int, error) {
 		return 0, 0, fmt.Errorf("%q is not a port range LO-HI within 1-65535", s)
 	}
 	return lo, hi, nil
+}
+
+// summary counts what the JSON stream carried between summary records.
+type summary struct {
+	enabled  bool
+	every    time.Duration
+	start    time.Time
+	events   uint64
+	nodeport uint64
+	errnos   [256]uint64
+	lostSeen uint64 // kernel drops at the last record
+}
+
+func (s *summary) count(ev *decode.Event) {
+	if !s.enabled {
+		return
+	}
+	s.events++
+	switch {
+	case ev.NodePort:
+		s.nodeport++
+	case ev.Errno > 0 && ev.Errno < len(s.errnos):
+		s.errnos[ev.Errno]++
+	}
+}
+
+// append writes the record and starts the next interval.
+func (s *summary) append(b []byte, now time.Time, node string, lostTotal uint64) []byte {
+	b = append(b, `{"schema":`...)
+	b = strconv.AppendInt(b, decode.Schema, 10)
+	b = append(b, `,"kind":"summary","time":"`...)
+	b = now.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","since":"`...)
+	b = s.start.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	if node != "" {
+		b = append(b, `,"node":`...)
+		b = decode.AppendString(b, node)
+	}
+	b = append(b, `,"events":`...)
+	b = strconv.AppendUint(b, s.events, 10)
+	b = append(b, `,"errnos":{`...)
+	first := true
+	for n, c := range s.errnos {
+		if c == 0 {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(b, '"')
+		b = decode.AppendErrnoName(b, n)
+		b = append(b, `":`...)
+		b = strconv.AppendUint(b, c, 10)
+	}
+	b = append(b, '}')
+	if s.nodeport > 0 {
+		b = append(b, `,"nodeport_collisions":`...)
+		b = strconv.AppendUint(b, s.nodeport, 10)
+	}
+	b = append(b, `,"lost":`...)
+	b = strconv.AppendUint(b, lostTotal-s.lostSeen, 10)
+	b = append(b, `,"lost_total":`...)
+	b = strconv.AppendUint(b, lostTotal, 10)
+	b = append(b, '}')
+	*s = summary{enabled: s.enabled, every: s.every, start: now, lostSeen: lostTotal}
+	return b
 }

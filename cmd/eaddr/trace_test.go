@@ -320,6 +320,11 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("demo exit %d:\n%s\n%s", code, out, errOut)
 	}
 	t.Log(out)
+	for _, line := range strings.Split(out, "\n") {
+		if ev, ok := strings.CutPrefix(line, "eaddr event: "); ok {
+			testenv.ValidateLine(t, ev)
+		}
+	}
 	clients, missing := findClients("127.0.0.1", 8080)
 	if len(missing) > 0 {
 		testenv.Skip(t, "clients not installed: "+strings.Join(missing, ", "))

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/eaddr/eaddr/decode"
+)
+
+// metrics are eaddr's Prometheus series. Label sets are capped: past
+// maxSeries, new namespace/pod pairs go to the series labelled "other".
+type metrics struct {
+	reg       *prometheus.Registry
+	errors    *prometheus.CounterVec
+	inUse     *prometheus.GaugeVec
+	usable    *prometheus.GaugeVec
+	maxSeries int
+
+	errSeries  map[errKey]prometheus.Counter
+	portSeries map[portKey]portGauges
+
+	lost    atomic.Uint64 // kernel drops, set by the trace loop
+	events  atomic.Uint64
+	healthy atomic.Bool
+}
+
+type errKey struct {
+	sys            decode.Syscall
+	errno          int
+	namespace, pod string
+}
+
+type portKey struct {
+	netns          uint32
+	namespace, pod string
+}
+
+type portGauges struct{ inUse, usable prometheus.Gauge }
+
+func newMetrics(maxSeries int) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry(), maxSeries: maxSeries,
+		errSeries: map[errKey]prometheus.Counter{}, portSeries: map[portKey]portGauges{}}
+	m.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "eaddr_errors_total",
+		Help: "Failed connect()/bind() calls seen, by syscall, errno and pod (namespace and pod are empty outside pods; \"other\" past --metrics-max-series).",
+	}, []string{"syscall", "errno", "namespace", "pod"})
+	m.inUse = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "eaddr_ephemeral_ports_in_use",
+		Help: "Ephemeral ports held toward the failing destination at the last diagnosis, per netns and pod.",
+	}, []string{"netns", "namespace", "pod"})
+	m.usable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "eaddr_ephemeral_ports_usable",
+		Help: "Ports of net.ipv4.ip_local_port_range not reserved, at the last diagnosis, per netns and pod.",
+	}, []string{"netns", "namespace", "pod"})
+	m.reg.MustRegister(m.errors, m.inUse, m.usable,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "eaddr_lost_events_total",
+			Help: "Events the kernel dropped because the ring buffer was full.",
+		}, func() float64 { return float64(m.lost.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "eaddr_events_total",
+			Help: "Events read from the ring buffer.",
+		}, func() float64 { return float64(m.events.Load()) }),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// observe counts one event. It does not allocate once its series exists.
+func (m *metrics) observe(ev *decode.Event, g *decode.Diagnosis) {
+	if ev.NodePort {
+		return
+	}
+	k := errKey{sys: ev.Syscall, errno: ev.Errno}
+	if ev.Pod != nil {
+		k.namespace, k.pod = ev.Pod.Namespace, ev.Pod.Name
+		if k.pod == "" { // no runtime: the UID still tells pods apart
+			k.pod = ev.Pod.UID
+		}
+	}
+	c, ok := m.errSeries[k]
+	if !ok {
+		if len(m.errSeries) >= m.maxSeries {
+			k.namespace, k.pod = "other", "other"
+			c, ok = m.errSeries[k]
+		}
+		if !ok {
+			c = m.errors.WithLabelValues(ev.Syscall.String(), decode.ErrnoName(ev.Errno), k.namespace, k.pod)
+			m.errSeries[k] = c
+		}
+	}
+	c.Inc()
+	if g == nil || g.Usable == 0 {
+		return
+	}
+	pk := portKey{netns: ev.NetNS, namespace: k.namespace, pod: k.pod}
+	pg, ok := m.portSeries[pk]
+	if !ok {
+		if len(m.portSeries) >= m.maxSeries {
+			pk = portKey{namespace: "other", pod: "other"}
+			pg, ok = m.portSeries[pk]
+		}
+		if !ok {
+			netns := strconv.FormatUint(uint64(pk.netns), 10)
+			if pk.netns == 0 {
+				netns = "other"
+			}
+			pg = portGauges{m.inUse.WithLabelValues(netns, pk.namespace, pk.pod), m.usable.WithLabelValues(netns, pk.namespace, pk.pod)}
+			m.portSeries[pk] = pg
+		}
+	}
+	pg.inUse.Set(float64(g.InUse))
+	pg.usable.Set(float64(g.Usable))
+}
+
+// serve runs the metrics endpoint until ctx is done. /healthz answers 200
+// while the tracer is attached and reading.
+func (m *metrics) serve(ctx context.Context, addr string, log *slog.Logger) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("--metrics-addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if !m.healthy.Load() {
+			http.Error(w, "not attached", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", "err", err)
+		}
+	}()
+	context.AfterFunc(ctx, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	})
+	return ln.Addr().String(), nil
+}

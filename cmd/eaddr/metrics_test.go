@@ -1,0 +1,145 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// metricsURL waits for the "serving metrics" log line and returns its URL.
+func (p *traceProc) metricsURL(t *testing.T) string {
+	t.Helper()
+	re := regexp.MustCompile(`serving metrics"? url=(http://\S+)/metrics`)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		p.mu.Lock()
+		m := re.FindStringSubmatch(p.stderr.String())
+		p.mu.Unlock()
+		if m != nil {
+			return m[1]
+		}
+	}
+	t.Fatal("no metrics address logged")
+	return ""
+}
+
+func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/metrics: %s", resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing the exposition: %v", err)
+	}
+	return fams
+}
+
+func labels(m *dto.Metric) map[string]string {
+	out := map[string]string{}
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
+}
+
+// A running tracer is scraped over real HTTP: errors by syscall/errno/pod,
+// the port gauges from the diagnosis, losses, Go and process collectors,
+// and /healthz; past --metrics-max-series, pods go to the "other" series.
+func TestMetrics(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	sandbox(t, ns)
+	// The cgroup exists before the tracer starts, as a pod's does before it
+	// fails: a cgroup made later is learned on the next walk (at most one a
+	// second), which a process that exits at once may not wait for.
+	_, leaf, _, _ := podCgroup(t)
+	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--metrics-addr", "127.0.0.1:0", "--metrics-max-series", "1")
+	base := p.metricsURL(t)
+	resp, err := http.Get(base + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/healthz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	for range 3 {
+		failConnect(t, ns, "127.0.0.1")
+	}
+	// A second "pod": the same failure from a kubepods-style cgroup, which
+	// overflows the one-series cap into "other".
+	failInCgroup(t, ns, leaf)
+	var fams map[string]*dto.MetricFamily
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		fams = scrape(t, base)
+		if f := fams["eaddr_errors_total"]; f != nil && len(f.GetMetric()) == 2 {
+			break
+		}
+	}
+	errs := fams["eaddr_errors_total"]
+	if errs == nil || len(errs.GetMetric()) != 2 {
+		t.Fatalf("eaddr_errors_total: %v", errs)
+	}
+	got := map[string]float64{}
+	for _, m := range errs.GetMetric() {
+		l := labels(m)
+		if l["syscall"] != "connect" || l["errno"] != "EADDRNOTAVAIL" {
+			t.Errorf("labels %v", l)
+		}
+		got[l["pod"]] = m.GetCounter().GetValue()
+	}
+	if got[""] != 3 || got["other"] != 1 {
+		t.Errorf("errors by pod %v, want 3 outside pods and 1 in \"other\"", got)
+	}
+	for name, want := range map[string]float64{"eaddr_ephemeral_ports_in_use": 2, "eaddr_ephemeral_ports_usable": 2} {
+		f := fams[name]
+		if f == nil || len(f.GetMetric()) == 0 || f.GetMetric()[0].GetGauge().GetValue() != want || labels(f.GetMetric()[0])["netns"] != strconv.FormatUint(ns.Inode(), 10) {
+			t.Errorf("%s: %v, want %v for netns %d", name, f, want, ns.Inode())
+		}
+	}
+	for _, name := range []string{"eaddr_lost_events_total", "eaddr_events_total", "go_goroutines", "process_resident_memory_bytes"} {
+		if fams[name] == nil {
+			t.Errorf("no %s", name)
+		}
+	}
+	if v := fams["eaddr_lost_events_total"].GetMetric()[0].GetCounter().GetValue(); v != 0 {
+		t.Errorf("lost %v", v)
+	}
+}
+
+// With --summary-interval, the stream carries summary records with the
+// counts per errno of the interval and the losses.
+func TestSummaryRecords(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--summary-interval", "500ms")
+	for range 2 {
+		failConnect(t, ns, "127.0.0.1")
+	}
+	var sums []string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		p.mu.Lock()
+		sums = append([]string(nil), p.summaries...)
+		p.mu.Unlock()
+		total := 0
+		for _, s := range sums {
+			var rec struct {
+				Errnos map[string]int `json:"errnos"`
+			}
+			json.Unmarshal([]byte(s), &rec)
+			total += rec.Errnos["EADDRNOTAVAIL"]
+		}
+		if total == 2 && len(sums) >= 2 {
+			return
+		}
+	}
+	t.Errorf("summaries %q, want them to count 2 EADDRNOTAVAIL in all", sums)
+}
