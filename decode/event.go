@@ -86,6 +86,9 @@ type Event struct {
 	Pod *kube.PodInfo
 	// HostNetwork: the event was in the node's own network namespace.
 	HostNetwork bool
+	// Suppressed counts the identical failures (same netns, syscall, errno
+	// and address) that the rate limit held back before this one.
+	Suppressed uint64
 
 	// Socket fields come from the fd's socket; HasSocket is false when the
 	// fd was not a socket or could not be read.

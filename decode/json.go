@@ -97,6 +97,10 @@ func appendEventFields(b []byte, ev *Event, node string) []byte {
 	if ev.HostNetwork {
 		b = append(b, `,"host_network":true`...)
 	}
+	if ev.Suppressed > 0 {
+		b = append(b, `,"suppressed":`...)
+		b = strconv.AppendUint(b, ev.Suppressed, 10)
+	}
 	return b
 }
 

@@ -69,6 +69,15 @@ Flags:
 	if f.IPv6 {
 		host, network = "::1", "tcp6"
 	}
+	// A process that lives in the namespace for the whole demo, as a pod's
+	// pause process does: eaddr reaches the netns through it to diagnose a
+	// client that has already exited.
+	if sleep, err := exec.LookPath("sleep"); err == nil {
+		sb := exec.Command(sleep, "3600")
+		if err := ns.Start(sb); err == nil {
+			defer func() { sb.Process.Kill(); sb.Wait() }()
+		}
+	}
 	ex, err := netns.Exhaust(ns, network, joinHostPort(host, f.Port), 40000, 40001)
 	if err != nil {
 		return fmt.Errorf("exhausting the demo namespace's ports: %w", err)

@@ -242,7 +242,9 @@ except OSError as e:
 func TestDiagnoseStorm(t *testing.T) {
 	ns := exhausted(t, "tcp4", "127.0.0.1")
 	py := python(t)
-	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--explain", "off")
+	// --rate-limit 0: every event reaches the diagnoser, which must still
+	// take only a handful of snapshots.
+	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--explain", "off", "--rate-limit", "0")
 	p.lossOK = true // zero loss at this rate is the performance work's target, not this test's
 	start := time.Now()
 	runInNS(t, ns, py, "-c", `import socket

@@ -41,6 +41,9 @@ func (e usageError) Unwrap() error { return e.err }
 func usageErrorf(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
 func main() {
+	// A reader that goes away must end the trace with its totals, not kill
+	// eaddr with SIGPIPE: ignored, a write returns EPIPE instead.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -105,6 +105,7 @@ type jsonEvent struct {
 		Labels      map[string]string `json:"labels"`
 	} `json:"pod"`
 	HostNetwork bool   `json:"host_network"`
+	Suppressed  int    `json:"suppressed"`
 	NetNS       uint64 `json:"netns"`
 	MntNS       uint64 `json:"mntns"`
 	Cgroup      struct {

@@ -30,9 +30,11 @@ type metrics struct {
 	errSeries  map[errKey]prometheus.Counter
 	portSeries map[portKey]portGauges
 
-	lost    atomic.Uint64 // kernel drops, set by the trace loop
-	events  atomic.Uint64
-	healthy atomic.Bool
+	lost       atomic.Uint64 // kernel drops, set by the trace loop
+	dropped    atomic.Uint64 // output batches dropped for a stalled stdout, in events
+	suppressed atomic.Uint64 // events held back by --rate-limit
+	events     atomic.Uint64
+	healthy    atomic.Bool
 }
 
 type errKey struct {
@@ -68,6 +70,14 @@ func newMetrics(maxSeries int) *metrics {
 			Name: "eaddr_lost_events_total",
 			Help: "Events the kernel dropped because the ring buffer was full.",
 		}, func() float64 { return float64(m.lost.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "eaddr_dropped_events_total",
+			Help: "Events read but not written because stdout did not keep up (its queue was full).",
+		}, func() float64 { return float64(m.dropped.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "eaddr_suppressed_events_total",
+			Help: "Events held back by --rate-limit; the next event of the same failure carries their count.",
+		}, func() float64 { return float64(m.suppressed.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "eaddr_events_total",
 			Help: "Events read from the ring buffer.",

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -44,6 +44,7 @@ type TraceFlags struct {
 	Diagnose         bool
 	DiagnoseInterval time.Duration
 
+	RateLimit        string
 	MetricsAddr      string
 	MetricsMaxSeries int
 	SummaryInterval  time.Duration
@@ -67,6 +68,7 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Node, "node", "", "node name in each event (default: $NODE_NAME, else the hostname)")
 	fs.BoolVar(&f.Diagnose, "diagnose", true, "per event, read the netns of the failure (port range, sockets toward the destination by state, who holds them, addresses) and give the root cause and a fix")
 	fs.DurationVar(&f.DiagnoseInterval, "diagnose-interval", time.Second, "at most one netns snapshot per netns, syscall, errno and address in this interval; events inside it share the snapshot")
+	fs.StringVar(&f.RateLimit, "rate-limit", "100/s", "at most this many events per second per netns, syscall, errno and address; the next event that passes says how many were suppressed (\"suppressed\"), and so does the summary. 0 or off: every event")
 	fs.StringVar(&f.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on /metrics and a health check on /healthz at this address, e.g. :9630 (off when empty)")
 	fs.IntVar(&f.MetricsMaxSeries, "metrics-max-series", 1000, "at most this many syscall/errno/namespace/pod series; later pods are counted under namespace and pod \"other\"")
 	fs.DurationVar(&f.SummaryInterval, "summary-interval", time.Minute, "write a {\"kind\":\"summary\"} record with counts per errno and losses this often (JSON output only; 0: never)")
@@ -95,6 +97,7 @@ type traceConfig struct {
 	metrics string
 	series  int
 	summary time.Duration
+	rate    float64
 	// pod filters
 	namespace, pod, container string
 	selector                  map[string]string
@@ -167,6 +170,11 @@ func (f *TraceFlags) config() (traceConfig, error) {
 		return c, usageErrorf("--summary-interval must not be negative")
 	}
 	c.metrics, c.series, c.summary = f.MetricsAddr, f.MetricsMaxSeries, f.SummaryInterval
+	rate, err := parseRate(f.RateLimit)
+	if err != nil {
+		return c, usageErrorf("--rate-limit: %v", err)
+	}
+	c.rate = rate
 	if f.Flush > 0 {
 		c.opts.WakeupBytes = min(64<<10, f.RingSize/4)
 	}
@@ -334,26 +342,18 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 		raw      tracer.RawEvent
 		ev       decode.Event
 		x        decode.Explanation
-		buf      = make([]byte, 0, 16384)
 		written  uint64
 		filtered uint64
-		writeErr error
+		limiter  = newRateLimiter(c.rate)
 	)
+	// Lines are batched and handed to a writer goroutine whenever the ring
+	// is drained; a stalled stdout makes batches drop (counted), never the
+	// reader block. A closed stdout (EPIPE) stops the trace.
+	sk := newSink(out, 64<<10, 64, t.Stop) // at most 4 MiB waiting for stdout
+	defer sk.close(2 * time.Second)
 	if c.table {
-		if _, err := io.WriteString(out, decode.TableHeader+"\n"); err != nil {
-			return err
-		}
+		sk.add(append(sk.buf(), decode.TableHeader+"\n"...), 0)
 	}
-	// Written lines are batched and handed on whenever the ring is drained.
-	bw := bufio.NewWriterSize(out, 64<<10)
-	flush := func() {
-		if err := bw.Flush(); err != nil && writeErr == nil {
-			// A closed stdout (a pipe whose reader went away) ends the trace.
-			writeErr = err
-			t.Stop()
-		}
-	}
-	defer flush()
 	// tick runs at least every flush interval (or second): counters for
 	// metrics, and the summary record when it is due.
 	tick := func(now time.Time) {
@@ -364,12 +364,13 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 		if met != nil {
 			met.lost.Store(st.KernelLost)
 			met.events.Store(st.Events)
+			met.dropped.Store(sk.dropped.Load())
+			met.suppressed.Store(limiter.total)
 		}
 		if sum.enabled && now.Sub(sum.start) >= sum.every {
-			buf = sum.append(buf[:0], now, c.node, st.KernelLost)
-			buf = append(buf, '\n')
-			bw.Write(buf)
-			flush()
+			b := sum.append(sk.buf(), now, c.node, st.KernelLost, sk.dropped.Load(), limiter.total)
+			sk.add(append(b, '\n'), 1)
+			sk.flush()
 		}
 	}
 	wait := c.flush
@@ -386,7 +387,7 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 			break
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			flush()
+			sk.flush()
 			lastTick = time.Now()
 			tick(lastTick)
 			continue
@@ -400,16 +401,25 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 			filtered++
 			continue
 		}
-		buf = buf[:0]
+		if diag != nil {
+			diag.Seen(&ev) // even for suppressed events: the netns stays reachable
+		}
+		pass, suppressed := limiter.allow(&ev, ev.Time)
+		if !pass {
+			sum.suppress()
+			continue
+		}
+		ev.Suppressed = suppressed
 		explain := explainer != nil && !ev.NodePort
 		if explain {
 			explainer.Explain(&ev, &x)
 		}
 		g = nil
 		if diag != nil {
-			diag.Seen(&ev)
 			g = diag.Diagnose(&ev)
 		}
+		buf := sk.buf()
+		start := len(buf)
 		if c.table {
 			buf = decode.AppendTable(buf, &ev)
 			if explain {
@@ -426,15 +436,12 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 			buf = decode.AppendEvent(buf, &ev, c.node, nil, nil, false, g)
 		}
 		buf = append(buf, '\n')
-		if _, err := bw.Write(buf); err != nil {
-			if writeErr == nil {
-				writeErr = err
-				t.Stop()
-			}
-			continue
+		if hooks.event != nil {
+			hooks.event(&ev, &x, buf[start:])
 		}
-		if t.Pending() == 0 { // drained: hand the batch to the reader of out
-			flush()
+		sk.add(buf, 1)
+		if t.Pending() == 0 { // drained: hand the batch on
+			sk.flush()
 		}
 		written++
 		sum.count(&ev)
@@ -445,21 +452,26 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 			lastTick = time.Now()
 			tick(lastTick)
 		}
-		if hooks.event != nil {
-			hooks.event(&ev, &x, buf)
-		}
 	}
+	sk.close(2 * time.Second)
 	st, err := t.Stats()
 	if err != nil {
 		log.Warn("reading counters", "err", err)
 	}
-	attrs := []any{"events", st.Events, "written", written, "filtered", filtered, "lost", st.KernelLost, "malformed", st.Malformed}
+	// events = filtered + suppressed + written; written = delivered + dropped.
+	dropped := sk.dropped.Load()
+	attrs := []any{"events", st.Events, "delivered", written - min(written, dropped), "filtered", filtered, "lost", st.KernelLost,
+		"dropped", dropped, "suppressed", limiter.total, "malformed", st.Malformed}
 	if diag != nil {
 		attrs = append(attrs, "netns_snapshots", diag.Snapshots, "snapshots_shared", diag.Shared, "netns_unreachable", diag.Unreachable)
 	}
 	log.Info("stopped", attrs...)
-	if writeErr != nil {
-		return fmt.Errorf("writing events: %w", writeErr)
+	if err := sk.Err(); err != nil {
+		if errors.Is(err, syscall.EPIPE) {
+			log.Info("stdout was closed by its reader: stopped")
+			return nil
+		}
+		return fmt.Errorf("writing events: %w", err)
 	}
 	return nil
 }
@@ -491,14 +503,18 @@ func parsePortRange(s string) (int, int, error) {
 
 // summary counts what the JSON stream carried between summary records.
 type summary struct {
-	enabled  bool
-	every    time.Duration
-	start    time.Time
-	events   uint64
-	nodeport uint64
-	errnos   [256]uint64
-	lostSeen uint64 // kernel drops at the last record
+	enabled     bool
+	every       time.Duration
+	start       time.Time
+	events      uint64
+	nodeport    uint64
+	suppr       uint64 // held back by the rate limit in this interval
+	errnos      [256]uint64
+	lostSeen    uint64 // kernel drops at the last record
+	droppedSeen uint64 // output drops at the last record
 }
+
+func (s *summary) suppress() { s.suppr++ }
 
 func (s *summary) count(ev *decode.Event) {
 	if !s.enabled {
@@ -514,7 +530,7 @@ func (s *summary) count(ev *decode.Event) {
 }
 
 // append writes the record and starts the next interval.
-func (s *summary) append(b []byte, now time.Time, node string, lostTotal uint64) []byte {
+func (s *summary) append(b []byte, now time.Time, node string, lostTotal, droppedTotal, suppressedTotal uint64) []byte {
 	b = append(b, `{"schema":`...)
 	b = strconv.AppendInt(b, decode.Schema, 10)
 	b = append(b, `,"kind":"summary","time":"`...)
@@ -552,7 +568,15 @@ func (s *summary) append(b []byte, now time.Time, node string, lostTotal uint64)
 	b = strconv.AppendUint(b, lostTotal-s.lostSeen, 10)
 	b = append(b, `,"lost_total":`...)
 	b = strconv.AppendUint(b, lostTotal, 10)
+	b = append(b, `,"dropped":`...)
+	b = strconv.AppendUint(b, droppedTotal-s.droppedSeen, 10)
+	b = append(b, `,"dropped_total":`...)
+	b = strconv.AppendUint(b, droppedTotal, 10)
+	b = append(b, `,"suppressed":`...)
+	b = strconv.AppendUint(b, s.suppr, 10)
+	b = append(b, `,"suppressed_total":`...)
+	b = strconv.AppendUint(b, suppressedTotal, 10)
 	b = append(b, '}')
-	*s = summary{enabled: s.enabled, every: s.every, start: now, lostSeen: lostTotal}
+	*s = summary{enabled: s.enabled, every: s.every, start: now, lostSeen: lostTotal, droppedSeen: droppedTotal}
 	return b
 }

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testenv"
+)
+
+// flood makes n failing connects toward 127.0.0.1:8080 from one process in ns.
+func flood(t *testing.T, ns *netns.NS, n int) {
+	t.Helper()
+	runInNS(t, ns, python(t), "-c", fmt.Sprintf(`import socket
+for i in range(%d):
+    s = socket.socket()
+    try:
+        s.connect(("127.0.0.1", 8080))
+    except OSError:
+        pass
+    s.close()
+`, n))
+}
+
+// totals parses the "stopped" line of a finished trace.
+func totals(t *testing.T, stderr string) map[string]int {
+	t.Helper()
+	var line string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.Contains(l, "msg=stopped") {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatalf("no totals in:\n%s", stderr)
+	}
+	out := map[string]int{}
+	for _, m := range regexp.MustCompile(` ([a-z_]+)=([0-9]+)`).FindAllStringSubmatch(line, -1) {
+		out[m[1]], _ = strconv.Atoi(m[2])
+	}
+	return out
+}
+
+func (p *traceProc) stop(t *testing.T) map[string]int {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGINT)
+	<-p.done
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		p.mu.Lock()
+		s := p.stderr.String()
+		p.mu.Unlock()
+		if strings.Contains(s, "msg=stopped") {
+			return totals(t, s)
+		}
+	}
+	t.Fatal("no totals after SIGINT")
+	return nil
+}
+
+// A flood into a deliberately tiny ring: every generated failure is either
+// read or counted lost by the kernel, and every read one is delivered,
+// suppressed or counted dropped: nothing disappears without a counter.
+func TestLossAccounting(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--ring-size", strconv.Itoa(os.Getpagesize()), "--rate-limit", "0", "--diagnose=false")
+	p.lossOK = true
+	const n = 20000
+	flood(t, ns, n)
+	time.Sleep(200 * time.Millisecond)
+	c := p.stop(t)
+	t.Logf("%d failures into a %d-byte ring: %v", n, os.Getpagesize(), c)
+	if c["events"]+c["lost"] != n {
+		t.Errorf("events %d + lost %d != %d generated", c["events"], c["lost"], n)
+	}
+	if c["lost"] == 0 {
+		t.Errorf("a one-page ring lost nothing in a %d-event flood: the test proves nothing", n)
+	}
+	if c["delivered"]+c["dropped"]+c["suppressed"]+c["filtered"] != c["events"] {
+		t.Errorf("delivered %d + dropped %d + suppressed %d + filtered %d != events %d", c["delivered"], c["dropped"], c["suppressed"], c["filtered"], c["events"])
+	}
+	p.mu.Lock()
+	lines := len(p.events)
+	p.mu.Unlock()
+	if lines != c["delivered"] {
+		t.Errorf("%d lines on stdout, %d delivered", lines, c["delivered"])
+	}
+}
+
+// --rate-limit turns a storm of identical failures into a trickle; the next
+// event that passes, and the summary, say how many were suppressed.
+func TestRateLimit(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--rate-limit", "20/s", "--summary-interval", "300ms", "--explain", "off", "--diagnose=false")
+	const n = 5000
+	flood(t, ns, n)
+	time.Sleep(1200 * time.Millisecond) // one more event after the storm, to carry the count
+	flood(t, ns, 1)
+	time.Sleep(500 * time.Millisecond)
+	c := p.stop(t)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var carried int
+	for _, ev := range p.events {
+		carried += ev.Suppressed
+	}
+	var summed int
+	for _, s := range p.summaries {
+		m := regexp.MustCompile(`"suppressed":([0-9]+)`).FindStringSubmatch(s)
+		n, _ := strconv.Atoi(m[1])
+		summed += n
+	}
+	t.Logf("%d failures at --rate-limit 20/s: %d events written, %d suppressed; events carried %d, summaries %d", n+1, len(p.events), c["suppressed"], carried, summed)
+	if c["events"] != n+1 || c["suppressed"]+c["delivered"] != c["events"] || len(p.events) > 100 {
+		t.Errorf("totals %v with %d lines", c, len(p.events))
+	}
+	if carried != c["suppressed"] || summed != c["suppressed"] {
+		t.Errorf("suppressed %d, carried by events %d, by summaries %d: all three must agree", c["suppressed"], carried, summed)
+	}
+}
+
+// A reader that stops reading makes eaddr drop (counted), not block: it
+// still stops on SIGINT within seconds with its totals.
+func TestStalledStdout(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	testenv.RequireRoot(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd := exec.Command(eaddrBin, "trace", "--netns", strconv.FormatUint(ns.Inode(), 10), "--rate-limit", "0", "--diagnose=false")
+	cmd.Stdout = w // nobody reads r: the pipe fills and stays full
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var log strings.Builder
+	attached := make(chan struct{})
+	go func() {
+		s := bufio.NewScanner(stderr)
+		once := false
+		for s.Scan() {
+			log.WriteString(s.Text() + "\n")
+			if !once && strings.Contains(s.Text(), "attached") {
+				once = true
+				close(attached)
+			}
+		}
+	}()
+	<-attached
+	const n = 20000
+	flood(t, ns, n)
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGINT)
+	errc := make(chan error, 1)
+	go func() { errc <- cmd.Wait() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Errorf("exit: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("a stalled stdout kept eaddr from stopping")
+	}
+	time.Sleep(100 * time.Millisecond)
+	c := totals(t, log.String())
+	t.Logf("stalled stdout, %d failures: stopped in %v, %v", n, time.Since(start).Round(time.Millisecond), c)
+	if c["events"]+c["lost"] != n || c["dropped"] == 0 || c["delivered"]+c["dropped"] != c["events"] {
+		t.Errorf("totals %v", c)
+	}
+}
+
+// When the reader of stdout goes away, eaddr stops cleanly: exit 0 and its
+// totals, not death by SIGPIPE.
+func TestClosedStdout(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	testenv.RequireRoot(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(eaddrBin, "trace", "--netns", strconv.FormatUint(ns.Inode(), 10))
+	cmd.Stdout = w
+	var stderr strings.Builder
+	ready := make(chan struct{})
+	pr, pw, _ := os.Pipe()
+	cmd.Stderr = pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	pw.Close()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	go func() {
+		s := bufio.NewScanner(pr)
+		once := false
+		for s.Scan() {
+			stderr.WriteString(s.Text() + "\n")
+			if !once && strings.Contains(s.Text(), "attached") {
+				once = true
+				close(ready)
+			}
+		}
+	}()
+	<-ready
+	r.Close() // the consumer goes away
+	failConnect(t, ns, "127.0.0.1")
+	errc := make(chan error, 1)
+	go func() { errc <- cmd.Wait() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Errorf("exit after EPIPE: %v (want 0)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("eaddr did not stop when its stdout was closed")
+	}
+	time.Sleep(100 * time.Millisecond)
+	if !strings.Contains(stderr.String(), "stdout was closed") || !strings.Contains(stderr.String(), "msg=stopped") {
+		t.Errorf("stderr:\n%s", stderr.String())
+	}
+}
