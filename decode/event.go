@@ -45,11 +45,15 @@ const (
 // Addr is one end of the socket tuple: an IP and port, a unix socket path,
 // or, for any other family, the family and the raw bytes that were passed.
 type Addr struct {
-	Valid  bool
-	Family uint16
-	IP     netip.AddrPort // inet and inet6; v4-mapped v6 is shown as v4
-	Path   []byte         // unix: the path; abstract names start with '@'
-	Raw    []byte         // other families: sockaddr bytes after the family
+	Valid bool
+	// Unreadable: the caller passed Addrlen bytes at an address eaddr could
+	// not read (NULL, unmapped); nothing else is known.
+	Unreadable bool
+	Addrlen    int
+	Family     uint16
+	IP         netip.AddrPort // inet and inet6; v4-mapped v6 is shown as v4
+	Path       []byte         // unix: the path; abstract names start with '@'
+	Raw        []byte         // other families: sockaddr bytes after the family
 }
 
 // Event is one failed connect() or bind(), decoded. Byte slices point into
@@ -171,10 +175,13 @@ func (d *Decoder) Decode(raw *tracer.RawEvent, ev *Event) {
 	}
 
 	var user Addr
-	if raw.Flags&tracer.FlagAddr != 0 {
+	switch {
+	case raw.Flags&tracer.FlagAddr != 0:
 		n := min(int(raw.AddrCopied), len(raw.Addr))
 		copy(ev.addr[:n], raw.Addr[:n])
 		user = parseSockaddr(ev.addr[:n])
+	case raw.Addrlen > 0:
+		user = Addr{Valid: true, Unreadable: true, Addrlen: int(raw.Addrlen)}
 	}
 	switch ev.Syscall {
 	case Bind:

@@ -106,6 +106,10 @@ func appendEventFields(b []byte, ev *Event, node string) []byte {
 
 func appendAddr(b []byte, a *Addr) []byte {
 	switch {
+	case a.Unreadable:
+		b = append(b, `{"unreadable":true,"addrlen":`...)
+		b = strconv.AppendInt(b, int64(a.Addrlen), 10)
+		return append(b, '}')
 	case a.Family == AFInet || a.Family == AFInet6:
 		if !a.IP.IsValid() { // sockaddr too short to hold the address
 			b = append(b, `{"family":"`...)

@@ -50,6 +50,9 @@ func appendAddrText(b []byte, a *Addr) []byte {
 	if !a.Valid {
 		return append(b, '-')
 	}
+	if a.Unreadable {
+		return append(b, "(unreadable)"...)
+	}
 	switch {
 	case (a.Family == AFInet || a.Family == AFInet6) && a.IP.IsValid():
 		return a.IP.AppendTo(b)

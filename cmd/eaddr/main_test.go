@@ -115,10 +115,13 @@ type jsonEvent struct {
 }
 
 type jsonAddr struct {
-	IP     string `json:"ip"`
-	Port   int    `json:"port"`
-	Family string `json:"family"`
-	Path   string `json:"path"`
+	IP         string `json:"ip"`
+	Port       int    `json:"port"`
+	Family     string `json:"family"`
+	Path       string `json:"path"`
+	Raw        string `json:"raw"`
+	Unreadable bool   `json:"unreadable"`
+	Addrlen    int    `json:"addrlen"`
 }
 
 // traceProc is a running `eaddr trace`.

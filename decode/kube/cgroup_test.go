@@ -74,6 +74,14 @@ func TestParseCgroupNotPods(t *testing.T) {
 }
 
 func FuzzParseCgroupPath(f *testing.F) {
+	// Seeds: every real layout of testdata/cgroups/layouts.tsv, and oddities.
+	if b, err := os.ReadFile("../../testdata/cgroups/layouts.tsv"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if p, _, ok := strings.Cut(line, "\t"); ok && !strings.HasPrefix(line, "#") {
+				f.Add(p)
+			}
+		}
+	}
 	for _, s := range []string{
 		"/kubepods/besteffort/pod4eede96e-e976-4573-bc90-68dfe2516d3b/c3cd4e0a7993a1c155cc1bdd3326c7b1e260226d0c2c79e3e48dbc360543c768",
 		"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod03f3f104_3215_44f2_9686_d4dd1f05a7ed.slice/cri-containerd-09d185410c4e25236cc24717f881589bb0978b24eafd101624e627a4dd8d3439.scope",
