@@ -88,6 +88,9 @@ func newCgroupResolver(root string, now func() time.Time, maxEntries int) (*Cgro
 // Root returns the cgroup2 mount point the resolver walks.
 func (r *CgroupResolver) Root() string { return r.root }
 
+// Cap is the most cgroups it caches.
+func (r *CgroupResolver) Cap() int { return r.maxEntries }
+
 // Len reports how many cgroups are cached.
 func (r *CgroupResolver) Len() int { return len(*r.paths.Load()) }
 

@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -71,7 +72,8 @@ type Diagnoser struct {
 	NodePortHi   int
 	HostNetNS    uint64 // the node's netns inode, for host-network advice
 	cache        map[diagKey]*diagEntry
-	pidByNetNS   map[uint32]int // a process last seen in each netns: the handle to reach it
+	pidByNetNS   map[uint32]int       // a process last seen in each netns: the handle to reach it
+	gone         map[uint32]time.Time // netns found without a live process, and when
 	now          func() time.Time
 	Snapshots    uint64 // snapshots taken (each is one sock_diag dump per family)
 	Shared       uint64 // events answered from a snapshot of the same interval
@@ -83,18 +85,31 @@ type Diagnoser struct {
 func NewDiagnoser() *Diagnoser {
 	host, _ := netdiag.HostInode()
 	return &Diagnoser{Interval: time.Second, HoldersWait: 300 * time.Millisecond, NodePortLo: 30000, NodePortHi: 32767,
-		HostNetNS: host, cache: map[diagKey]*diagEntry{}, pidByNetNS: map[uint32]int{}, now: time.Now, maxCacheSize: 4096}
+		HostNetNS: host, cache: map[diagKey]*diagEntry{}, gone: map[uint32]time.Time{}, pidByNetNS: map[uint32]int{}, now: time.Now, maxCacheSize: 4096}
 }
 
 // Seen remembers that pid lives in netns, so the netns stays reachable
 // after the failing process exits. The tracer calls it for every event.
 func (d *Diagnoser) Seen(ev *Event) {
 	if _, ok := d.pidByNetNS[ev.NetNS]; !ok || procAlive(ev.PID) {
+		if len(d.pidByNetNS) >= d.maxCacheSize {
+			clear(d.pidByNetNS)
+		}
 		d.pidByNetNS[ev.NetNS] = int(ev.PID)
 	}
 }
 
 func procAlive(pid uint32) bool { return unix.Kill(int(pid), 0) == nil }
+
+// goneFor is how long a netns without a live process is not searched again.
+const goneFor = 10 * time.Second
+
+var errNetNSGone = errors.New("no live process was in it at the last look")
+
+// CacheSizes reports the entries of each cache and their bound.
+func (d *Diagnoser) CacheSizes() (snapshots, netnsHandles, bound int) {
+	return len(d.cache), len(d.pidByNetNS), d.maxCacheSize
+}
 
 // Diagnose returns the diagnosis of ev, or nil for failures it has nothing
 // to say about.
@@ -146,7 +161,24 @@ func (d *Diagnoser) snapshot(ev *Event, now time.Time) *Diagnosis {
 	if pid, ok := d.pidByNetNS[ev.NetNS]; ok {
 		hints = append(hints, pid)
 	}
-	ns, err := netdiag.OpenNetns(uint64(ev.NetNS), hints...)
+	// A netns found without a live process is not searched for again for
+	// goneFor, unless the failing process itself is alive: each search
+	// walks /proc.
+	var ns *netdiag.Netns
+	var err error
+	if at, ok := d.gone[ev.NetNS]; ok && now.Sub(at) < goneFor && !procAlive(ev.PID) {
+		err = errNetNSGone
+	} else {
+		ns, err = netdiag.OpenNetns(uint64(ev.NetNS), hints...)
+		if err != nil {
+			if len(d.gone) >= d.maxCacheSize {
+				clear(d.gone)
+			}
+			d.gone[ev.NetNS] = now
+		} else {
+			delete(d.gone, ev.NetNS)
+		}
+	}
 	if err != nil {
 		d.Unreachable++
 		g.Err = fmt.Sprintf("network namespace %d is gone or has no live process left: %v", ev.NetNS, err)

@@ -121,6 +121,15 @@ func (m *PodMapper) fromCgroup(e *cgroupEntry, parsed kube.CgroupPod, cacheable 
 	return p
 }
 
+// maxPIDs bounds the per-pid cache: it holds answers for one second, so a
+// few thousand pids are the busy ones.
+const maxPIDs = 4096
+
+// CacheSizes reports the entries of each cache and the bound of each.
+func (m *PodMapper) CacheSizes() (cgroups, netns, pids, bound, pidBound int) {
+	return len(m.byCgroup), len(m.byNetNS), len(m.byPID), m.max, maxPIDs
+}
+
 // pidCgroup is procCgroup cached per pid for PIDTTL: a storm of failures
 // from one process reads its cgroup file once.
 func (m *PodMapper) pidCgroup(pid uint32) (kube.CgroupPod, bool) {
@@ -129,7 +138,7 @@ func (m *PodMapper) pidCgroup(pid uint32) (kube.CgroupPod, bool) {
 		return e.parsed, e.ok
 	}
 	parsed, ok := m.procCgroup(pid)
-	if len(m.byPID) >= m.max {
+	if len(m.byPID) >= maxPIDs { // pids churn: keep only the recent ones
 		clear(m.byPID)
 	}
 	m.byPID[pid] = pidEntry{parsed, ok, now}

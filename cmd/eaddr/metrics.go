@@ -35,7 +35,15 @@ type metrics struct {
 	suppressed atomic.Uint64 // events held back by --rate-limit
 	events     atomic.Uint64
 	healthy    atomic.Bool
+
+	// Cache sizes, sampled by the trace loop (the caches are not safe to
+	// read from the HTTP goroutine).
+	cacheLen, cacheCap [len(cacheNames)]atomic.Int64
 }
+
+// cacheNames are the bounded caches of the trace loop, in metrics order.
+var cacheNames = [...]string{"cgroup_paths", "pods_by_cgroup", "pods_by_netns", "pods_by_pid", "binaries",
+	"diagnoses", "netns_handles", "rate_limit_keys", "cri_ids"}
 
 type errKey struct {
 	sys            decode.Syscall
@@ -65,6 +73,13 @@ func newMetrics(maxSeries int) *metrics {
 		Name: "eaddr_ephemeral_ports_usable",
 		Help: "Ports of net.ipv4.ip_local_port_range not reserved, at the last diagnosis, per netns and pod.",
 	}, []string{"netns", "namespace", "pod"})
+	for i, name := range cacheNames {
+		m.reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_cache_entries", Help: "Entries in one of eaddr's caches.", ConstLabels: prometheus.Labels{"cache": name}},
+				func() float64 { return float64(m.cacheLen[i].Load()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_cache_capacity", Help: "The most entries that cache keeps.", ConstLabels: prometheus.Labels{"cache": name}},
+				func() float64 { return float64(m.cacheCap[i].Load()) }))
+	}
 	m.reg.MustRegister(m.errors, m.inUse, m.usable,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "eaddr_lost_events_total",
@@ -83,6 +98,13 @@ func newMetrics(maxSeries int) *metrics {
 			Help: "Events read from the ring buffer.",
 		}, func() float64 { return float64(m.events.Load()) }),
 		collectors.NewGoCollector(),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_up", Help: "1 while the BPF programs are attached and the ring is read."},
+			func() float64 {
+				if m.healthy.Load() {
+					return 1
+				}
+				return 0
+			}),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m
@@ -163,4 +185,10 @@ func (m *metrics) serve(ctx context.Context, addr string, log *slog.Logger) (str
 		srv.Shutdown(sctx)
 	})
 	return ln.Addr().String(), nil
+}
+
+// setCache records the size and bound of cache i (an index of cacheNames).
+func (m *metrics) setCache(i, n, capacity int) {
+	m.cacheLen[i].Store(int64(n))
+	m.cacheCap[i].Store(int64(capacity))
 }

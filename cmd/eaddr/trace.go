@@ -366,6 +366,24 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 			met.events.Store(st.Events)
 			met.dropped.Store(sk.dropped.Load())
 			met.suppressed.Store(limiter.total)
+			if cg != nil {
+				met.setCache(0, cg.Len(), cg.Cap())
+			}
+			byCg, byNS, byPID, bound, pidBound := pods.CacheSizes()
+			met.setCache(1, byCg, bound)
+			met.setCache(2, byNS, bound)
+			met.setCache(3, byPID, pidBound)
+			if explainer != nil {
+				n, b := explainer.Detector.CacheSizes()
+				met.setCache(4, n, b)
+			}
+			if diag != nil {
+				snaps, handles, b := diag.CacheSizes()
+				met.setCache(5, snaps, b)
+				met.setCache(6, handles, b)
+			}
+			met.setCache(7, len(limiter.keys), limiter.max)
+			met.setCache(8, cri.Len(), cri.MaxEntries)
 		}
 		if sum.enabled && now.Sub(sum.start) >= sum.every {
 			b := sum.append(sk.buf(), now, c.node, st.KernelLost, sk.dropped.Load(), limiter.total)

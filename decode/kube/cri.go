@@ -108,6 +108,13 @@ func (r *Resolver) Err() error {
 	return r.err
 }
 
+// Len is the number of container and sandbox IDs cached.
+func (r *Resolver) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.byID)
+}
+
 // Close closes the connection.
 func (r *Resolver) Close() error {
 	if r.conn != nil {

@@ -196,6 +196,14 @@ func loopbackUp() error {
 // `readlink /proc/PID/ns/net` -> net:[INODE]. It stays valid after Close.
 func (n *NS) Inode() uint64 { return n.inode }
 
+// Path names the namespace for another process while n is open:
+// /proc/<this pid>/fd/<fd>, which setns(2) and ip netns accept.
+func (n *NS) Path() string {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), n.fd)
+}
+
 // String returns "net:[INODE]", the form readlink shows for /proc/PID/ns/net.
 func (n *NS) String() string { return "net:[" + strconv.FormatUint(n.inode, 10) + "]" }
 
