@@ -200,14 +200,13 @@ func errnoByText(text string, prefer []Libc) (int, Libc, bool) {
 // findErrnoText looks for the longest errno text or errno name inside input.
 func findErrnoText(input string) (int, Libc, string, bool) {
 	best, bestLibc, bestText := 0, Libc(""), ""
-	lower := strings.ToLower(input)
 	for _, libc := range []Libc{LibcGlibc, LibcMusl, LibcGo} {
 		for n := 1; n <= strerrorMax; n++ {
 			s, ok := Strerror(libc, n)
 			if !ok || len(s) <= len(bestText) || len(s) < 8 {
 				continue
 			}
-			i := strings.Index(lower, strings.ToLower(s))
+			i := indexFoldASCII(input, s)
 			if i < 0 {
 				continue
 			}
@@ -232,6 +231,18 @@ func findErrnoText(input string) (int, Libc, string, bool) {
 		}
 	}
 	return 0, "", "", false
+}
+
+// indexFoldASCII finds sub in s ignoring ASCII case, on s's own bytes (so
+// that the index is valid in s whatever else it holds: strings.ToLower
+// changes the length of invalid UTF-8, which FuzzIdentify found).
+func indexFoldASCII(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return i
+		}
+	}
+	return -1
 }
 
 var compiledCache []compiled
