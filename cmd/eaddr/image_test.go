@@ -218,6 +218,7 @@ func findEvent(t *testing.T, r *critest.Runtime, c *critest.Container, d time.Du
 		for line := range strings.SplitSeq(r.LogStream(t, c, "stdout"), "\n") {
 			var ev jsonEvent
 			if json.Unmarshal([]byte(line), &ev) == nil && match(&ev) {
+				testenv.ValidateLine(t, line) // the image's events keep the schema too
 				return ev, true
 			}
 		}
