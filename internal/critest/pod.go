@@ -130,22 +130,7 @@ func (r *Runtime) RunPod(t testing.TB, name, namespace string, labels map[string
 	if err != nil {
 		t.Fatalf("critest: %v", err)
 	}
-	p := &Pod{
-		UID:          uid,
-		Name:         name,
-		Namespace:    namespace,
-		CgroupParent: "/kubepods/besteffort/pod" + uid,
-		logDir:       filepath.Join(r.Dir, "pods", namespace+"_"+name+"_"+uid),
-	}
-	// Registered before the sandbox exists, so that cleanup also looks for
-	// the cgroups of a pod whose creation failed half-way.
-	r.mu.Lock()
-	r.pods = append(r.pods, p)
-	r.mu.Unlock()
-
-	if err := os.MkdirAll(p.logDir, 0o755); err != nil {
-		t.Fatalf("critest: %v", err)
-	}
+	p := r.newPod(t, name, namespace, uid)
 	allLabels := map[string]string{}
 	maps.Copy(allLabels, labels)
 	allLabels[LabelPodName] = name
@@ -279,4 +264,25 @@ func (r *Runtime) Exec(t testing.TB, c *Container, timeout time.Duration, argv .
 		t.Fatalf("critest: ExecSync %q in %s: %v", argv, c.Name, err)
 	}
 	return string(resp.Stdout) + string(resp.Stderr), int(resp.ExitCode)
+}
+
+// newPod registers a pod before its sandbox exists, so that cleanup also
+// looks for the cgroups of a pod whose creation failed half-way, and makes
+// its log directory.
+func (r *Runtime) newPod(t testing.TB, name, namespace, uid string) *Pod {
+	t.Helper()
+	p := &Pod{
+		UID:          uid,
+		Name:         name,
+		Namespace:    namespace,
+		CgroupParent: "/kubepods/besteffort/pod" + uid,
+		logDir:       filepath.Join(r.Dir, "pods", namespace+"_"+name+"_"+uid),
+	}
+	r.mu.Lock()
+	r.pods = append(r.pods, p)
+	r.mu.Unlock()
+	if err := os.MkdirAll(p.logDir, 0o755); err != nil {
+		t.Fatalf("critest: %v", err)
+	}
+	return p
 }

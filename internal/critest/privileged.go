@@ -186,22 +186,7 @@ func (r *Runtime) StartHost(t testing.TB, image string, sec HostSecurity, mounts
 	}
 	name := "eaddr-" + uid[:8] // a DaemonSet pod's name: <daemonset>-<suffix>
 	const namespace, cname = "kube-system", "eaddr"
-	p := &Pod{
-		UID:          uid,
-		Name:         name,
-		Namespace:    namespace,
-		CgroupParent: "/kubepods/besteffort/pod" + uid,
-		logDir:       filepath.Join(r.Dir, "pods", namespace+"_"+name+"_"+uid),
-	}
-	// Registered before the sandbox exists, so that cleanup also looks for
-	// the cgroups of a pod whose creation failed half-way.
-	r.mu.Lock()
-	r.pods = append(r.pods, p)
-	r.mu.Unlock()
-
-	if err := os.MkdirAll(p.logDir, 0o755); err != nil {
-		t.Fatalf("critest: %v", err)
-	}
+	p := r.newPod(t, name, namespace, uid)
 	labels := map[string]string{
 		LabelPodName:      name,
 		LabelPodNamespace: namespace,
