@@ -151,26 +151,7 @@ func (r *Runtime) RunPod(t testing.TB, name, namespace string, labels map[string
 		},
 	}
 
-	c, cancel := ctx()
-	defer cancel()
-	resp, err := r.RuntimeService.RunPodSandbox(c, &runtimeapi.RunPodSandboxRequest{Config: p.config})
-	if err != nil {
-		t.Fatalf("critest: RunPodSandbox %s/%s: %v", namespace, name, err)
-	}
-	p.ID = resp.PodSandboxId
-
-	st, err := r.RuntimeService.PodSandboxStatus(c, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: p.ID, Verbose: true})
-	if err != nil {
-		t.Fatalf("critest: PodSandboxStatus %s: %v", p.ID, err)
-	}
-	if s := st.GetStatus().GetState(); s != runtimeapi.PodSandboxState_SANDBOX_READY {
-		t.Fatalf("critest: pod %s/%s (%s) is %v, not ready", namespace, name, p.ID, s)
-	}
-	p.IP = st.GetStatus().GetNetwork().GetIp()
-	info, err := parseInfo(st.GetInfo())
-	if err != nil {
-		t.Fatalf("critest: pod %s: verbose status: %v", p.ID, err)
-	}
+	info := r.runSandbox(t, p)
 	p.PausePID = info.Pid
 	for _, ns := range info.RuntimeSpec.Linux.Namespaces {
 		if ns.Type == "network" {
@@ -285,4 +266,30 @@ func (r *Runtime) newPod(t testing.TB, name, namespace, uid string) *Pod {
 		t.Fatalf("critest: %v", err)
 	}
 	return p
+}
+
+// runSandbox runs p.config through CRI, waits until it is ready, and fills
+// p.ID and p.IP from its status; it returns the verbose status info.
+func (r *Runtime) runSandbox(t testing.TB, p *Pod) sandboxInfo {
+	t.Helper()
+	c, cancel := ctx()
+	defer cancel()
+	resp, err := r.RuntimeService.RunPodSandbox(c, &runtimeapi.RunPodSandboxRequest{Config: p.config})
+	if err != nil {
+		t.Fatalf("critest: RunPodSandbox %s/%s: %v", p.Namespace, p.Name, err)
+	}
+	p.ID = resp.PodSandboxId
+	st, err := r.RuntimeService.PodSandboxStatus(c, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: p.ID, Verbose: true})
+	if err != nil {
+		t.Fatalf("critest: PodSandboxStatus %s: %v", p.ID, err)
+	}
+	if s := st.GetStatus().GetState(); s != runtimeapi.PodSandboxState_SANDBOX_READY {
+		t.Fatalf("critest: pod %s/%s (%s) is %v, not ready", p.Namespace, p.Name, p.ID, s)
+	}
+	p.IP = st.GetStatus().GetNetwork().GetIp()
+	info, err := parseInfo(st.GetInfo())
+	if err != nil {
+		t.Fatalf("critest: pod %s: verbose status: %v", p.ID, err)
+	}
+	return info
 }

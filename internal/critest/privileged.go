@@ -209,24 +209,7 @@ func (r *Runtime) StartHost(t testing.TB, image string, sec HostSecurity, mounts
 	// A host-network pod has no hostname of its own (the kubelet leaves it
 	// empty: the node's).
 
-	c, cancel := ctx()
-	defer cancel()
-	resp, err := r.RuntimeService.RunPodSandbox(c, &runtimeapi.RunPodSandboxRequest{Config: p.config})
-	if err != nil {
-		t.Fatalf("critest: RunPodSandbox %s/%s (host network, host pid): %v", namespace, name, err)
-	}
-	p.ID = resp.PodSandboxId
-	st, err := r.RuntimeService.PodSandboxStatus(c, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: p.ID, Verbose: true})
-	if err != nil {
-		t.Fatalf("critest: PodSandboxStatus %s: %v", p.ID, err)
-	}
-	if s := st.GetStatus().GetState(); s != runtimeapi.PodSandboxState_SANDBOX_READY {
-		t.Fatalf("critest: pod %s/%s (%s) is %v, not ready", namespace, name, p.ID, s)
-	}
-	info, err := parseInfo(st.GetInfo())
-	if err != nil {
-		t.Fatalf("critest: pod %s: verbose status: %v", p.ID, err)
-	}
+	info := r.runSandbox(t, p)
 	p.PausePID = info.Pid
 
 	ctr := &Container{Name: cname, Pod: p}
@@ -266,6 +249,8 @@ func (r *Runtime) StartHost(t testing.TB, image string, sec HostSecurity, mounts
 		LogPath: logRel,
 		Linux:   &runtimeapi.LinuxContainerConfig{SecurityContext: secCtx},
 	}
+	c, cancel := ctx()
+	defer cancel()
 	cresp, err := r.RuntimeService.CreateContainer(c, &runtimeapi.CreateContainerRequest{
 		PodSandboxId: p.ID, Config: cfg, SandboxConfig: p.config,
 	})
