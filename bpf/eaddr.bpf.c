@@ -109,8 +109,8 @@ static __always_inline void read_socket(struct event *e, struct task_struct *tas
 	e->local_port = BPF_CORE_READ(sk, __sk_common.skc_num);
 	if (e->sock_family == EADDR_AF_INET6)
 		BPF_CORE_READ_INTO(&e->local_addr, sk, __sk_common.skc_v6_rcv_saddr);
-	else
-		BPF_CORE_READ_INTO(&e->local_addr[0], sk, __sk_common.skc_rcv_saddr);
+	else /* all four bytes: BPF_CORE_READ_INTO copies sizeof(*dst) */
+		BPF_CORE_READ_INTO((__u32 *)e->local_addr, sk, __sk_common.skc_rcv_saddr);
 }
 
 /* The executable's identity and the start of argv, so user space can tell
