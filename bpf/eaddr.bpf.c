@@ -48,8 +48,25 @@ struct {
 	__type(value, __u64);
 } lost SEC(".maps");
 
-/* Force the event type into BTF so bpf2go -type can emit it. */
+/* cgroup id -> its path, written the first time a cgroup fails (LRU). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, EADDR_CGROUP_PATHS);
+	__type(key, __u64);
+	__type(value, struct cgroup_path);
+} cgroup_paths SEC(".maps");
+
+/* Where a cgroup_path is built: too big for the BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cgroup_path);
+} cgroup_scratch SEC(".maps");
+
+/* Force the types into BTF so bpf2go -type can emit them. */
 const struct event *unused_event __attribute__((unused));
+const struct cgroup_path *unused_cgroup_path __attribute__((unused));
 
 /* The tracepoint format of sys_exit_*: common header, syscall nr, ret. */
 struct syscall_exit_ctx {
@@ -80,6 +97,13 @@ static __always_inline void count_lost(void)
 		*n += 1; /* per-CPU slot: no other writer */
 }
 
+static __always_inline __u64 net_cookie(struct net *net)
+{
+	if (bpf_core_field_exists(net->net_cookie))
+		return BPF_CORE_READ(net, net_cookie);
+	return 0;
+}
+
 static __always_inline void read_socket(struct event *e, struct task_struct *task, int fd)
 {
 	struct file **fds = BPF_CORE_READ(task, files, fdt, fd);
@@ -105,12 +129,57 @@ static __always_inline void read_socket(struct event *e, struct task_struct *tas
 	e->sock_family = BPF_CORE_READ(sk, __sk_common.skc_family);
 	e->sock_type = BPF_CORE_READ(sk, sk_type);
 	e->sock_protocol = BPF_CORE_READ(sk, sk_protocol);
-	e->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	struct net *net = BPF_CORE_READ(sk, __sk_common.skc_net.net);
+	e->netns = BPF_CORE_READ(net, ns.inum);
+	e->netns_cookie = net_cookie(net);
 	e->local_port = BPF_CORE_READ(sk, __sk_common.skc_num);
 	if (e->sock_family == EADDR_AF_INET6)
 		BPF_CORE_READ_INTO(&e->local_addr, sk, __sk_common.skc_v6_rcv_saddr);
 	else /* all four bytes: BPF_CORE_READ_INTO copies sizeof(*dst) */
 		BPF_CORE_READ_INTO((__u32 *)e->local_addr, sk, __sk_common.skc_rcv_saddr);
+}
+
+static __always_inline struct kernfs_node *kn_parent(struct kernfs_node *kn)
+{
+	if (bpf_core_field_exists(kn->__parent))
+		return BPF_CORE_READ(kn, __parent);
+	return BPF_CORE_READ((struct kernfs_node___pre615 *)kn, parent);
+}
+
+/* Names the task's cgroup v2 directory in cgroup_paths, once per cgroup: a
+ * hash lookup when it is known, a walk of at most EADDR_CGROUP_DEPTH kernfs
+ * names the first time. User space reads it when it meets a new cgroup id,
+ * which works after the cgroup is gone (pods fail in their first second and
+ * are removed in the next). */
+static __always_inline void record_cgroup(struct task_struct *task, __u64 id)
+{
+	if (bpf_map_lookup_elem(&cgroup_paths, &id))
+		return;
+	__u32 zero = 0;
+	struct cgroup_path *p = bpf_map_lookup_elem(&cgroup_scratch, &zero);
+	if (!p)
+		return;
+	struct kernfs_node *kn = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn);
+	if (!kn || BPF_CORE_READ(kn, id) != id)
+		return; /* moved between the helper and here: leave it to user space */
+	p->depth = 0;
+	p->flags = 0;
+	for (int i = 0; i < EADDR_CGROUP_DEPTH; i++) {
+		struct kernfs_node *parent = kn_parent(kn);
+		if (!parent)
+			break; /* kn is the root: it has no name in the path */
+		const char *name = BPF_CORE_READ(kn, name);
+		long n = bpf_probe_read_kernel_str(p->names[i], EADDR_CGROUP_NAME_MAX, name);
+		if (n < 0)
+			return;
+		if (n == EADDR_CGROUP_NAME_MAX)
+			p->flags |= EADDR_CG_LONG;
+		p->depth = i + 1;
+		kn = parent;
+	}
+	if (p->depth == EADDR_CGROUP_DEPTH && kn_parent(kn))
+		p->flags |= EADDR_CG_DEEP;
+	bpf_map_update_elem(&cgroup_paths, &id, p, BPF_NOEXIST);
 }
 
 /* The executable's identity and the start of argv, so user space can tell
@@ -187,7 +256,8 @@ static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, bool
 		return 0;
 
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u32 task_netns = BPF_CORE_READ(task, nsproxy, net_ns, ns.inum);
+	struct net *task_net = BPF_CORE_READ(task, nsproxy, net_ns);
+	__u32 task_netns = BPF_CORE_READ(task_net, ns.inum);
 	if (filter_netns && task_netns != filter_netns)
 		return 0;
 
@@ -199,11 +269,14 @@ static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, bool
 
 	e->boot_ns = bpf_ktime_get_boot_ns();
 	e->cgroup_id = bpf_get_current_cgroup_id();
+	record_cgroup(task, e->cgroup_id);
+	e->start_boottime = BPF_CORE_READ(task, start_boottime);
 	e->tgid = tgid;
 	e->tid = (__u32)pid_tgid;
 	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
 	e->uid = (__u32)bpf_get_current_uid_gid();
 	e->netns = task_netns;
+	e->netns_cookie = net_cookie(task_net);
 	e->mntns = BPF_CORE_READ(task, nsproxy, mnt_ns, ns.inum);
 	e->err = nodeport ? 0 : (__s32)-ret;
 	e->syscall = syscall;

@@ -59,9 +59,38 @@ struct event {
 	 * or an interpreter's script is there). */
 	char exe_name[EADDR_EXE_NAME_MAX];
 	char args[EADDR_ARGS_MAX];
+	/* Which network namespace, for certain: inodes are reused as soon as a
+	 * netns is freed, cookies never are. 0 where the kernel has none (<5.12). */
+	__u64 netns_cookie;
+	/* The task's start (ns since boot): with tgid, which process for certain,
+	 * as /proc/PID/stat's starttime says it in clock ticks. */
+	__u64 start_boottime;
 };
 
-_Static_assert(sizeof(struct event) == 336, "event layout changed: update decode tests");
+_Static_assert(sizeof(struct event) == 352, "event layout changed: update decode tests");
+
+/*
+ * The cgroup v2 path of a failing task, recorded in the cgroup_paths map (keyed
+ * by cgroup id) the first time a cgroup fails, so user space can name the
+ * cgroup even after it was removed. Names go leaf first; the root is not named.
+ */
+#define EADDR_CGROUP_DEPTH 10
+#define EADDR_CGROUP_NAME_MAX 96 /* cri-containerd-<64 hex>.scope is 85 */
+#define EADDR_CGROUP_PATHS 4096  /* cgroups remembered (LRU) */
+
+/* cgroup_path.flags; an enum so that Go gets them through bpf2go -type. */
+enum cgroup_flag {
+	EADDR_CG_DEEP = 1, /* deeper than EADDR_CGROUP_DEPTH: the names nearest the root are missing */
+	EADDR_CG_LONG = 2, /* a name did not fit in EADDR_CGROUP_NAME_MAX */
+};
+
+struct cgroup_path {
+	__u32 depth; /* names[0..depth) are valid */
+	enum cgroup_flag flags; /* EADDR_CG_*, or-ed */
+	char names[EADDR_CGROUP_DEPTH][EADDR_CGROUP_NAME_MAX];
+};
+
+_Static_assert(sizeof(struct cgroup_path) == 968, "cgroup_path layout changed");
 _Static_assert(__builtin_offsetof(struct event, addr) % 8 == 0, "addr must be 8-byte aligned");
 
 #endif /* EADDR_H */

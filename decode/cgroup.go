@@ -2,56 +2,62 @@ package decode
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
-	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/eaddr/eaddr/tracer"
 )
 
-const (
-	// cgroupMaxEntries bounds the id->path cache. A re-walk replaces the
-	// whole map, so removed cgroups do not accumulate.
-	cgroupMaxEntries = 65536
-	// cgroupRefreshInterval is the minimum time between two walks of the
-	// hierarchy triggered by cache misses.
-	cgroupRefreshInterval = time.Second
-	// mountinfoPath is where the mount table of the current process lives.
-	mountinfoPath = "/proc/self/mountinfo"
-)
+// cgroupMaxEntries bounds the id -> path cache (two generations of half
+// each). A cgroup v2 id is never reused, so an entry is never wrong, only old.
+const cgroupMaxEntries = 16384
 
-// CgroupResolver maps cgroup v2 ids to paths relative to the cgroup2 root.
-//
-// On cgroup v2 the id reported by bpf_get_current_cgroup_id() is the kernfs
-// node id, which is the inode number of the cgroup's directory in the cgroup2
-// mount. The resolver walks the mount once, caches id -> path, and re-walks on
-// a miss at most once per second.
-type CgroupResolver struct {
-	root string
+// mountinfoPath is where the mount table of the current process lives.
+const mountinfoPath = "/proc/self/mountinfo"
 
-	// paths is replaced wholesale on every walk; readers only Load it, so a
-	// hit takes no lock and does not allocate.
-	paths atomic.Pointer[map[uint64]string]
-
-	// walkMu serialises walks and guards lastWalk. Misses use TryLock so
-	// they never wait for a walk in progress.
-	walkMu   sync.Mutex
-	lastWalk time.Time
-
-	now        func() time.Time // injectable clock (tests)
-	maxEntries int              // cache bound (tests may lower it)
-	walks      atomic.Int64     // number of completed walk attempts (tests)
+// CgroupSource is the kernel's record of the path of each cgroup that failed
+// (the tracer's cgroup_paths map): it answers after the cgroup is removed.
+type CgroupSource interface {
+	LookupCgroup(id uint64, p *tracer.CgroupPath) (bool, error)
 }
 
-// NewCgroupResolver finds the cgroup2 mount in /proc/self/mountinfo, walks it
-// once and returns a resolver that caches id -> path.
-func NewCgroupResolver() (*CgroupResolver, error) {
+// CgroupResolver maps cgroup v2 ids to paths relative to the cgroup2 root,
+// exactly or not at all. On a cache miss it asks, in order:
+//   - the kernel's record, written by the BPF program the first time a
+//     cgroup fails, so it holds for cgroups already removed;
+//   - the cgroup itself: a cgroup v2 id is a kernfs file handle, so
+//     open_by_handle_at on the cgroup2 mount opens it while it exists
+//     (CAP_DAC_READ_SEARCH), and /proc/self/fd names it.
+//
+// Each miss costs one map lookup (and one open on a rare second miss); there
+// is no walk of the hierarchy and no rate limit. Safe for concurrent use.
+type CgroupResolver struct {
+	root    string
+	mountFD int // the cgroup2 mount, for open_by_handle_at; -1 when it cannot be opened
+	kernel  CgroupSource
+
+	mu       sync.Mutex
+	cur, old map[uint64]string // two generations: a full cur becomes old
+	max      int
+	scratch  tracer.CgroupPath
+
+	// Counters of how misses were answered.
+	FromKernel, FromHandle, Unresolved atomic.Uint64
+}
+
+// NewCgroupResolver finds the cgroup2 mount in /proc/self/mountinfo and
+// returns a resolver that asks kernel (may be nil) and the mount.
+func NewCgroupResolver(kernel CgroupSource) (*CgroupResolver, error) {
 	f, err := os.Open(mountinfoPath)
 	if err != nil {
 		return nil, fmt.Errorf("cgroup: locating cgroup2 mount: %w", err)
@@ -61,131 +67,173 @@ func NewCgroupResolver() (*CgroupResolver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cgroup: %s: %w", mountinfoPath, err)
 	}
-	return NewCgroupResolverAt(root)
+	return NewCgroupResolverAt(root, kernel)
 }
 
 // NewCgroupResolverAt is NewCgroupResolver with an explicit cgroup2 mount
 // point.
-func NewCgroupResolverAt(root string) (*CgroupResolver, error) {
-	return newCgroupResolver(root, time.Now, cgroupMaxEntries)
+func NewCgroupResolverAt(root string, kernel CgroupSource) (*CgroupResolver, error) {
+	return newCgroupResolver(root, kernel, cgroupMaxEntries)
 }
 
-func newCgroupResolver(root string, now func() time.Time, maxEntries int) (*CgroupResolver, error) {
-	r := &CgroupResolver{
-		root:       filepath.Clean(root),
-		now:        now,
-		maxEntries: maxEntries,
-	}
-	r.lastWalk = r.now()
-	m, err := r.walk()
+func newCgroupResolver(root string, kernel CgroupSource, maxEntries int) (*CgroupResolver, error) {
+	r := &CgroupResolver{root: filepath.Clean(root), kernel: kernel, max: maxEntries,
+		cur: map[uint64]string{}, old: map[uint64]string{}}
+	fd, err := unix.Open(r.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cgroup: opening the cgroup2 mount %s: %w", r.root, err)
 	}
-	r.paths.Store(&m)
+	r.mountFD = fd
 	return r, nil
 }
 
-// Root returns the cgroup2 mount point the resolver walks.
-func (r *CgroupResolver) Root() string { return r.root }
+// Close releases the mount's descriptor.
+func (r *CgroupResolver) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mountFD < 0 {
+		return nil
+	}
+	err := unix.Close(r.mountFD)
+	r.mountFD = -1
+	return err
+}
 
 // Cap is the most cgroups it caches.
-func (r *CgroupResolver) Cap() int { return r.maxEntries }
+func (r *CgroupResolver) Cap() int { return r.max }
 
 // Len reports how many cgroups are cached.
-func (r *CgroupResolver) Len() int { return len(*r.paths.Load()) }
+func (r *CgroupResolver) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.cur) + len(r.old)
+}
 
 // Path returns the cgroup path of id relative to the cgroup2 root ("/" for
-// the root itself). On a miss it re-walks the hierarchy, at most once per
-// second; misses in between, or while another walk is running, return
-// ("", false) immediately. Safe for concurrent use; a hit does not allocate.
-func (r *CgroupResolver) Path(id uint64) (string, bool) {
-	if p, ok := (*r.paths.Load())[id]; ok {
-		return p, true
+// the root itself), or "" and why it is not known. A hit does not allocate.
+func (r *CgroupResolver) Path(id uint64) (path, why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p, ok := r.cur[id]; ok {
+		return p, ""
 	}
-	return r.refresh(id)
+	if p, ok := r.old[id]; ok {
+		r.store(id, p)
+		return p, ""
+	}
+	p, why := r.fromKernel(id)
+	if p == "" {
+		var whyHandle string
+		if p, whyHandle = r.fromHandle(id); p == "" {
+			r.Unresolved.Add(1)
+			return "", why + "; " + whyHandle
+		}
+		r.FromHandle.Add(1)
+	} else {
+		r.FromKernel.Add(1)
+	}
+	r.store(id, p)
+	return p, ""
 }
 
-// refresh re-walks the hierarchy if the rate limit allows and looks id up in
-// the new map.
-func (r *CgroupResolver) refresh(id uint64) (string, bool) {
-	if !r.walkMu.TryLock() {
-		return "", false // a walk is in progress
+func (r *CgroupResolver) store(id uint64, p string) {
+	if len(r.cur) >= r.max/2 {
+		r.old, r.cur = r.cur, make(map[uint64]string, r.max/2)
 	}
-	defer r.walkMu.Unlock()
-	// Another goroutine may have refreshed between our lookup and TryLock.
-	if p, ok := (*r.paths.Load())[id]; ok {
-		return p, true
-	}
-	now := r.now()
-	if now.Sub(r.lastWalk) < cgroupRefreshInterval {
-		return "", false
-	}
-	r.lastWalk = now
-	m, err := r.walk()
-	if err != nil {
-		// Keep the old cache; the next miss after the interval retries.
-		return "", false
-	}
-	r.paths.Store(&m)
-	p, ok := m[id]
-	return p, ok
+	r.cur[id] = p
 }
 
-// walk builds a fresh id -> path map of every cgroup directory below root.
-// Directories that disappear during the walk are skipped; only an error on
-// the root itself is reported.
-func (r *CgroupResolver) walk() (map[uint64]string, error) {
-	r.walks.Add(1)
-	rootInfo, err := os.Stat(r.root)
-	if err != nil {
-		return nil, fmt.Errorf("cgroup: %w", err)
+// fromKernel builds the path from the BPF program's record.
+func (r *CgroupResolver) fromKernel(id uint64) (string, string) {
+	if r.kernel == nil {
+		return "", "no kernel record"
 	}
-	rootSt, ok := rootInfo.Sys().(*syscall.Stat_t)
-	if !ok || !rootInfo.IsDir() {
-		return nil, fmt.Errorf("cgroup: %s is not a directory", r.root)
+	found, err := r.kernel.LookupCgroup(id, &r.scratch)
+	switch {
+	case err != nil:
+		return "", "kernel record unreadable: " + err.Error()
+	case !found:
+		return "", "not in the kernel's record (evicted, or never failed)"
+	case r.scratch.Flags&tracer.CgroupDeep != 0:
+		return "", "deeper than the kernel's record keeps"
+	case r.scratch.Flags&tracer.CgroupLong != 0:
+		return "", "a name longer than the kernel's record keeps"
 	}
-	m := make(map[uint64]string, 64)
-	m[rootSt.Ino] = "/"
+	return CgroupPathString(&r.scratch), ""
+}
 
-	err = filepath.WalkDir(r.root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if path == r.root {
-				return err
-			}
-			// Removed (ENOENT) or otherwise unreadable mid-walk: skip it.
-			if d != nil && d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if !d.IsDir() {
-			return nil
-		}
-		if path == r.root {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return fs.SkipDir // vanished between readdir and lstat
-		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		if !ok || st.Dev != rootSt.Dev {
-			return fs.SkipDir // not part of this cgroup2 mount
-		}
-		if len(m) >= r.maxEntries {
-			return fs.SkipAll
-		}
-		rel := strings.TrimPrefix(path, r.root)
-		if !strings.HasPrefix(rel, "/") {
-			rel = "/" + rel
-		}
-		m[st.Ino] = rel
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cgroup: walking %s: %w", r.root, err)
+// CgroupPathString joins a kernel record, root first.
+func CgroupPathString(p *tracer.CgroupPath) string {
+	depth := min(int(p.Depth), len(p.Names))
+	if depth == 0 {
+		return "/"
 	}
-	return m, nil
+	var buf [tracer.CgroupPathMax]byte
+	b := buf[:0]
+	for i := depth - 1; i >= 0; i-- {
+		b = append(b, '/')
+		for _, c := range p.Names[i] {
+			if c == 0 {
+				break
+			}
+			b = append(b, byte(c))
+		}
+	}
+	return string(b)
+}
+
+// fileIDKernfs is FILEID_KERNFS (include/linux/exportfs.h): an 8-byte
+// handle that is the kernfs node id, which is the cgroup id.
+const fileIDKernfs = 0xfe
+
+// fromHandle opens the cgroup by its id and reads back its path.
+func (r *CgroupResolver) fromHandle(id uint64) (string, string) {
+	if r.mountFD < 0 {
+		return "", "cgroup2 mount not open"
+	}
+	var h [8]byte
+	binary.NativeEndian.PutUint64(h[:], id)
+	fd, err := unix.OpenByHandleAt(r.mountFD, unix.NewFileHandle(fileIDKernfs, h[:]), unix.O_PATH|unix.O_CLOEXEC)
+	if err != nil {
+		if errors.Is(err, unix.ESTALE) || errors.Is(err, unix.ENOENT) {
+			return "", "the cgroup no longer exists"
+		}
+		return "", "open_by_handle_at: " + err.Error() + " (needs CAP_DAC_READ_SEARCH)"
+	}
+	defer unix.Close(fd)
+	var buf [4096]byte
+	n, err := unix.Readlink("/proc/self/fd/"+strconv.Itoa(fd), buf[:])
+	if err != nil {
+		return "", "readlink of the cgroup: " + err.Error()
+	}
+	rel, ok := strings.CutPrefix(string(buf[:n]), r.root)
+	if !ok || (rel != "" && rel[0] != '/') || strings.HasSuffix(rel, " (deleted)") {
+		return "", "the cgroup is outside the mount or was removed while named"
+	}
+	if rel == "" {
+		rel = "/"
+	}
+	return rel, ""
+}
+
+// CgroupV1Mounted is true when a cgroup v1 hierarchy is mounted (a hybrid or
+// v1 host): the cgroup v2 root then says nothing about a process's pod.
+func CgroupV1Mounted() bool {
+	f, err := os.Open(mountinfoPath)
+	if err != nil {
+		return true // cannot tell: do not take the v2 root for an answer
+	}
+	defer f.Close()
+	mounts, err := parseMountinfo(f)
+	if err != nil {
+		return true
+	}
+	for _, m := range mounts {
+		if m.FSType == "cgroup" {
+			return true
+		}
+	}
+	return false
 }
 
 // errNoCgroup2 is returned when the mount table has no cgroup2 entry.

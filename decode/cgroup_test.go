@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/eaddr/eaddr/tracer"
 )
 
 // fakeClock is a manually advanced clock for the rate-limit tests.
@@ -39,7 +41,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func inodeOf(t *testing.T, path string) uint64 {
+func inodeOf(t testing.TB, path string) uint64 {
 	t.Helper()
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
@@ -162,129 +164,98 @@ func TestCgroupUnescapeOctal(t *testing.T) {
 	}
 }
 
-// TestCgroupResolverDirTree exercises walking, refresh and the rate limit on
-// an ordinary directory tree, so it runs without root or cgroup2.
-func TestCgroupResolverDirTree(t *testing.T) {
-	root := t.TempDir()
-	leaf := filepath.Join(root, "kubepods", "besteffort", "pod1234")
-	if err := os.MkdirAll(leaf, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// Regular files must be ignored.
-	if err := os.WriteFile(filepath.Join(root, "kubepods", "cgroup.procs"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	clk := newFakeClock()
-	r, err := newCgroupResolver(root, clk.Now, cgroupMaxEntries)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Root() != root {
-		t.Fatalf("Root() = %q, want %q", r.Root(), root)
-	}
-	if got := r.Len(); got != 4 {
-		t.Fatalf("Len() = %d, want 4 (root + 3 dirs)", got)
-	}
-	for path, want := range map[string]string{
-		root:                            "/",
-		filepath.Join(root, "kubepods"): "/kubepods",
-		filepath.Dir(leaf):              "/kubepods/besteffort",
-		leaf:                            "/kubepods/besteffort/pod1234",
-	} {
-		got, ok := r.Path(inodeOf(t, path))
-		if !ok || got != want {
-			t.Errorf("Path(ino(%s)) = %q, %v; want %q", path, got, ok, want)
-		}
-	}
-	if n := r.walks.Load(); n != 1 {
-		t.Fatalf("walks = %d after construction, want 1", n)
-	}
-
-	// Created after the resolver: the first miss within the second must not
-	// walk, the first miss after it must.
-	late := filepath.Join(leaf, "late")
-	if err := os.Mkdir(late, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	lateID := inodeOf(t, late)
-	if p, ok := r.Path(lateID); ok {
-		t.Fatalf("Path(late) = %q before the interval elapsed, want a miss", p)
-	}
-	if n := r.walks.Load(); n != 1 {
-		t.Fatalf("walks = %d, want 1 (rate limited)", n)
-	}
-	clk.Advance(cgroupRefreshInterval)
-	if p, ok := r.Path(lateID); !ok || p != "/kubepods/besteffort/pod1234/late" {
-		t.Fatalf("Path(late) = %q, %v after refresh", p, ok)
-	}
-	if n := r.walks.Load(); n != 2 {
-		t.Fatalf("walks = %d, want 2", n)
-	}
-	// An unknown id right after that refresh: miss without a walk.
-	if _, ok := r.Path(1 << 62); ok {
-		t.Fatal("unknown id resolved")
-	}
-	if n := r.walks.Load(); n != 2 {
-		t.Fatalf("walks = %d, want 2 (rate limited)", n)
-	}
-
-	// A re-walk replaces the map: removed directories drop out.
-	if err := os.Remove(late); err != nil {
-		t.Fatal(err)
-	}
-	clk.Advance(cgroupRefreshInterval)
-	if _, ok := r.Path(1 << 62); ok {
-		t.Fatal("unknown id resolved")
-	}
-	if n := r.walks.Load(); n != 3 {
-		t.Fatalf("walks = %d, want 3", n)
-	}
-	if got := r.Len(); got != 4 {
-		t.Fatalf("Len() = %d after removing late, want 4", got)
-	}
+// kernelRecords is a CgroupSource that answers from a fixed set of kernel records.
+type kernelRecords struct {
+	paths map[uint64]tracer.CgroupPath
+	calls int
 }
 
-func TestCgroupResolverBound(t *testing.T) {
-	root := t.TempDir()
-	for i := range 10 {
-		if err := os.Mkdir(filepath.Join(root, fmt.Sprintf("d%d", i)), 0o755); err != nil {
-			t.Fatal(err)
+func (r *kernelRecords) LookupCgroup(id uint64, p *tracer.CgroupPath) (bool, error) {
+	r.calls++
+	v, ok := r.paths[id]
+	if ok {
+		*p = v
+	}
+	return ok, nil
+}
+
+// record builds a kernel record from a path, leaf first as the BPF program
+// writes it.
+func record(path string, flags tracer.CgroupFlag) tracer.CgroupPath {
+	var p tracer.CgroupPath
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if path == "/" {
+		parts = nil
+	}
+	for i := range parts {
+		name := parts[len(parts)-1-i]
+		for j := 0; j < len(name) && j < len(p.Names[i])-1; j++ {
+			p.Names[i][j] = int8(name[j])
 		}
 	}
-	r, err := newCgroupResolver(root, time.Now, 5)
+	p.Depth, p.Flags = uint32(len(parts)), flags
+	return p
+}
+
+// TestCgroupResolverKernelRecord: the path comes from the kernel's record,
+// cut records are not taken for a path, and the cache holds what it found.
+func TestCgroupResolverKernelRecord(t *testing.T) {
+	const long = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod03f3f104_3215_44f2_9686_d4dd1f05a7ed.slice/cri-containerd-09d185410c4e25236cc24717f881589bb0978b24eafd101624e627a4dd8d3439.scope"
+	src := &kernelRecords{paths: map[uint64]tracer.CgroupPath{
+		1: record("/", 0), 2: record(long, 0), 3: record("/a/b", tracer.CgroupDeep), 4: record("/a/b", tracer.CgroupLong),
+	}}
+	r, err := newCgroupResolver(t.TempDir(), src, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := r.Len(); got != 5 {
-		t.Fatalf("Len() = %d, want the bound 5", got)
+	defer r.Close()
+	for id, want := range map[uint64]string{1: "/", 2: long} {
+		if got, why := r.Path(id); got != want || why != "" {
+			t.Errorf("Path(%d) = %q, %q; want %q", id, got, why, want)
+		}
 	}
-	if p, ok := r.Path(inodeOf(t, root)); !ok || p != "/" {
-		t.Fatalf("root not cached under the bound: %q, %v", p, ok)
+	for _, id := range []uint64{3, 4, 99} {
+		got, why := r.Path(id)
+		if got != "" || why == "" {
+			t.Errorf("Path(%d) = %q, %q; want no path and a reason", id, got, why)
+		}
+		t.Logf("Path(%d): %s", id, why)
+	}
+	calls := src.calls
+	if got, _ := r.Path(2); got != long || src.calls != calls {
+		t.Fatalf("a cached path asked the kernel again (%d calls, was %d)", src.calls, calls)
+	}
+	if r.FromKernel.Load() != 2 || r.Unresolved.Load() != 3 {
+		t.Fatalf("counters: from kernel %d, unresolved %d; want 2, 3", r.FromKernel.Load(), r.Unresolved.Load())
+	}
+	// Bound: two generations of max/2 entries.
+	for id := uint64(100); id < 110; id++ {
+		src.paths[id] = record("/x", 0)
+		r.Path(id)
+	}
+	if n := r.Len(); n > r.Cap() {
+		t.Fatalf("Len %d over the bound %d", n, r.Cap())
 	}
 }
 
 func TestCgroupResolverMissingRoot(t *testing.T) {
-	if _, err := NewCgroupResolverAt(filepath.Join(t.TempDir(), "nope")); err == nil {
+	if _, err := NewCgroupResolverAt(filepath.Join(t.TempDir(), "nope"), nil); err == nil {
 		t.Fatal("NewCgroupResolverAt on a missing directory succeeded")
 	}
 }
 
 func TestCgroupResolverPathNoAlloc(t *testing.T) {
-	root := t.TempDir()
-	leaf := filepath.Join(root, "a", "b")
-	if err := os.MkdirAll(leaf, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewCgroupResolverAt(root)
+	src := &kernelRecords{paths: map[uint64]tracer.CgroupPath{7: record("/a/b", 0)}}
+	r, err := newCgroupResolver(t.TempDir(), src, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := inodeOf(t, leaf)
+	defer r.Close()
 	var sink string
 	allocs := testing.AllocsPerRun(1000, func() {
-		p, ok := r.Path(id)
-		if !ok {
-			panic("miss")
+		p, why := r.Path(7)
+		if why != "" {
+			panic(why)
 		}
 		sink = p
 	})
@@ -296,43 +267,9 @@ func TestCgroupResolverPathNoAlloc(t *testing.T) {
 	}
 }
 
-func TestCgroupResolverConcurrent(t *testing.T) {
-	root := t.TempDir()
-	leaf := filepath.Join(root, "x")
-	if err := os.Mkdir(leaf, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	clk := newFakeClock()
-	r, err := newCgroupResolver(root, clk.Now, cgroupMaxEntries)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := inodeOf(t, leaf)
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Go(func() {
-			for i := range 2000 {
-				if p, ok := r.Path(id); !ok || p != "/x" {
-					t.Errorf("Path = %q, %v", p, ok)
-					return
-				}
-				r.Path(uint64(1<<40 + g*10000 + i)) // misses
-				if i%100 == 0 {
-					clk.Advance(cgroupRefreshInterval)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	// 8 goroutines * 20 advances: at most one walk per advance (+1 initial).
-	if n := r.walks.Load(); n > 8*20+1 {
-		t.Fatalf("walks = %d, more than one per interval", n)
-	}
-}
-
 // requireCgroup2 returns the real cgroup2 mount point, or skips the test when
 // the environment cannot run it (fails instead if EADDR_REQUIRE_BPF=1).
-func requireCgroup2(t *testing.T) string {
+func requireCgroup2(t testing.TB) string {
 	t.Helper()
 	unavailable := func(format string, args ...any) {
 		t.Helper()
@@ -359,7 +296,7 @@ func requireCgroup2(t *testing.T) string {
 // makeCgroupTree creates <mnt>/eaddr-test-<rand>/kubepods/besteffort/pod1234
 // and removes it (deepest first) when the test ends. It returns the test's
 // top-level directory name and the leaf path.
-func makeCgroupTree(t *testing.T, mnt string) (top, leaf string) {
+func makeCgroupTree(t testing.TB, mnt string) (top, leaf string) {
 	t.Helper()
 	top = fmt.Sprintf("eaddr-test-%d-%08x", os.Getpid(), rand.Uint32())
 	dirs := []string{filepath.Join(mnt, top)}
@@ -380,7 +317,7 @@ func makeCgroupTree(t *testing.T, mnt string) (top, leaf string) {
 
 // rmdirCgroup removes a cgroup directory, retrying briefly on EBUSY (the
 // kernel may still be tearing down a just-reaped task).
-func rmdirCgroup(t *testing.T, dir string) {
+func rmdirCgroup(t testing.TB, dir string) {
 	t.Helper()
 	var err error
 	for range 50 {
@@ -396,70 +333,51 @@ func rmdirCgroup(t *testing.T, dir string) {
 	t.Errorf("cleanup: rmdir %s: %v", dir, err)
 }
 
-func TestCgroupResolverRealCgroup2(t *testing.T) {
+// TestCgroupResolverByHandle: without a kernel record, a cgroup that exists is
+// named through open_by_handle_at, one created a moment ago too; one removed is
+// not named, and the reason says so.
+func TestCgroupResolverByHandle(t *testing.T) {
 	mnt := requireCgroup2(t)
 	top, leaf := makeCgroupTree(t, mnt)
-
-	clk := newFakeClock()
-	r, err := newCgroupResolver(mnt, clk.Now, cgroupMaxEntries)
+	r, err := NewCgroupResolverAt(mnt, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Root() != mnt {
-		t.Fatalf("Root() = %q, want %q", r.Root(), mnt)
-	}
-	walks := r.walks.Load()
-
-	leafID := inodeOf(t, leaf)
+	defer r.Close()
 	want := "/" + top + "/kubepods/besteffort/pod1234"
-	if p, ok := r.Path(leafID); !ok || p != want {
-		t.Fatalf("Path(leaf %d) = %q, %v; want %q", leafID, p, ok, want)
+	if p, why := r.Path(inodeOf(t, leaf)); p != want {
+		t.Fatalf("Path(leaf) = %q (%s), want %q", p, why, want)
 	}
-
-	// The inode is the id the kernel uses (bpf_get_current_cgroup_id):
-	// name_to_handle_at on cgroupfs returns the 64-bit kernfs id.
+	if p, why := r.Path(inodeOf(t, mnt)); p != "/" {
+		t.Fatalf("Path(root) = %q (%s), want /", p, why)
+	}
+	// The inode is the id the kernel uses (bpf_get_current_cgroup_id).
 	if h, _, err := unix.NameToHandleAt(unix.AT_FDCWD, leaf, 0); err != nil {
-		t.Logf("name_to_handle_at(%s): %v (id cross-check skipped)", leaf, err)
-	} else if b := h.Bytes(); len(b) != 8 {
-		t.Errorf("cgroup file handle has %d bytes, want 8", len(b))
-	} else if kid := binary.NativeEndian.Uint64(b); kid != leafID {
-		t.Errorf("kernel cgroup id %d != inode %d", kid, leafID)
+		t.Fatalf("name_to_handle_at(%s): %v", leaf, err)
+	} else if kid := binary.NativeEndian.Uint64(h.Bytes()); kid != inodeOf(t, leaf) || h.Type() != fileIDKernfs {
+		t.Fatalf("cgroup file handle %d (type %#x) != inode %d", kid, h.Type(), inodeOf(t, leaf))
 	}
-
-	rootID := inodeOf(t, mnt)
-	if p, ok := r.Path(rootID); !ok || p != "/" {
-		t.Fatalf("Path(root %d) = %q, %v; want \"/\"", rootID, p, ok)
-	}
-
-	// A cgroup created after the resolver was built resolves after a miss,
-	// once the rate limit allows a walk.
 	late := filepath.Join(leaf, "late")
 	if err := os.Mkdir(late, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { rmdirCgroup(t, late) })
 	lateID := inodeOf(t, late)
-	if p, ok := r.Path(lateID); ok {
-		t.Fatalf("Path(late) = %q within the same second, want a rate-limited miss", p)
+	gone := filepath.Join(leaf, "gone")
+	if err := os.Mkdir(gone, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	if got := r.walks.Load(); got != walks {
-		t.Fatalf("walks = %d, want %d (rate limited)", got, walks)
+	goneID := inodeOf(t, gone)
+	rmdirCgroup(t, gone)
+	rmdirCgroup(t, late+"-never") // no-op: ENOENT
+	if p, why := r.Path(lateID); p != want+"/late" {
+		t.Fatalf("Path(late) = %q (%s), want %q", p, why, want+"/late")
 	}
-	clk.Advance(cgroupRefreshInterval)
-	if p, ok := r.Path(lateID); !ok || p != want+"/late" {
-		t.Fatalf("Path(late) = %q, %v after refresh; want %q", p, ok, want+"/late")
+	rmdirCgroup(t, late)
+	if p, why := r.Path(goneID); p != "" || !strings.Contains(why, "no longer exists") {
+		t.Fatalf("Path(removed) = %q, %q; want no path, \"no longer exists\"", p, why)
 	}
-	if got := r.walks.Load(); got != walks+1 {
-		t.Fatalf("walks = %d, want %d", got, walks+1)
-	}
-
-	// A second unknown id inside the same second: miss, no walk.
-	clk.Advance(cgroupRefreshInterval / 2)
-	if p, ok := r.Path(^uint64(0)); ok {
-		t.Fatalf("Path(unknown) = %q, want a miss", p)
-	}
-	if got := r.walks.Load(); got != walks+1 {
-		t.Fatalf("walks = %d after an in-interval miss, want %d", got, walks+1)
+	if p, _ := r.Path(lateID); p != want+"/late" {
+		t.Fatalf("a removed cgroup lost its cached path: %q", p)
 	}
 }
 
@@ -467,16 +385,14 @@ func TestCgroupResolverMatchesProcCgroup(t *testing.T) {
 	mnt := requireCgroup2(t)
 	_, leaf := makeCgroupTree(t, mnt)
 
-	r, err := NewCgroupResolver()
+	r, err := NewCgroupResolver(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Root() != mnt {
-		t.Fatalf("NewCgroupResolver().Root() = %q, want %q", r.Root(), mnt)
-	}
-	want, ok := r.Path(inodeOf(t, leaf))
-	if !ok {
-		t.Fatalf("leaf %s not resolved", leaf)
+	defer r.Close()
+	want, why := r.Path(inodeOf(t, leaf))
+	if want == "" {
+		t.Fatalf("leaf %s not resolved: %s", leaf, why)
 	}
 
 	cmd := exec.Command("sleep", "5")

@@ -84,10 +84,24 @@ type Event struct {
 	NetNS    uint32
 	MntNS    uint32
 	CgroupID uint64
-	// CgroupPath is relative to the cgroup2 root, "" when unknown.
-	CgroupPath string
+	// CgroupPath is relative to the cgroup2 root, "" when unknown, and then
+	// CgroupUnresolved says why.
+	CgroupPath       string
+	CgroupUnresolved string
+	// NetNSCookie identifies the netns for certain (inodes are reused); 0
+	// when the kernel has none. StartBoottime is the process's start, ns
+	// since boot: with PID, which process for certain.
+	NetNSCookie   uint64
+	StartBoottime uint64
 	// Pod is the Kubernetes pod and container (PodMapper), nil when none.
-	Pod *kube.PodInfo
+	// PodVia is "netns" when the process is outside the pod's cgroups and
+	// was attributed by its network namespace. PodUnresolved says why eaddr
+	// cannot tell whether or which pod; PodNamesUnresolved why the pod has a
+	// UID and container ID but no names.
+	Pod                *kube.PodInfo
+	PodVia             string
+	PodUnresolved      string
+	PodNamesUnresolved string
 	// HostNetwork: the event was in the node's own network namespace.
 	HostNetwork bool
 	// Suppressed counts the identical failures (same netns, syscall, errno
@@ -126,7 +140,10 @@ func (e *Event) ErrnoName() string { return ErrnoName(e.Errno) }
 // Decoder turns raw events into Events. It is not safe for concurrent use.
 type Decoder struct {
 	Clock   *BootClock
-	Cgroups *CgroupResolver // nil: no cgroup paths
+	Cgroups *CgroupResolver // nil: no cgroup paths, and NoCgroups says why
+	// NoCgroups is why there is no resolver, given as each event's
+	// CgroupUnresolved.
+	NoCgroups string
 }
 
 // NewDecoder returns a Decoder with a fresh boot clock; cgroups may be nil.
@@ -163,9 +180,10 @@ func (d *Decoder) Decode(raw *tracer.RawEvent, ev *Event) {
 	ev.Addrlen = int(raw.Addrlen)
 	ev.NetNS, ev.MntNS = raw.Netns, raw.Mntns
 	ev.CgroupID = raw.CgroupId
-	ev.CgroupPath = ""
+	ev.NetNSCookie, ev.StartBoottime = raw.NetnsCookie, raw.StartBoottime
+	ev.CgroupPath, ev.CgroupUnresolved = "", d.NoCgroups
 	if d.Cgroups != nil {
-		ev.CgroupPath, _ = d.Cgroups.Path(raw.CgroupId)
+		ev.CgroupPath, ev.CgroupUnresolved = d.Cgroups.Path(raw.CgroupId)
 	}
 
 	ev.HasSocket = raw.Flags&tracer.FlagSocket != 0

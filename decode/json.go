@@ -89,10 +89,16 @@ func appendEventFields(b []byte, ev *Event, node string) []byte {
 	if ev.CgroupPath != "" {
 		b = append(b, `,"path":`...)
 		b = AppendString(b, ev.CgroupPath)
+	} else if ev.CgroupUnresolved != "" {
+		b = append(b, `,"unresolved":`...)
+		b = AppendString(b, ev.CgroupUnresolved)
 	}
 	b = append(b, '}')
 	if p := ev.Pod; p != nil {
-		b = appendPod(b, p)
+		b = appendPod(b, p, ev.PodVia, ev.PodNamesUnresolved)
+	} else if ev.PodUnresolved != "" {
+		b = append(b, `,"pod_unresolved":`...)
+		b = AppendString(b, ev.PodUnresolved)
 	}
 	if ev.HostNetwork {
 		b = append(b, `,"host_network":true`...)
@@ -199,7 +205,7 @@ func appendASCII(b []byte, c byte) []byte {
 func appendInt(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) }
 
 // appendPod appends `,"pod":{...}`; empty fields are left out.
-func appendPod(b []byte, p *kube.PodInfo) []byte {
+func appendPod(b []byte, p *kube.PodInfo, via, namesUnresolved string) []byte {
 	b = append(b, `,"pod":{`...)
 	comma := false
 	b = appendStrField(b, &comma, "uid", p.UID)
@@ -213,6 +219,8 @@ func appendPod(b []byte, p *kube.PodInfo) []byte {
 		b = appendField(b, &comma, "labels")
 		b = appendLabels(b, p.Labels)
 	}
+	b = appendStrField(b, &comma, "via", via)
+	b = appendStrField(b, &comma, "names_unresolved", namesUnresolved)
 	return append(b, '}')
 }
 

@@ -2,171 +2,276 @@ package decode
 
 import (
 	"bufio"
+	"bytes"
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/eaddr/eaddr/decode/kube"
 )
 
-// PodMapper maps events to Kubernetes pods: from the cgroup path (offline:
-// pod UID, QoS, container ID), then names from the container runtime over
-// CRI, and for events whose cgroup says nothing (cgroup v1 hosts after the
-// process exited, processes that share a pod's netns) from the netns of the
-// pod's sandbox. It marks events in the node's own netns as host network.
+// PodMapper attributes events to Kubernetes pods, and never guesses:
+//   - the cgroup decides: a pod cgroup path gives the pod UID, QoS and
+//     container ID, and the runtime (CRI) adds names; a cgroup that is known
+//     and not a pod's means no pod from the cgroup;
+//   - where cgroup v2 says nothing (the v2 root on a host with cgroup v1
+//     controllers), /proc/PID/cgroup is read, only while PID is still the
+//     process that failed (same start time);
+//   - netns -> pod is used only for a process outside any pod cgroup, never in
+//     the host netns, and only by the netns cookie, which is never reused
+//     (inodes are): learned from events whose pod the cgroup decided, or from
+//     the runtime's sandboxes; a netns seen with two pods is never used;
+//   - otherwise Event.PodUnresolved says why there is no answer.
+//
 // Not safe for concurrent use.
 type PodMapper struct {
 	CRI       *kube.Resolver // nil: no names
 	HostNetNS uint64
 	Proc      string // "/proc"
+	// CgroupV1 is true when cgroup v1 hierarchies are mounted: a process in
+	// the cgroup v2 root may then be in a pod's v1 cgroups.
+	CgroupV1 bool
 
-	byCgroup map[uint64]*cgroupEntry
-	byNetNS  map[uint32]*kube.PodInfo // learned from events that had a pod
-	byPID    map[uint32]pidEntry      // /proc/PID/cgroup answers, for PIDTTL
+	byCgroup map[uint64]*cgroupEntry // cgroup ids are never reused
+	byCookie map[uint64]*netnsEntry  // netns cookie -> pod, learned
+	byPID    map[pidKey]*cgroupEntry // /proc/PID/cgroup answers, per process
 	max      int
-	PIDTTL   time.Duration
-	now      func() time.Time
 }
 
-type pidEntry struct {
-	parsed kube.CgroupPod
-	ok     bool
-	at     time.Time
+type pidKey struct {
+	pid   uint32
+	start uint64
 }
 
 type cgroupEntry struct {
 	parsed kube.CgroupPod
 	ok     bool
-	// pod is filled from the cgroup alone until CRI knows the container.
-	pod *kube.PodInfo
+	base   *kube.PodInfo // from the cgroup alone
+	named  *kube.PodInfo // with the runtime's names, once known
 }
+
+type netnsEntry struct {
+	pod       *kube.PodInfo // pod-level: no container
+	ambiguous bool          // seen with two pods: never used
+}
+
+// NamesWait is the reason given when the runtime had not answered by the time
+// the event had to go out.
+const NamesWait = "the container runtime did not answer in time"
 
 // NewPodMapper returns a PodMapper; cri may be nil.
 func NewPodMapper(cri *kube.Resolver, hostNetNS uint64) *PodMapper {
 	return &PodMapper{CRI: cri, HostNetNS: hostNetNS, Proc: "/proc",
-		byCgroup: map[uint64]*cgroupEntry{}, byNetNS: map[uint32]*kube.PodInfo{}, byPID: map[uint32]pidEntry{},
-		max: 65536, PIDTTL: time.Second, now: time.Now}
+		byCgroup: map[uint64]*cgroupEntry{}, byCookie: map[uint64]*netnsEntry{}, byPID: map[pidKey]*cgroupEntry{},
+		max: 65536}
 }
 
-// Map sets ev.Pod and ev.HostNetwork. It does not allocate once the cgroup
-// and the runtime's answer are cached.
-func (m *PodMapper) Map(ev *Event) {
-	ev.Pod = nil
+// Map sets ev.Pod, ev.HostNetwork and the reasons when something is not
+// known. final means the event goes out now: names the runtime has not given
+// yet are reported as unresolved instead of asked for. Map returns true when
+// it asked the runtime for names that may come soon: the caller may hold the
+// event and Map it again. It does not allocate once a cgroup's answer is cached.
+func (m *PodMapper) Map(ev *Event, final bool) (pending bool) {
+	ev.Pod, ev.PodVia, ev.PodUnresolved, ev.PodNamesUnresolved = nil, "", "", ""
 	ev.HostNetwork = m.HostNetNS != 0 && uint64(ev.NetNS) == m.HostNetNS
-	e := m.byCgroup[ev.CgroupID]
+	e, why := m.cgroup(ev)
 	if e == nil {
-		e = &cgroupEntry{}
-		e.parsed, e.ok = kube.ParseCgroupPath(ev.CgroupPath)
-		if len(m.byCgroup) >= m.max {
-			clear(m.byCgroup)
-		}
-		if ev.CgroupPath != "" { // an unknown path may resolve later
-			m.byCgroup[ev.CgroupID] = e
-		}
+		ev.PodUnresolved = why
+		return false
 	}
-	parsed, ok := e.parsed, e.ok
-	if !ok {
-		// cgroup v1 (or the v2 root of a hybrid host): /proc/PID/cgroup
-		// while the process lives.
-		parsed, ok = m.pidCgroup(ev.PID)
+	if e.ok {
+		pending = m.fromCgroup(ev, e, final)
+		m.learn(ev)
+		return pending
 	}
-	if ok {
-		ev.Pod = m.fromCgroup(e, parsed, ok && e.ok)
+	m.fromNetNS(ev)
+	return false
+}
+
+// cgroup is what the event's cgroup says, or nil and why nothing can be said.
+func (m *PodMapper) cgroup(ev *Event) (*cgroupEntry, string) {
+	if e := m.byCgroup[ev.CgroupID]; e != nil {
+		return e, ""
 	}
-	if ev.Pod == nil && !ev.HostNetwork {
-		if p := m.byNetNS[ev.NetNS]; p != nil {
-			ev.Pod = p
-		} else if m.CRI != nil {
-			if p, found := m.CRI.PodByNetNS(uint64(ev.NetNS)); found {
-				ev.Pod = p
+	path := ev.CgroupPath
+	if path == "" || (path == "/" && m.CgroupV1) {
+		// cgroup v2 says nothing: the process's own file, if it still is.
+		e, why := m.pidCgroup(ev)
+		if e == nil {
+			if path == "" {
+				return nil, "cgroup " + strconv.FormatUint(ev.CgroupID, 10) + " not resolved (" + ev.CgroupUnresolved + ") and " + why
 			}
+			return nil, "in the cgroup v2 root, and with cgroup v1 controllers mounted its pod cgroup is in v1 only, but " + why
 		}
+		return e, "" // per process, not per cgroup: not cached under the cgroup id
 	}
-	if ev.Pod != nil && !ev.HostNetwork {
-		if _, known := m.byNetNS[ev.NetNS]; !known {
-			if len(m.byNetNS) >= m.max {
-				clear(m.byNetNS)
-			}
-			m.byNetNS[ev.NetNS] = &kube.PodInfo{UID: ev.Pod.UID, Name: ev.Pod.Name, Namespace: ev.Pod.Namespace, QoS: ev.Pod.QoS, Labels: ev.Pod.Labels}
+	e := &cgroupEntry{}
+	e.parsed, e.ok = kube.ParseCgroupPath(path)
+	e.base = basePod(e.parsed)
+	if len(m.byCgroup) >= m.max {
+		clear(m.byCgroup)
+	}
+	m.byCgroup[ev.CgroupID] = e
+	return e, ""
+}
+
+func basePod(p kube.CgroupPod) *kube.PodInfo {
+	return &kube.PodInfo{UID: p.UID, ContainerID: p.ContainerID, QoS: p.QoS}
+}
+
+// fromCgroup sets the pod from the cgroup and the runtime's names.
+func (m *PodMapper) fromCgroup(ev *Event, e *cgroupEntry, final bool) (pending bool) {
+	if e.named != nil {
+		ev.Pod = e.named
+		return false
+	}
+	ev.Pod = e.base
+	if m.CRI == nil {
+		return false
+	}
+	info, st, why := m.CRI.Names(e.parsed.ContainerID, e.parsed.UID)
+	switch {
+	case st == kube.Found && info.UID != "" && info.UID != e.parsed.UID:
+		ev.PodNamesUnresolved = "the runtime names pod " + info.UID + " for this container, not the cgroup's " + e.parsed.UID
+	case st == kube.Found:
+		c := *info
+		c.QoS, c.UID = e.parsed.QoS, e.parsed.UID
+		if e.parsed.ContainerID == "" {
+			c.Container, c.ContainerID, c.Image = "", "", ""
+		}
+		e.named = &c
+		ev.Pod = e.named
+	case st == kube.Pending && !final:
+		return true
+	case st == kube.Pending:
+		ev.PodNamesUnresolved = NamesWait
+	default:
+		ev.PodNamesUnresolved = why
+	}
+	return false
+}
+
+// learn remembers the pod of the event's netns, by cookie.
+func (m *PodMapper) learn(ev *Event) {
+	if ev.HostNetwork || ev.NetNSCookie == 0 || ev.Pod == nil {
+		return
+	}
+	n := m.byCookie[ev.NetNSCookie]
+	if n == nil {
+		if len(m.byCookie) >= m.max {
+			clear(m.byCookie)
+		}
+		p := *ev.Pod
+		p.Container, p.ContainerID, p.Image = "", "", ""
+		m.byCookie[ev.NetNSCookie] = &netnsEntry{pod: &p}
+		return
+	}
+	switch {
+	case n.ambiguous:
+	case n.pod.UID != ev.Pod.UID:
+		n.ambiguous = true
+	case n.pod.Name == "" && ev.Pod.Name != "":
+		p := *ev.Pod
+		p.Container, p.ContainerID, p.Image = "", "", ""
+		n.pod = &p
+	}
+}
+
+// fromNetNS attributes a process outside any pod cgroup to the pod that owns
+// its netns, when that is certain.
+func (m *PodMapper) fromNetNS(ev *Event) {
+	if ev.HostNetwork || ev.NetNSCookie == 0 {
+		return
+	}
+	if n := m.byCookie[ev.NetNSCookie]; n != nil {
+		if !n.ambiguous {
+			ev.Pod, ev.PodVia = n.pod, "netns"
+		}
+		return
+	}
+	if m.CRI != nil {
+		if p, ok := m.CRI.PodByNetNSCookie(ev.NetNSCookie); ok {
+			ev.Pod, ev.PodVia = p, "netns"
 		}
 	}
 }
 
-func (m *PodMapper) fromCgroup(e *cgroupEntry, parsed kube.CgroupPod, cacheable bool) *kube.PodInfo {
-	if cacheable && e.pod != nil && (e.pod.Name != "" || m.CRI == nil || parsed.ContainerID == "") {
-		return e.pod
-	}
-	if m.CRI != nil && parsed.ContainerID != "" {
-		// A hit is a map lookup; a miss refreshes at most once a second.
-		if info, found := m.CRI.Lookup(parsed.ContainerID); found {
-			c := *info
-			c.QoS = parsed.QoS
-			if c.UID == "" {
-				c.UID = parsed.UID
-			}
-			if cacheable {
-				e.pod = &c
-			}
-			return &c
-		}
-	}
-	if cacheable && e.pod != nil {
-		return e.pod
-	}
-	p := &kube.PodInfo{UID: parsed.UID, ContainerID: parsed.ContainerID, QoS: parsed.QoS}
-	if cacheable {
-		e.pod = p
-	}
-	return p
-}
-
-// maxPIDs bounds the per-pid cache: it holds answers for one second, so a
-// few thousand pids are the busy ones.
+// maxPIDs bounds the per-process cache.
 const maxPIDs = 4096
 
 // CacheSizes reports the entries of each cache and the bound of each.
 func (m *PodMapper) CacheSizes() (cgroups, netns, pids, bound, pidBound int) {
-	return len(m.byCgroup), len(m.byNetNS), len(m.byPID), m.max, maxPIDs
+	return len(m.byCgroup), len(m.byCookie), len(m.byPID), m.max, maxPIDs
 }
 
-// pidCgroup is procCgroup cached per pid for PIDTTL: a storm of failures
-// from one process reads its cgroup file once.
-func (m *PodMapper) pidCgroup(pid uint32) (kube.CgroupPod, bool) {
-	now := m.now()
-	if e, ok := m.byPID[pid]; ok && now.Sub(e.at) < m.PIDTTL {
-		return e.parsed, e.ok
+// pidCgroup reads /proc/PID/cgroup for a pod path, if PID is still the
+// process of the event (same start time); otherwise nil and why not.
+func (m *PodMapper) pidCgroup(ev *Event) (*cgroupEntry, string) {
+	if ev.StartBoottime == 0 {
+		return nil, "the kernel did not give the process's start time to check /proc/PID against"
 	}
-	parsed, ok := m.procCgroup(pid)
-	if len(m.byPID) >= maxPIDs { // pids churn: keep only the recent ones
+	key := pidKey{ev.PID, ev.StartBoottime}
+	if e := m.byPID[key]; e != nil {
+		return e, ""
+	}
+	dir := m.Proc + "/" + strconv.FormatUint(uint64(ev.PID), 10)
+	if !sameProcess(dir, ev.StartBoottime) {
+		return nil, "the process has exited"
+	}
+	parsed, ok, err := procCgroup(dir)
+	if err != nil || !sameProcess(dir, ev.StartBoottime) {
+		return nil, "the process has exited"
+	}
+	if len(m.byPID) >= maxPIDs {
 		clear(m.byPID)
 	}
-	m.byPID[pid] = pidEntry{parsed, ok, now}
-	return parsed, ok
+	e := &cgroupEntry{parsed: parsed, ok: ok, base: basePod(parsed)}
+	m.byPID[key] = e
+	return e, ""
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's starttime: 100 on
+// every Linux architecture eaddr runs on.
+const clockTicks = 100
+
+// sameProcess is true when dir (/proc/PID) is the process that started at
+// startNs (ns since boot, the kernel's task start_boottime).
+func sameProcess(dir string, startNs uint64) bool {
+	b, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return false
+	}
+	// Fields after the comm, which may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return false
+	}
+	start, err := strconv.ParseUint(f[19], 10, 64) // field 22: starttime
+	return err == nil && start == startNs/(1e9/clockTicks)
 }
 
 // procCgroup parses /proc/PID/cgroup (every hierarchy) for a pod path.
-func (m *PodMapper) procCgroup(pid uint32) (kube.CgroupPod, bool) {
-	f, err := os.Open(m.Proc + "/" + strconv.FormatUint(uint64(pid), 10) + "/cgroup")
+func procCgroup(dir string) (kube.CgroupPod, bool, error) {
+	f, err := os.Open(dir + "/cgroup")
 	if err != nil {
-		return kube.CgroupPod{}, false
+		return kube.CgroupPod{}, false, err
 	}
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
 		// hierarchy-ID:controllers:path
-		line := s.Text()
-		i := strings.IndexByte(line, ':')
-		if i < 0 {
+		_, rest, ok1 := strings.Cut(s.Text(), ":")
+		_, path, ok2 := strings.Cut(rest, ":")
+		if !ok1 || !ok2 {
 			continue
 		}
-		j := strings.IndexByte(line[i+1:], ':')
-		if j < 0 {
-			continue
-		}
-		if p, ok := kube.ParseCgroupPath(line[i+1+j+1:]); ok {
-			return p, true
+		if p, ok := kube.ParseCgroupPath(path); ok {
+			return p, true, nil
 		}
 	}
-	return kube.CgroupPod{}, false
+	return kube.CgroupPod{}, false, s.Err()
 }

@@ -2,35 +2,108 @@ package decode
 
 import (
 	"encoding/json"
+	"os"
 	"testing"
 
 	"github.com/eaddr/eaddr/decode/kube"
 )
 
+const (
+	podPath  = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod03f3f104_3215_44f2_9686_d4dd1f05a7ed.slice/cri-containerd-09d185410c4e25236cc24717f881589bb0978b24eafd101624e627a4dd8d3439.scope"
+	podUID   = "03f3f104-3215-44f2-9686-d4dd1f05a7ed"
+	pod2Path = "/kubepods/besteffort/pod4eede96e-e976-4573-bc90-68dfe2516d3b/c3cd4e0a7993a1c155cc1bdd3326c7b1e260226d0c2c79e3e48dbc360543c768"
+	pod2UID  = "4eede96e-e976-4573-bc90-68dfe2516d3b"
+	hostNS   = 4026531833
+)
+
+// TestPodMapper: the cgroup decides; netns -> pod only by cookie, only for a
+// process outside any pod cgroup, never in the host netns, never when two pods
+// were seen in it; an unknown cgroup says why instead of borrowing.
 func TestPodMapper(t *testing.T) {
-	m := NewPodMapper(nil, 4026531833)
-	m.Proc = t.TempDir() // no /proc/PID/cgroup to fall back to
-	ev := &Event{CgroupID: 7, NetNS: 4026532001, PID: 1 << 30,
-		CgroupPath: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod03f3f104_3215_44f2_9686_d4dd1f05a7ed.slice/cri-containerd-09d185410c4e25236cc24717f881589bb0978b24eafd101624e627a4dd8d3439.scope"}
-	m.Map(ev)
-	if ev.Pod == nil || ev.Pod.UID != "03f3f104-3215-44f2-9686-d4dd1f05a7ed" || ev.Pod.QoS != "burstable" || ev.HostNetwork {
-		t.Fatalf("pod %+v host %v", ev.Pod, ev.HostNetwork)
+	m := NewPodMapper(nil, hostNS)
+	m.Proc = t.TempDir() // no /proc/PID to fall back to
+	ev := &Event{CgroupID: 7, NetNS: 4026532001, NetNSCookie: 501, PID: 1 << 30, CgroupPath: podPath}
+	m.Map(ev, false)
+	if ev.Pod == nil || ev.Pod.UID != podUID || ev.Pod.QoS != "burstable" || ev.HostNetwork || ev.PodVia != "" {
+		t.Fatalf("pod %+v host %v via %q", ev.Pod, ev.HostNetwork, ev.PodVia)
 	}
-	// Another process in the same netns whose cgroup says nothing: the pod
-	// learned from the netns, without a container.
-	other := &Event{CgroupID: 1, CgroupPath: "/", NetNS: 4026532001, PID: 1 << 30}
-	m.Map(other)
-	if other.Pod == nil || other.Pod.UID != ev.Pod.UID || other.Pod.ContainerID != "" {
-		t.Errorf("same netns: %+v", other.Pod)
+	// Same netns, a process whose cgroup is known and not a pod's: the pod
+	// of the netns, without a container, marked as such.
+	other := &Event{CgroupID: 8, CgroupPath: "/system.slice/ssh.service", NetNS: 4026532001, NetNSCookie: 501, PID: 1 << 30}
+	m.Map(other, false)
+	if other.Pod == nil || other.Pod.UID != podUID || other.Pod.ContainerID != "" || other.PodVia != "netns" {
+		t.Errorf("same netns: %+v via %q", other.Pod, other.PodVia)
 	}
-	host := &Event{CgroupID: 1, CgroupPath: "/", NetNS: 4026531833, PID: 1 << 30}
-	m.Map(host)
+	// The netns inode reused by a new netns (another cookie): no pod.
+	reused := &Event{CgroupID: 8, CgroupPath: "/system.slice/ssh.service", NetNS: 4026532001, NetNSCookie: 777, PID: 1 << 30}
+	m.Map(reused, false)
+	if reused.Pod != nil {
+		t.Errorf("reused netns inode inherited %+v", reused.Pod)
+	}
+	// Unknown cgroup, process gone: no pod, a reason; never the netns's pod.
+	unknown := &Event{CgroupID: 9, CgroupUnresolved: "gone", NetNS: 4026532001, NetNSCookie: 501, PID: 1 << 30, StartBoottime: 5}
+	m.Map(unknown, false)
+	if unknown.Pod != nil || unknown.PodUnresolved == "" {
+		t.Errorf("unknown cgroup: pod %+v, reason %q", unknown.Pod, unknown.PodUnresolved)
+	}
+	// A second pod seen in the same netns: each keeps its own pod, and the
+	// netns is no longer used for processes outside pod cgroups.
+	ev2 := &Event{CgroupID: 10, NetNS: 4026532001, NetNSCookie: 501, PID: 1 << 30, CgroupPath: pod2Path}
+	m.Map(ev2, false)
+	if ev2.Pod == nil || ev2.Pod.UID != pod2UID {
+		t.Fatalf("second pod: %+v", ev2.Pod)
+	}
+	m.Map(other, false)
+	if other.Pod != nil {
+		t.Errorf("ambiguous netns still attributed: %+v", other.Pod)
+	}
+	// Host netns: never a pod by netns.
+	host := &Event{CgroupID: 8, CgroupPath: "/system.slice/ssh.service", NetNS: hostNS, NetNSCookie: 1, PID: 1 << 30}
+	m.Map(host, false)
 	if host.Pod != nil || !host.HostNetwork {
 		t.Errorf("host: %+v %v", host.Pod, host.HostNetwork)
 	}
-	n := testing.AllocsPerRun(100, func() { m.Map(ev) })
+	// The v2 root on a host with v1 controllers: /proc/PID/cgroup only while
+	// PID is the same process; here it is gone.
+	m.CgroupV1 = true
+	root := &Event{CgroupID: 1, CgroupPath: "/", NetNS: 4026532001, NetNSCookie: 501, PID: 1 << 30, StartBoottime: 5}
+	m.Map(root, false)
+	if root.Pod != nil || root.PodUnresolved == "" {
+		t.Errorf("v2 root on a v1 host: pod %+v, reason %q", root.Pod, root.PodUnresolved)
+	}
+	n := testing.AllocsPerRun(100, func() { m.Map(ev, false) })
 	if n != 0 {
 		t.Errorf("Map allocates %.1f times on a cached cgroup", n)
+	}
+}
+
+// TestPodMapperProcFallback: on a v1 host a live process's /proc/PID/cgroup
+// names its pod, but only while PID is the process that failed.
+func TestPodMapperProcFallback(t *testing.T) {
+	proc := t.TempDir()
+	dir := proc + "/4242"
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// starttime (field 22) 1234 ticks = 12.34 s after boot.
+	stat := "4242 (a b) c) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1234 0 0\n"
+	if err := os.WriteFile(dir+"/stat", []byte(stat), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/cgroup", []byte("4:memory:"+pod2Path+"\n0::/\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := NewPodMapper(nil, hostNS)
+	m.Proc, m.CgroupV1 = proc, true
+	same := &Event{CgroupID: 1, CgroupPath: "/", NetNS: 4026532001, PID: 4242, StartBoottime: 12_345_000_000}
+	m.Map(same, false)
+	if same.Pod == nil || same.Pod.UID != pod2UID {
+		t.Fatalf("same process: %+v (%s)", same.Pod, same.PodUnresolved)
+	}
+	reusedPID := &Event{CgroupID: 1, CgroupPath: "/", NetNS: 4026532001, PID: 4242, StartBoottime: 99_000_000_000}
+	m.Map(reusedPID, false)
+	if reusedPID.Pod != nil || reusedPID.PodUnresolved == "" {
+		t.Fatalf("reused pid: %+v (%q)", reusedPID.Pod, reusedPID.PodUnresolved)
 	}
 }
 

@@ -13,56 +13,75 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type eaddrCgroupFlag uint32
+
+const (
+	eaddrCgroupFlagEADDR_CG_DEEP eaddrCgroupFlag = 1
+	eaddrCgroupFlagEADDR_CG_LONG eaddrCgroupFlag = 2
+)
+
+type eaddrCgroupPath struct {
+	_     structs.HostLayout
+	Depth uint32
+	Flags eaddrCgroupFlag
+	Names [10][96]int8
+}
+
 type eaddrEvent struct {
-	_            structs.HostLayout
-	BootNs       uint64
-	CgroupId     uint64
-	ExeIno       uint64
-	ExeDev       uint32
-	ArgsLen      uint16
-	Pad0         uint16
-	Tgid         uint32
-	Tid          uint32
-	Ppid         uint32
-	Uid          uint32
-	Netns        uint32
-	Mntns        uint32
-	Fd           int32
-	Err          int32
-	Addrlen      uint16
-	AddrCopied   uint16
-	SockFamily   uint16
-	SockType     uint16
-	SockProtocol uint16
-	LocalPort    uint16
-	Syscall      uint8
-	Flags        uint8
-	Pad          [2]uint8
-	LocalAddr    [16]uint8
-	Comm         [16]int8
-	Addr         [128]uint8
-	ExeName      [32]int8
-	Args         [64]int8
+	_             structs.HostLayout
+	BootNs        uint64
+	CgroupId      uint64
+	ExeIno        uint64
+	ExeDev        uint32
+	ArgsLen       uint16
+	Pad0          uint16
+	Tgid          uint32
+	Tid           uint32
+	Ppid          uint32
+	Uid           uint32
+	Netns         uint32
+	Mntns         uint32
+	Fd            int32
+	Err           int32
+	Addrlen       uint16
+	AddrCopied    uint16
+	SockFamily    uint16
+	SockType      uint16
+	SockProtocol  uint16
+	LocalPort     uint16
+	Syscall       uint8
+	Flags         uint8
+	Pad           [2]uint8
+	LocalAddr     [16]uint8
+	Comm          [16]int8
+	Addr          [128]uint8
+	ExeName       [32]int8
+	Args          [64]int8
+	NetnsCookie   uint64
+	StartBoottime uint64
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	eaddrMapEvents        = "events"
-	eaddrMapLost          = "lost"
-	eaddrProgExitBind     = "exit_bind"
-	eaddrProgExitConnect  = "exit_connect"
-	eaddrVarAllErrnos     = "all_errnos"
-	eaddrVarErrnoMask     = "errno_mask"
-	eaddrVarFilterNetns   = "filter_netns"
-	eaddrVarFilterTgid    = "filter_tgid"
-	eaddrVarNodeportHi    = "nodeport_hi"
-	eaddrVarNodeportLo    = "nodeport_lo"
-	eaddrVarNodeportNetns = "nodeport_netns"
-	eaddrVarNodeportOn    = "nodeport_on"
-	eaddrVarUnusedEvent   = "unused_event"
-	eaddrVarWakeupBytes   = "wakeup_bytes"
+	eaddrMapCgroupPaths      = "cgroup_paths"
+	eaddrMapCgroupScratch    = "cgroup_scratch"
+	eaddrMapEvents           = "events"
+	eaddrMapLost             = "lost"
+	eaddrProgExitBind        = "exit_bind"
+	eaddrProgExitConnect     = "exit_connect"
+	eaddrVarAllErrnos        = "all_errnos"
+	eaddrVarErrnoMask        = "errno_mask"
+	eaddrVarFilterNetns      = "filter_netns"
+	eaddrVarFilterTgid       = "filter_tgid"
+	eaddrVarNodeportHi       = "nodeport_hi"
+	eaddrVarNodeportLo       = "nodeport_lo"
+	eaddrVarNodeportNetns    = "nodeport_netns"
+	eaddrVarNodeportOn       = "nodeport_on"
+	eaddrVarUnusedCgroupPath = "unused_cgroup_path"
+	eaddrVarUnusedEvent      = "unused_event"
+	eaddrVarWakeupBytes      = "wakeup_bytes"
 )
 
 // loadEaddr returns the embedded CollectionSpec for eaddr.
@@ -115,24 +134,27 @@ type eaddrProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type eaddrMapSpecs struct {
-	Events *ebpf.MapSpec `ebpf:"events"`
-	Lost   *ebpf.MapSpec `ebpf:"lost"`
+	CgroupPaths   *ebpf.MapSpec `ebpf:"cgroup_paths"`
+	CgroupScratch *ebpf.MapSpec `ebpf:"cgroup_scratch"`
+	Events        *ebpf.MapSpec `ebpf:"events"`
+	Lost          *ebpf.MapSpec `ebpf:"lost"`
 }
 
 // eaddrVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type eaddrVariableSpecs struct {
-	AllErrnos     *ebpf.VariableSpec `ebpf:"all_errnos"`
-	ErrnoMask     *ebpf.VariableSpec `ebpf:"errno_mask"`
-	FilterNetns   *ebpf.VariableSpec `ebpf:"filter_netns"`
-	FilterTgid    *ebpf.VariableSpec `ebpf:"filter_tgid"`
-	NodeportHi    *ebpf.VariableSpec `ebpf:"nodeport_hi"`
-	NodeportLo    *ebpf.VariableSpec `ebpf:"nodeport_lo"`
-	NodeportNetns *ebpf.VariableSpec `ebpf:"nodeport_netns"`
-	NodeportOn    *ebpf.VariableSpec `ebpf:"nodeport_on"`
-	UnusedEvent   *ebpf.VariableSpec `ebpf:"unused_event"`
-	WakeupBytes   *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	AllErrnos        *ebpf.VariableSpec `ebpf:"all_errnos"`
+	ErrnoMask        *ebpf.VariableSpec `ebpf:"errno_mask"`
+	FilterNetns      *ebpf.VariableSpec `ebpf:"filter_netns"`
+	FilterTgid       *ebpf.VariableSpec `ebpf:"filter_tgid"`
+	NodeportHi       *ebpf.VariableSpec `ebpf:"nodeport_hi"`
+	NodeportLo       *ebpf.VariableSpec `ebpf:"nodeport_lo"`
+	NodeportNetns    *ebpf.VariableSpec `ebpf:"nodeport_netns"`
+	NodeportOn       *ebpf.VariableSpec `ebpf:"nodeport_on"`
+	UnusedCgroupPath *ebpf.VariableSpec `ebpf:"unused_cgroup_path"`
+	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
+	WakeupBytes      *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // eaddrObjects contains all objects after they have been loaded into the kernel.
@@ -155,12 +177,16 @@ func (o *eaddrObjects) Close() error {
 //
 // It can be passed to loadEaddrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type eaddrMaps struct {
-	Events *ebpf.Map `ebpf:"events"`
-	Lost   *ebpf.Map `ebpf:"lost"`
+	CgroupPaths   *ebpf.Map `ebpf:"cgroup_paths"`
+	CgroupScratch *ebpf.Map `ebpf:"cgroup_scratch"`
+	Events        *ebpf.Map `ebpf:"events"`
+	Lost          *ebpf.Map `ebpf:"lost"`
 }
 
 func (m *eaddrMaps) Close() error {
 	return _EaddrClose(
+		m.CgroupPaths,
+		m.CgroupScratch,
 		m.Events,
 		m.Lost,
 	)
@@ -170,16 +196,17 @@ func (m *eaddrMaps) Close() error {
 //
 // It can be passed to loadEaddrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type eaddrVariables struct {
-	AllErrnos     *ebpf.Variable `ebpf:"all_errnos"`
-	ErrnoMask     *ebpf.Variable `ebpf:"errno_mask"`
-	FilterNetns   *ebpf.Variable `ebpf:"filter_netns"`
-	FilterTgid    *ebpf.Variable `ebpf:"filter_tgid"`
-	NodeportHi    *ebpf.Variable `ebpf:"nodeport_hi"`
-	NodeportLo    *ebpf.Variable `ebpf:"nodeport_lo"`
-	NodeportNetns *ebpf.Variable `ebpf:"nodeport_netns"`
-	NodeportOn    *ebpf.Variable `ebpf:"nodeport_on"`
-	UnusedEvent   *ebpf.Variable `ebpf:"unused_event"`
-	WakeupBytes   *ebpf.Variable `ebpf:"wakeup_bytes"`
+	AllErrnos        *ebpf.Variable `ebpf:"all_errnos"`
+	ErrnoMask        *ebpf.Variable `ebpf:"errno_mask"`
+	FilterNetns      *ebpf.Variable `ebpf:"filter_netns"`
+	FilterTgid       *ebpf.Variable `ebpf:"filter_tgid"`
+	NodeportHi       *ebpf.Variable `ebpf:"nodeport_hi"`
+	NodeportLo       *ebpf.Variable `ebpf:"nodeport_lo"`
+	NodeportNetns    *ebpf.Variable `ebpf:"nodeport_netns"`
+	NodeportOn       *ebpf.Variable `ebpf:"nodeport_on"`
+	UnusedCgroupPath *ebpf.Variable `ebpf:"unused_cgroup_path"`
+	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`
+	WakeupBytes      *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // eaddrPrograms contains all programs after they have been loaded into the kernel.

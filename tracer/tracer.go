@@ -299,6 +299,34 @@ func (t *Tracer) Close() error {
 	return errors.Join(errs...)
 }
 
+// CgroupPath is a cgroup's path as the kernel recorded it the first time a
+// task in that cgroup failed (bpf/eaddr.h struct cgroup_path): Names[0] is
+// the leaf, Names[Depth-1] the child of the root.
+type CgroupPath = eaddrCgroupPath
+
+// CgroupPathMax is the longest path a CgroupPath holds, slashes included.
+const CgroupPathMax = int(unsafe.Sizeof(CgroupPath{}.Names))
+
+// CgroupFlag is the type of CgroupPath.Flags.
+type CgroupFlag = eaddrCgroupFlag
+
+// Flags in CgroupPath.Flags: when either is set the names are not the whole path.
+const (
+	CgroupDeep = eaddrCgroupFlagEADDR_CG_DEEP // deeper than the names kept: the ones nearest the root are missing
+	CgroupLong = eaddrCgroupFlagEADDR_CG_LONG // a name was cut
+)
+
+// LookupCgroup copies the recorded path of cgroup id into p; false when the
+// kernel has none (no failure seen from it yet, or evicted: the map is an LRU
+// of the most recent cgroups). It works after the cgroup was removed.
+func (t *Tracer) LookupCgroup(id uint64, p *CgroupPath) (bool, error) {
+	err := t.objs.CgroupPaths.Lookup(&id, p)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // UnmarshalBinary copies a ring buffer record into ev without allocating.
 func (ev *RawEvent) UnmarshalBinary(b []byte) error {
 	if len(b) < RawEventSize {

@@ -17,8 +17,8 @@ import (
 
 func TestRawEventSize(t *testing.T) {
 	// bpf/eaddr.h asserts the same size on the C side.
-	if RawEventSize != 336 {
-		t.Fatalf("RawEvent is %d bytes, bpf/eaddr.h says 336", RawEventSize)
+	if RawEventSize != 352 {
+		t.Fatalf("RawEvent is %d bytes, bpf/eaddr.h says 352", RawEventSize)
 	}
 }
 

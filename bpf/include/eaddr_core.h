@@ -29,6 +29,7 @@ typedef _Bool bool;
 /* From include/uapi/linux/bpf.h: the values are ABI and never change. */
 enum bpf_map_type {
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_LRU_HASH = 9,
 	BPF_MAP_TYPE_RINGBUF = 27,
 };
 enum {
@@ -37,6 +38,7 @@ enum {
 };
 enum {
 	BPF_ANY = 0,
+	BPF_NOEXIST = 1,
 };
 enum {
 	BPF_RB_AVAIL_DATA = 0,
@@ -72,6 +74,27 @@ struct ns_common {
 
 struct net {
 	struct ns_common ns;
+	__u64 net_cookie; /* never reused, unlike ns.inum (5.12+; read as 0 where absent) */
+} __attribute__((preserve_access_index));
+
+/* kernfs: the cgroup v2 directory of a task, named leaf to root. */
+struct kernfs_node {
+	struct kernfs_node *__parent; /* 6.15+ */
+	const char *name;
+	__u64 id; /* == bpf_get_current_cgroup_id() for the task's cgroup */
+} __attribute__((preserve_access_index));
+
+/* Before 6.15 the parent pointer was called parent. */
+struct kernfs_node___pre615 {
+	struct kernfs_node *parent;
+} __attribute__((preserve_access_index));
+
+struct cgroup {
+	struct kernfs_node *kn;
+} __attribute__((preserve_access_index));
+
+struct css_set {
+	struct cgroup *dfl_cgrp;
 } __attribute__((preserve_access_index));
 
 struct mnt_namespace {
@@ -132,6 +155,8 @@ struct task_struct {
 	struct files_struct *files;
 	struct nsproxy *nsproxy;
 	struct mm_struct *mm;
+	struct css_set *cgroups;
+	__u64 start_boottime; /* ns since boot; /proc/PID/stat starttime is this in clock ticks */
 } __attribute__((preserve_access_index));
 
 typedef struct {

@@ -103,14 +103,19 @@ type jsonEvent struct {
 		Image       string            `json:"image"`
 		QoS         string            `json:"qos"`
 		Labels      map[string]string `json:"labels"`
+		Via         string            `json:"via"`
+		// NamesUnresolved: why the runtime's names are missing.
+		NamesUnresolved string `json:"names_unresolved"`
 	} `json:"pod"`
-	HostNetwork bool   `json:"host_network"`
-	Suppressed  int    `json:"suppressed"`
-	NetNS       uint64 `json:"netns"`
-	MntNS       uint64 `json:"mntns"`
-	Cgroup      struct {
-		ID   uint64 `json:"id"`
-		Path string `json:"path"`
+	PodUnresolved string `json:"pod_unresolved"`
+	HostNetwork   bool   `json:"host_network"`
+	Suppressed    int    `json:"suppressed"`
+	NetNS         uint64 `json:"netns"`
+	MntNS         uint64 `json:"mntns"`
+	Cgroup        struct {
+		ID         uint64 `json:"id"`
+		Path       string `json:"path"`
+		Unresolved string `json:"unresolved"`
 	} `json:"cgroup"`
 }
 
@@ -137,6 +142,9 @@ type traceProc struct {
 	// losses must then be counted, not absent.
 	lossOK    bool
 	summaries []string // {"kind":"summary"} lines
+	// onLine, when set, is called with each stdout line as it is read,
+	// with mu held.
+	onLine func(string)
 }
 
 // startTrace runs `eaddr trace args...` and returns once it logged
@@ -189,6 +197,9 @@ func startTrace(t *testing.T, args ...string) *traceProc {
 			dec.DisallowUnknownFields()
 			err := dec.Decode(&ev)
 			p.mu.Lock()
+			if p.onLine != nil {
+				p.onLine(s.Text())
+			}
 			p.lines = append(p.lines, s.Text())
 			if err != nil {
 				t.Errorf("stdout line is not an event: %v: %s", err, s.Text())

@@ -36,6 +36,13 @@ type metrics struct {
 	events     atomic.Uint64
 	healthy    atomic.Bool
 
+	// Attribution: events a filter could not decide (pod or cgroup not
+	// known), CRI calls that failed or timed out, and the runtime's health
+	// (why it is down, "" while it answers; read by /healthz).
+	filteredUnresolved atomic.Uint64
+	criFailures        atomic.Uint64
+	criDown            atomic.Pointer[string]
+
 	// Cache sizes, sampled by the trace loop (the caches are not safe to
 	// read from the HTTP goroutine).
 	cacheLen, cacheCap [len(cacheNames)]atomic.Int64
@@ -97,6 +104,21 @@ func newMetrics(maxSeries int) *metrics {
 			Name: "eaddr_events_total",
 			Help: "Events read from the ring buffer.",
 		}, func() float64 { return float64(m.events.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "eaddr_filtered_unresolved_total",
+			Help: "Events dropped by --cgroup/--namespace/--pod/--container/--selector because their cgroup or pod was not known, so the filter could not decide.",
+		}, func() float64 { return float64(m.filteredUnresolved.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "eaddr_cri_failures_total",
+			Help: "Calls to the container runtime (CRI) that failed or timed out; events then carry pod UIDs and container IDs without names.",
+		}, func() float64 { return float64(m.criFailures.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_cri_up", Help: "1 while the container runtime answers eaddr's CRI calls (pod names), 0 while it does not or there is none."},
+			func() float64 {
+				if p := m.criDown.Load(); p != nil && *p != "" {
+					return 0
+				}
+				return 1
+			}),
 		collectors.NewGoCollector(),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_up", Help: "1 while the BPF programs are attached and the ring is read."},
 			func() float64 {
@@ -169,6 +191,11 @@ func (m *metrics) serve(ctx context.Context, addr string, log *slog.Logger) (str
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if !m.healthy.Load() {
 			http.Error(w, "not attached", http.StatusServiceUnavailable)
+			return
+		}
+		if p := m.criDown.Load(); p != nil && *p != "" {
+			// Tracing works; only pod names are missing: still healthy.
+			fmt.Fprintf(w, "ok\ncontainer runtime: not answering, events carry pod UIDs and container IDs only: %s\n", *p)
 			return
 		}
 		fmt.Fprintln(w, "ok")

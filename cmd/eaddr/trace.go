@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -62,7 +60,7 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.Uint32Var(&f.PID, "pid", 0, "only this process id (filtered in the kernel); 0 for all")
 	fs.StringVar(&f.Comm, "comm", "", "only processes whose comm (first 15 bytes of the name) is exactly this")
 	fs.Uint32Var(&f.NetNS, "netns", 0, "only this network namespace inode, as in /proc/PID/ns/net (filtered in the kernel); 0 for all")
-	fs.StringVar(&f.Cgroup, "cgroup", "", "only processes whose cgroup v2 path starts with this prefix, e.g. /kubepods")
+	fs.StringVar(&f.Cgroup, "cgroup", "", "only processes whose cgroup v2 path starts with this prefix, e.g. /kubepods; an event whose cgroup is not known is dropped and counted as filtered_unresolved")
 	fs.IntVar(&f.RingSize, "ring-size", tracer.DefaultRingSize, "ring buffer size in bytes, a power of two; events that do not fit are counted as lost")
 	fs.DurationVar(&f.Flush, "flush-interval", 50*time.Millisecond, "the longest an event waits before it is written: the kernel wakes eaddr for every 64 KiB of events or on this timer, not for each event (a wakeup per event costs several µs per failing call); 0 wakes it for every event")
 	fs.StringVar(&f.Node, "node", "", "node name in each event (default: $NODE_NAME, else the hostname)")
@@ -75,8 +73,8 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.NodePortCollisions, "nodeport-collisions", false, "also report a connect() in the host netns whose kernel-chosen source port is in the NodePort range (kind nodeport_collision): replies to it can be captured by a NodePort rule. Off, it costs nothing")
 	fs.StringVar(&f.NodePortRange, "node-port-range", "30000-32767", "the cluster's Service NodePort range (kube-apiserver --service-node-port-range)")
 	fs.Uint32Var(&f.NodePortNetNS, "nodeport-netns", 0, "netns inode checked by --nodeport-collisions (default: the host's, that of pid 1)")
-	fs.StringVar(&f.CRIEndpoint, "cri-endpoint", "", "container runtime socket for pod names (default: the first of /run/containerd/containerd.sock, /run/k3s/containerd/containerd.sock, /var/run/crio/crio.sock, /run/cri-dockerd.sock); without one, events carry pod UIDs and container IDs only")
-	fs.StringVar(&f.Namespace, "namespace", "", "only pods in this Kubernetes namespace")
+	fs.StringVar(&f.CRIEndpoint, "cri-endpoint", "", "container runtime socket for pod names (default: the first of /run/containerd/containerd.sock, /run/k3s/containerd/containerd.sock, /var/run/crio/crio.sock, /run/cri-dockerd.sock); without one, or while it does not answer, events carry pod UIDs and container IDs only, and say why")
+	fs.StringVar(&f.Namespace, "namespace", "", "only pods in this Kubernetes namespace (as --pod, --container and --selector: an event whose pod or names are not known is dropped and counted as filtered_unresolved)")
 	fs.StringVar(&f.Pod, "pod", "", "only this pod (name)")
 	fs.StringVar(&f.Container, "container", "", "only this container (name)")
 	fs.StringVar(&f.Selector, "selector", "", "only pods with these labels: k=v[,k=v...]")
@@ -241,30 +239,41 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 	return trace(ctx, c, stdout, log, traceHooks{})
 }
 
-// filter is what user space drops after the kernel's own filters.
-func (c *traceConfig) keep(ev *decode.Event) bool {
+// keep is what user space drops after the kernel's own filters, applied after
+// attribution. unresolved: the filter could not decide, because the event's
+// cgroup or pod is not known; such events are dropped and counted
+// (filtered_unresolved), never passed as if they matched.
+func (c *traceConfig) keep(ev *decode.Event) (keep, unresolved bool) {
 	if c.comm != "" && string(ev.Comm) != c.comm {
-		return false
+		return false, false
 	}
-	if c.cg != "" && !strings.HasPrefix(ev.CgroupPath, c.cg) {
-		return false
+	if c.cg != "" {
+		if ev.CgroupPath == "" {
+			return false, true
+		}
+		if !strings.HasPrefix(ev.CgroupPath, c.cg) {
+			return false, false
+		}
 	}
 	if c.namespace == "" && c.pod == "" && c.container == "" && c.selector == nil {
-		return true
+		return true, false
 	}
 	p := ev.Pod
 	if p == nil {
-		return false
+		return false, ev.PodUnresolved != ""
+	}
+	if ev.PodNamesUnresolved != "" {
+		return false, true
 	}
 	if (c.namespace != "" && p.Namespace != c.namespace) || (c.pod != "" && p.Name != c.pod) || (c.container != "" && p.Container != c.container) {
-		return false
+		return false, false
 	}
 	for k, v := range c.selector {
 		if p.Labels[k] != v {
-			return false
+			return false, false
 		}
 	}
-	return true
+	return true, false
 }
 
 // traceHooks let the demo watch a trace; nil hooks are skipped.
@@ -294,32 +303,12 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 	stopWatching := t.StopOnDone(ctx)
 	defer stopWatching()
 
-	cg, err := decode.NewCgroupResolver()
+	r, err := newTraceRun(c, t, out, log, met, hooks)
 	if err != nil {
-		log.Warn("cgroup paths unavailable, events carry cgroup ids only", "err", err)
-		cg = nil
+		return err
 	}
-	dec := decode.NewDecoder(cg)
-	cri := kube.NewResolver(c.cri, log)
-	defer cri.Close()
-	host, _ := netdiag.HostInode()
-	pods := decode.NewPodMapper(cri, host)
-	var explainer *decode.Explainer
-	if c.explain > 0 {
-		if explainer, err = decode.NewExplainer(); err != nil {
-			return err
-		}
-	}
-
-	errnos := "all"
-	if !c.opts.AllErrnos {
-		var names []string
-		for _, n := range c.opts.Errnos {
-			names = append(names, decode.ErrnoName(n))
-		}
-		errnos = strings.Join(slices.Compact(names), ",")
-	}
-	log.Info("attached", "syscalls", syscallNames(c.opts.Syscalls), "errnos", errnos, "output", map[bool]string{true: "table", false: "json"}[c.table])
+	defer r.close()
+	log.Info("attached", "syscalls", syscallNames(c.opts.Syscalls), "errnos", errnoNames(c.opts), "output", map[bool]string{true: "table", false: "json"}[c.table])
 	if hooks.attached != nil {
 		hooks.attached()
 	}
@@ -327,173 +316,86 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 		met.healthy.Store(true)
 		defer met.healthy.Store(false)
 	}
-	sum := summary{start: time.Now(), every: c.summary, enabled: c.summary > 0 && !c.table}
+	if err := r.loop(); err != nil {
+		return err
+	}
+	return r.finish()
+}
 
-	var diag *decode.Diagnoser
-	if c.diagnose > 0 {
-		diag = decode.NewDiagnoser()
-		diag.Interval, diag.NodePortLo, diag.NodePortHi = c.diagnose, c.nodeLo, c.nodeHi
-		if host, err := netdiag.HostInode(); err == nil {
-			diag.HostNetNS = host
+func errnoNames(o tracer.Options) string {
+	if o.AllErrnos {
+		return "all"
+	}
+	var names []string
+	for _, n := range o.Errnos {
+		names = append(names, decode.ErrnoName(n))
+	}
+	return strings.Join(slices.Compact(names), ",")
+}
+
+// traceRun is one trace: the stages an event goes through, in order, and
+// their counters.
+type traceRun struct {
+	c     traceConfig
+	t     *tracer.Tracer
+	log   *slog.Logger
+	met   *metrics
+	hooks traceHooks
+
+	cg        *decode.CgroupResolver // nil without cgroup2
+	dec       *decode.Decoder
+	cri       *kube.Resolver
+	pods      *decode.PodMapper
+	hold      holdQueue
+	explainer *decode.Explainer
+	diag      *decode.Diagnoser
+	limiter   *rateLimiter
+	sk        *sink
+	sum       summary
+
+	raw      tracer.RawEvent
+	ev       decode.Event
+	x        decode.Explanation
+	lastTick time.Time
+
+	written, filtered, filteredUnresolved uint64
+}
+
+func newTraceRun(c traceConfig, t *tracer.Tracer, out io.Writer, log *slog.Logger, met *metrics, hooks traceHooks) (*traceRun, error) {
+	r := &traceRun{c: c, t: t, log: log, met: met, hooks: hooks, limiter: newRateLimiter(c.rate), hold: newHoldQueue(holdMax)}
+	cg, err := decode.NewCgroupResolver(t)
+	r.dec = decode.NewDecoder(nil)
+	if err != nil {
+		log.Warn("cgroup paths unavailable, events carry cgroup ids only", "err", err)
+		r.dec.NoCgroups = err.Error()
+	} else {
+		r.cg, r.dec.Cgroups = cg, cg
+	}
+	r.cri = kube.NewResolver(c.cri, log)
+	host, _ := netdiag.HostInode()
+	r.pods = decode.NewPodMapper(r.cri, host)
+	r.pods.CgroupV1 = decode.CgroupV1Mounted()
+	if c.explain > 0 {
+		if r.explainer, err = decode.NewExplainer(); err != nil {
+			r.close()
+			return nil, err
 		}
 	}
-	var (
-		g        *decode.Diagnosis
-		raw      tracer.RawEvent
-		ev       decode.Event
-		x        decode.Explanation
-		written  uint64
-		filtered uint64
-		limiter  = newRateLimiter(c.rate)
-	)
+	if c.diagnose > 0 {
+		r.diag = decode.NewDiagnoser()
+		r.diag.Interval, r.diag.NodePortLo, r.diag.NodePortHi = c.diagnose, c.nodeLo, c.nodeHi
+		r.diag.HostNetNS = host
+	}
+	r.sum = summary{start: time.Now(), every: c.summary, enabled: c.summary > 0 && !c.table}
 	// Lines are batched and handed to a writer goroutine whenever the ring
 	// is drained; a stalled stdout makes batches drop (counted), never the
 	// reader block. A closed stdout (EPIPE) stops the trace.
-	sk := newSink(out, 64<<10, 64, t.Stop) // at most 4 MiB waiting for stdout
-	defer sk.close(2 * time.Second)
+	r.sk = newSink(out, 64<<10, 64, t.Stop) // at most 4 MiB waiting for stdout
 	if c.table {
-		sk.add(append(sk.buf(), decode.TableHeader+"\n"...), 0)
+		r.sk.add(append(r.sk.buf(), decode.TableHeader+"\n"...), 0)
 	}
-	// tick runs at least every flush interval (or second): counters for
-	// metrics, and the summary record when it is due.
-	tick := func(now time.Time) {
-		if met == nil && !sum.enabled {
-			return
-		}
-		st, _ := t.Stats()
-		if met != nil {
-			met.lost.Store(st.KernelLost)
-			met.events.Store(st.Events)
-			met.dropped.Store(sk.dropped.Load())
-			met.suppressed.Store(limiter.total)
-			if cg != nil {
-				met.setCache(0, cg.Len(), cg.Cap())
-			}
-			byCg, byNS, byPID, bound, pidBound := pods.CacheSizes()
-			met.setCache(1, byCg, bound)
-			met.setCache(2, byNS, bound)
-			met.setCache(3, byPID, pidBound)
-			if explainer != nil {
-				n, b := explainer.Detector.CacheSizes()
-				met.setCache(4, n, b)
-			}
-			if diag != nil {
-				snaps, handles, b := diag.CacheSizes()
-				met.setCache(5, snaps, b)
-				met.setCache(6, handles, b)
-			}
-			met.setCache(7, len(limiter.keys), limiter.max)
-			met.setCache(8, cri.Len(), cri.MaxEntries)
-		}
-		if sum.enabled && now.Sub(sum.start) >= sum.every {
-			b := sum.append(sk.buf(), now, c.node, st.KernelLost, sk.dropped.Load(), limiter.total)
-			sk.add(append(b, '\n'), 1)
-			sk.flush()
-		}
-	}
-	wait := c.flush
-	if wait == 0 && (met != nil || sum.enabled) {
-		wait = time.Second
-	}
-	lastTick := time.Now()
-	for {
-		if wait > 0 {
-			t.SetDeadline(time.Now().Add(wait))
-		}
-		err := t.Read(&raw)
-		if errors.Is(err, tracer.ErrClosed) {
-			break
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			sk.flush()
-			lastTick = time.Now()
-			tick(lastTick)
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("reading events: %w", err)
-		}
-		dec.Decode(&raw, &ev)
-		pods.Map(&ev)
-		if !c.keep(&ev) {
-			filtered++
-			continue
-		}
-		if diag != nil {
-			diag.Seen(&ev) // even for suppressed events: the netns stays reachable
-		}
-		pass, suppressed := limiter.allow(&ev, ev.Time)
-		if !pass {
-			sum.suppress()
-			continue
-		}
-		ev.Suppressed = suppressed
-		explain := explainer != nil && !ev.NodePort
-		if explain {
-			explainer.Explain(&ev, &x)
-		}
-		g = nil
-		if diag != nil {
-			g = diag.Diagnose(&ev)
-		}
-		buf := sk.buf()
-		start := len(buf)
-		if c.table {
-			buf = decode.AppendTable(buf, &ev)
-			if explain {
-				buf = append(buf, '\n')
-				buf = x.AppendTableExplained(buf)
-			}
-			if g != nil {
-				buf = append(buf, "\n    ⚑ "...)
-				buf = append(buf, g.Verdict...)
-			}
-		} else if explain {
-			buf = decode.AppendEvent(buf, &ev, c.node, explainer, &x, c.explain == 2, g)
-		} else {
-			buf = decode.AppendEvent(buf, &ev, c.node, nil, nil, false, g)
-		}
-		buf = append(buf, '\n')
-		if hooks.event != nil {
-			hooks.event(&ev, &x, buf[start:])
-		}
-		sk.add(buf, 1)
-		if t.Pending() == 0 { // drained: hand the batch on
-			sk.flush()
-		}
-		written++
-		sum.count(&ev)
-		if met != nil {
-			met.observe(&ev, g)
-		}
-		if wait > 0 && time.Since(lastTick) >= wait { // a busy ring never times out
-			lastTick = time.Now()
-			tick(lastTick)
-		}
-	}
-	sk.close(2 * time.Second)
-	st, err := t.Stats()
-	if err != nil {
-		log.Warn("reading counters", "err", err)
-	}
-	// events = filtered + suppressed + written; written = delivered + dropped.
-	dropped := sk.dropped.Load()
-	attrs := []any{"events", st.Events, "delivered", written - min(written, dropped), "filtered", filtered, "lost", st.KernelLost,
-		"dropped", dropped, "suppressed", limiter.total, "malformed", st.Malformed}
-	if diag != nil {
-		attrs = append(attrs, "netns_snapshots", diag.Snapshots, "snapshots_shared", diag.Shared, "netns_unreachable", diag.Unreachable)
-	}
-	log.Info("stopped", attrs...)
-	if err := sk.Err(); err != nil {
-		if errors.Is(err, syscall.EPIPE) {
-			log.Info("stdout was closed by its reader: stopped")
-			return nil
-		}
-		return fmt.Errorf("writing events: %w", err)
-	}
-	return nil
+	return r, nil
 }
-
 func syscallNames(s []int) string {
 	if len(s) == 0 {
 		return "connect,bind"

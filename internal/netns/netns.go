@@ -560,3 +560,24 @@ func (e *Exhausted) Close() error {
 	})
 	return e.closeErr
 }
+
+// Cookie is the namespace's cookie (SO_NETNS_COOKIE, Linux 5.14+): unlike
+// the inode, it is never reused, so it tells a namespace from a later one
+// that got the freed inode. Entering n needs CAP_SYS_ADMIN.
+func (n *NS) Cookie() (uint64, error) {
+	var cookie uint64
+	err := n.Do(func() error {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("netns: cookie: socket: %w", err)
+		}
+		defer unix.Close(fd)
+		v, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+		if err != nil {
+			return fmt.Errorf("netns: cookie: SO_NETNS_COOKIE: %w", err)
+		}
+		cookie = v
+		return nil
+	})
+	return cookie, err
+}

@@ -86,7 +86,7 @@ func main() {
 	flag.StringVar(&o.bpftrace, "bpftrace", "bpftrace", "the bpftrace binary; its column says 'bpftrace not installed' when it is not found")
 	flag.StringVar(&o.script, "script", "bench/eaddr.bt", "the bpftrace script equivalent to eaddr's kernel side")
 	flag.StringVar(&o.goTool, "go", "go", "the go command, for the per-event user-space benchmark (empty: skip it)")
-	flag.BoolVar(&o.goBench, "gobench", true, "run `go test -run XXX -bench BenchmarkEventJSON -benchmem ./decode` for the user-space cost per event")
+	flag.BoolVar(&o.goBench, "gobench", true, "run the Go benchmarks: user-space cost per event (./decode BenchmarkEventJSON), and what naming a cgroup costs (./decode BenchmarkCgroupPath, ./tracer BenchmarkCgroupRecord and BenchmarkLookupCgroup)")
 	flag.Float64Var(&o.genRate, "generate", -1, "only generate failing connect() calls at this rate (0: as fast as possible) in a throwaway exhausted netns for -for, e.g. to profile a tracer by hand; no table")
 	flag.DurationVar(&o.genFor, "for", 10*time.Second, "with -generate: for how long")
 	flag.Usage = func() {
@@ -204,7 +204,7 @@ func run(ctx context.Context, o options) error {
 
 	// The per-event user-space benchmark first, with nothing else running.
 	if o.goBench && o.goTool != "" && o.genRate < 0 {
-		b.logf("go test -run XXX -bench BenchmarkEventJSON -benchmem ./decode")
+		b.logf("go test -run XXX -bench ... ./decode ./tracer")
 		b.res.goBench, b.res.goBenchErr = runGoBench(ctx, o.goTool)
 		if b.res.goBenchErr != nil {
 			b.logf("go benchmark: %v", b.res.goBenchErr)

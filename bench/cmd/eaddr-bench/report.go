@@ -303,7 +303,14 @@ func (b *bench) report(w io.Writer) {
 		return num(r.med(rowAttach, c), 0)
 	})
 	for _, g := range r.goBench {
-		row(fmt.Sprintf("user space per event: %s", strings.TrimPrefix(g.name, "Benchmark")), func(c int) string {
+		label := "user space per event: "
+		switch {
+		case strings.HasPrefix(g.name, "BenchmarkCgroupRecord"):
+			label = "BPF per failure, cgroup path: "
+		case strings.HasPrefix(g.name, "BenchmarkCgroupPath"), strings.HasPrefix(g.name, "BenchmarkLookupCgroup"):
+			label = "user space per new cgroup: "
+		}
+		row(label+strings.TrimPrefix(g.name, "Benchmark"), func(c int) string {
 			if c != cfgEaddr {
 				return "-"
 			}
@@ -538,8 +545,27 @@ func (b *bench) targets(w io.Writer) {
 var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(?:\s+[\d.]+ MB/s)?\s+([\d.]+) B/op\s+([\d.]+) allocs/op`)
 
 // runGoBench runs the decode package's per-event benchmarks.
+// goBenches are the Go benchmarks `make bench` runs: user space per event,
+// and what naming a cgroup costs in user space and in the BPF program.
+var goBenches = [][]string{
+	{"-bench", "BenchmarkEventJSON|BenchmarkCgroupPath", "-benchmem", "./decode"},
+	{"-bench", "BenchmarkCgroupRecord|BenchmarkLookupCgroup", "-benchtime", "5x", "-benchmem", "./tracer"},
+}
+
 func runGoBench(ctx context.Context, goTool string) ([]goBenchLine, error) {
-	cmd := exec.CommandContext(ctx, goTool, "test", "-run", "XXX", "-bench", "BenchmarkEventJSON", "-benchmem", "./decode")
+	var all []goBenchLine
+	for _, args := range goBenches {
+		res, err := runGoBench1(ctx, goTool, args)
+		all = append(all, res...)
+		if err != nil {
+			return all, err
+		}
+	}
+	return all, nil
+}
+
+func runGoBench1(ctx context.Context, goTool string, args []string) ([]goBenchLine, error) {
+	cmd := exec.CommandContext(ctx, goTool, append([]string{"test", "-run", "XXX"}, args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.CombinedOutput()
 	var res []goBenchLine

@@ -1,0 +1,440 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/eaddr/eaddr/internal/critest"
+	"github.com/eaddr/eaddr/internal/netns"
+)
+
+// wedgedCRI is a CRI socket that accepts connections and never answers, as a
+// wedged runtime does. It counts the connections it accepted.
+func wedgedCRI(t *testing.T) (path string, accepted *atomic.Int64) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "wedged.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted = new(atomic.Int64)
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			conns = append(conns, c) // held open, never read or written
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return path, accepted
+}
+
+// nonPodCgroup makes a systemd-style service cgroup, not a pod's, removed at
+// cleanup.
+func nonPodCgroup(t *testing.T) string {
+	t.Helper()
+	root := cgroup2Mount(t)
+	top := filepath.Join(root, fmt.Sprintf("eaddr-test-svc-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	leaf := filepath.Join(top, "system.slice", "debug.service")
+	if err := os.MkdirAll(leaf, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for d := leaf; strings.HasPrefix(d, top); d = filepath.Dir(d) {
+			rmdirRetry(d)
+		}
+	})
+	return leaf
+}
+
+// rmdirRetry removes a cgroup directory, retrying briefly on EBUSY (the kernel
+// may still be tearing down a just-reaped task).
+func rmdirRetry(dir string) error {
+	var err error
+	for range 50 {
+		if err = os.Remove(dir); err == nil || os.IsNotExist(err) {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return err
+}
+
+// Twenty pods, each with a kubepods cgroup created a moment before its only
+// failure and removed right after the process exits, all in one netns: every
+// event carries its own cgroup's exact path, pod UID and container ID (never
+// a neighbour's), although no cgroup exists any more when eaddr looks. A
+// process of that netns outside any pod cgroup gets no pod: the netns was seen
+// with twenty pods, so it says nothing about which.
+func TestAttributionFreshCgroups(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	cri, _ := wedgedCRI(t)
+	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--cri-endpoint", cri, "--explain", "off", "--diagnose=false")
+	type want struct{ path, uid, cid string }
+	wants := map[int]want{}
+	for range 20 {
+		root, leaf, uid, cid := podCgroup(t)
+		created := time.Now()
+		pid := failInCgroup(t, ns, leaf)
+		if err := rmdirRetry(leaf); err != nil {
+			t.Fatalf("removing %s right after its process exited: %v", leaf, err)
+		}
+		if d := time.Since(created); d > time.Second {
+			t.Fatalf("cgroup lived %v before removal; the test wants < 1s", d)
+		}
+		wants[pid] = want{strings.TrimPrefix(leaf, root), uid, cid}
+	}
+	svc := nonPodCgroup(t)
+	outside := failInCgroup(t, ns, svc)
+
+	exact := 0
+	for pid, w := range wants {
+		evs := p.forPID(pid, 1, 5*time.Second)
+		if len(evs) != 1 {
+			t.Errorf("pid %d: %d events", pid, len(evs))
+			continue
+		}
+		ev := evs[0]
+		if ev.Cgroup.Path != w.path || ev.Pod == nil || ev.Pod.UID != w.uid || ev.Pod.ContainerID != w.cid {
+			t.Errorf("pid %d: cgroup %+v pod %+v; want path %s uid %s container %s", pid, ev.Cgroup, ev.Pod, w.path, w.uid, w.cid)
+			continue
+		}
+		exact++
+	}
+	t.Logf("%d of %d events from removed cgroups with the exact path, pod UID and container ID", exact, len(wants))
+	evs := p.forPID(outside, 1, 5*time.Second)
+	if len(evs) != 1 || evs[0].Pod != nil || evs[0].Cgroup.Path != strings.TrimPrefix(svc, cgroup2Mount(t)) {
+		t.Errorf("process outside the pods in a netns shared by 20 pods: %+v", evs)
+	}
+}
+
+// A netns whose inode is reused by a new netns: while the first lives, a
+// process outside the pod cgroups in it is attributed to its pod by netns (the
+// positive control); in the new netns with the same inode, the same kind of
+// process gets no pod.
+func TestAttributionNetNSReuse(t *testing.T) {
+	first, err := netns.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { first.Close() })
+	ex, err := netns.Exhaust(first, "tcp4", "127.0.0.1:8080", 40000, 40001)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ex.Close() })
+	inode := first.Inode()
+	p := startTrace(t, "--netns", strconv.FormatUint(inode, 10), "--errno", "all", "--explain", "off", "--diagnose=false",
+		"--cri-endpoint", mustWedged(t))
+	_, leaf, uid, _ := podCgroup(t)
+	pod := failInCgroup(t, first, leaf)
+	svc := nonPodCgroup(t)
+	before := failInCgroup(t, first, svc)
+	if evs := p.forPID(pod, 1, 5*time.Second); len(evs) != 1 || evs[0].Pod == nil || evs[0].Pod.UID != uid {
+		t.Fatalf("pod event: %+v", evs)
+	}
+	evs := p.forPID(before, 1, 5*time.Second)
+	if len(evs) != 1 || evs[0].Pod == nil || evs[0].Pod.UID != uid || evs[0].Pod.Via != "netns" {
+		t.Fatalf("positive control: a process outside the pod cgroups in the pod's live netns: %+v", evs)
+	}
+
+	ex.Close()
+	first.Close()
+	second := reuseInode(t, inode)
+	after := failRefused(t, second, svc)
+	evs = p.forPID(after, 1, 5*time.Second)
+	if len(evs) != 1 {
+		t.Fatalf("no event in the new netns with inode %d (sentinel): %+v", inode, evs)
+	}
+	if evs[0].Pod != nil || evs[0].NetNS != inode {
+		t.Errorf("new netns with the dead one's inode %d inherited pod %+v", inode, evs[0].Pod)
+	}
+}
+
+func mustWedged(t *testing.T) string {
+	p, _ := wedgedCRI(t)
+	return p
+}
+
+// reuseInode makes new namespaces until one gets inode (freed by the caller),
+// within a deadline.
+func reuseInode(t *testing.T, inode uint64) *netns.NS {
+	t.Helper()
+	var spare []*netns.NS
+	defer func() {
+		for _, n := range spare {
+			n.Close()
+		}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		n, err := netns.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Inode() == inode {
+			t.Cleanup(func() { n.Close() })
+			return n
+		}
+		spare = append(spare, n) // held, so the next one gets another inode
+		if len(spare) > 50 {
+			for _, s := range spare {
+				s.Close()
+			}
+			spare = spare[:0]
+			time.Sleep(50 * time.Millisecond) // netns teardown is asynchronous
+		}
+	}
+	t.Fatalf("no new netns got the freed inode %d within 10s", inode)
+	return nil
+}
+
+// failRefused runs a client in ns, in cgroup leaf, whose connect() to a
+// closed port fails with ECONNREFUSED; it returns its pid.
+func failRefused(t *testing.T, ns *netns.NS, leaf string) int {
+	t.Helper()
+	cmd := exec.Command(python(t), "-c", `import socket, sys
+sys.stdin.readline()
+try:
+    socket.socket().connect(("127.0.0.1", 9))
+except OSError as e:
+    print(e)
+`)
+	stdin, _ := cmd.StdinPipe()
+	if err := ns.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(stdin, "go")
+	cmd.Wait()
+	return cmd.Process.Pid
+}
+
+// A storm from five new pods while the CRI socket accepts and never answers:
+// at default flags nothing is lost in the kernel, every event is written within
+// 1s of its failure, the pod UID and container ID are there with the reason
+// the names are not, and the wedged runtime is logged once.
+func TestAttributionWedgedRuntimeStorm(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	cri, accepted := wedgedCRI(t)
+	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--cri-endpoint", cri, "--diagnose=false")
+	arrivals := p.arrivalTimes()
+	gen := stormGenerator(t)
+	var pids []int
+	var cmds []*exec.Cmd
+	for range 5 {
+		_, leaf, _, _ := podCgroup(t)
+		cmd := exec.Command(gen, "3")
+		cmd.Stdout = new(strings.Builder)
+		if err := ns.Start(cmd); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill() })
+		if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, cmd.Process.Pid)
+		cmds = append(cmds, cmd)
+	}
+	var generated int64
+	for _, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("storm generator: %v", err)
+		}
+		n, _ := strconv.ParseInt(strings.TrimSpace(c.Stdout.(*strings.Builder).String()), 10, 64)
+		generated += n
+	}
+	tot := p.stop(t)
+	if tot["lost"] != 0 {
+		t.Errorf("lost %d of %d failures in the kernel with a wedged runtime", tot["lost"], generated)
+	}
+	late, n := arrivals.late(time.Second)
+	if n == 0 {
+		t.Fatal("no event written (sentinel)")
+	}
+	if late > 0 {
+		t.Errorf("%d of %d events were written more than 1s after their failure (worst %v)", late, n, arrivals.worst)
+	}
+	if accepted.Load() == 0 {
+		t.Error("the wedged CRI socket was never asked (the test did not test a wedged runtime)")
+	}
+	p.mu.Lock()
+	warns := strings.Count(p.stderr.String(), "container runtime is not answering")
+	p.mu.Unlock()
+	if warns != 1 {
+		t.Errorf("the wedged runtime was logged %d times, want once", warns)
+	}
+	t.Logf("%d failures generated, %d events written, worst delay %v, totals %v", generated, n, arrivals.worst, tot)
+	for _, pid := range pids {
+		evs := p.forPID(pid, 1, time.Second)
+		if len(evs) == 0 || evs[0].Pod == nil || evs[0].Pod.ContainerID == "" || evs[0].Pod.NamesUnresolved == "" {
+			t.Errorf("pid %d: first event %+v: want pod UID, container ID and names_unresolved", pid, evs)
+		}
+	}
+}
+
+// arrivals records when each event line was read, to compare with its time.
+type arrivals struct {
+	delays []time.Duration
+	worst  time.Duration
+	p      *traceProc
+}
+
+func (p *traceProc) arrivalTimes() *arrivals {
+	a := &arrivals{p: p}
+	p.mu.Lock()
+	p.onLine = func(line string) {
+		m := timeRe.FindStringSubmatch(line)
+		if m == nil {
+			return
+		}
+		at, err := time.Parse(time.RFC3339Nano, m[1])
+		if err != nil {
+			return
+		}
+		d := time.Since(at)
+		a.delays = append(a.delays, d)
+		a.worst = max(a.worst, d)
+	}
+	p.mu.Unlock()
+	return a
+}
+
+var timeRe = regexp.MustCompile(`^\{"schema":\d+,"kind":"failure","time":"([^"]+)"`)
+
+// late counts the events written more than d after their failure.
+func (a *arrivals) late(d time.Duration) (late, n int) {
+	a.p.mu.Lock()
+	defer a.p.mu.Unlock()
+	for _, x := range a.delays {
+		if x > d {
+			late++
+		}
+	}
+	return late, len(a.delays)
+}
+
+// stormGenerator builds a C program that fails connect() flat out for N
+// seconds and prints how many times.
+func stormGenerator(t *testing.T) string {
+	t.Helper()
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Fatal("gcc is needed to build the storm generator")
+	}
+	src := filepath.Join(t.TempDir(), "storm.c")
+	bin := strings.TrimSuffix(src, ".c")
+	code := `#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	int secs = atoi(argv[1]);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(8080)};
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	time_t end = time(NULL) + secs;
+	long n = 0;
+	usleep(100000); /* moved into its cgroup meanwhile */
+	while (time(NULL) < end) {
+		for (int i = 0; i < 1000; i++) {
+			int s = socket(AF_INET, SOCK_STREAM, 0);
+			if (connect(s, (struct sockaddr *)&a, sizeof(a)) < 0)
+				n++;
+			close(s);
+		}
+	}
+	printf("%ld\n", n);
+	return 0;
+}
+`
+	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(gcc, "-O2", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v: %s", err, out)
+	}
+	return bin
+}
+
+// With a real containerd over CRI and eaddr already tracing, three pods are
+// started, each with a container exec'd into at once: every event carries the
+// right pod name, namespace, container name, container ID and image, though
+// the runtime was asked about the container only when its first failure came.
+func TestAttributionExecRightAfterStart(t *testing.T) {
+	r := critest.Start(t)
+	p := startTrace(t, "--cri-endpoint", r.Socket, "--comm", "wget", "--explain", "off", "--diagnose=false")
+	for i := range 3 {
+		name, cname := fmt.Sprintf("fresh-%d", i), fmt.Sprintf("app-%d", i)
+		pod := r.RunPod(t, name, "shop", map[string]string{"try": strconv.Itoa(i)},
+			map[string]string{"net.ipv4.ip_local_port_range": "40000 40001"})
+		ns, err := netns.Open(fmt.Sprintf("/proc/%d/ns/net", pod.PausePID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ns.Close() })
+		ex, err := netns.Exhaust(ns, "tcp4", "127.0.0.1:8080", 40000, 40001)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ex.Close() })
+		app := r.StartContainer(t, pod, cname, "sleep", "3600")
+		start := time.Now()
+		out, code := r.Exec(t, app, 20*time.Second, "wget", "-O", "/dev/null", "http://127.0.0.1:8080/")
+		if code == 0 {
+			t.Fatalf("wget succeeded in an exhausted pod: %s", out)
+		}
+		ev := p.waitFor(t, 5*time.Second, func(e jsonEvent) bool {
+			return e.Pod != nil && e.Pod.UID == pod.UID && e.Errno == "EADDRNOTAVAIL"
+		})
+		if ev.Pod.Name != name || ev.Pod.Namespace != "shop" || ev.Pod.Container != cname || ev.Pod.ContainerID != app.ID ||
+			!strings.Contains(ev.Pod.Image, "eaddr-busybox") || ev.Pod.Labels["try"] != strconv.Itoa(i) || ev.Pod.NamesUnresolved != "" {
+			t.Errorf("try %d: pod %+v; want %s/shop container %s id %s", i, ev.Pod, name, cname, app.ID)
+		}
+		t.Logf("try %d: container started and exec'd, event named in %v", i, time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// waitFor returns the first event for which match is true, within d.
+func (p *traceProc) waitFor(t *testing.T, d time.Duration, match func(jsonEvent) bool) jsonEvent {
+	t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		p.mu.Lock()
+		for _, e := range p.events {
+			if match(e) {
+				p.mu.Unlock()
+				return e
+			}
+		}
+		p.mu.Unlock()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t.Fatalf("no matching event within %v; events: %+v\nstderr: %s", d, p.events, p.stderr.String())
+	return jsonEvent{}
+}

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/tracer"
+)
+
+const (
+	// holdFor is the longest an event waits for the runtime to name its
+	// pod and container; then it goes out with the pod UID and container
+	// ID only, and says why.
+	holdFor = 500 * time.Millisecond
+	// holdPoll is how often held events are looked at while any wait.
+	holdPoll = 5 * time.Millisecond
+	// holdMax bounds the events waiting (352 bytes each); past it an event
+	// goes out at once without names.
+	holdMax = 4096
+)
+
+// holdQueue keeps raw events, in arrival order, whose names were asked of the
+// runtime: they are decoded and attributed again when the answer is there or
+// their time is up.
+type holdQueue struct {
+	q        []heldEvent
+	max      int
+	overflow uint64 // events that found the queue full and went out without waiting
+	answered uint64 // the runtime's answer count at the last full look
+}
+
+type heldEvent struct {
+	raw   tracer.RawEvent
+	until time.Time
+}
+
+func newHoldQueue(max int) holdQueue { return holdQueue{max: max} }
+
+// push keeps a copy of raw until the deadline; false when the queue is full.
+func (h *holdQueue) push(raw *tracer.RawEvent, until time.Time) bool {
+	if len(h.q) >= h.max {
+		h.overflow++
+		return false
+	}
+	h.q = append(h.q, heldEvent{raw: *raw, until: until})
+	return true
+}
+
+// loop reads until the tracer is stopped and drained.
+func (r *traceRun) loop() error {
+	wait := r.c.flush
+	if wait == 0 && (r.met != nil || r.sum.enabled) {
+		wait = time.Second
+	}
+	r.lastTick = time.Now()
+	for {
+		if d := r.readWait(wait); d > 0 {
+			r.t.SetDeadline(time.Now().Add(d))
+		} else {
+			r.t.SetDeadline(time.Time{}) // a poll deadline may be left from held events
+		}
+		err := r.t.Read(&r.raw)
+		if errors.Is(err, tracer.ErrClosed) {
+			r.release(true)
+			return nil
+		}
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return fmt.Errorf("reading events: %w", err)
+		}
+		if err == nil {
+			r.handle(&r.raw)
+		}
+		r.release(false)
+		if r.t.Pending() == 0 || err != nil { // drained: hand the batch on
+			r.sk.flush()
+		}
+		if now := time.Now(); wait > 0 && now.Sub(r.lastTick) >= wait { // a busy ring never times out
+			r.lastTick = now
+			r.tick(now)
+		}
+	}
+}
+
+// readWait is how long a Read may block: the flush interval, shorter while
+// events wait for names. 0: no deadline.
+func (r *traceRun) readWait(wait time.Duration) time.Duration {
+	if len(r.hold.q) == 0 {
+		return wait
+	}
+	if wait == 0 || wait > holdPoll {
+		return holdPoll
+	}
+	return wait
+}
+
+// handle decodes and attributes one event; one whose names were asked of the
+// runtime waits in the hold queue, the others go on at once.
+func (r *traceRun) handle(raw *tracer.RawEvent) {
+	ev := &r.ev
+	r.dec.Decode(raw, ev)
+	if r.diag != nil {
+		r.diag.Seen(ev) // now, while the process lives: the netns stays reachable
+	}
+	if r.pods.Map(ev, false) {
+		if r.hold.push(raw, time.Now().Add(holdFor)) {
+			return
+		}
+		r.pods.Map(ev, true)
+	}
+	r.process(ev)
+}
+
+// release sends on the held events whose names arrived or whose time is up
+// (all of them when final). The queue is in arrival order, so deadlines are
+// too: without a new answer from the runtime only the expired head is looked
+// at; after one, every held event is.
+func (r *traceRun) release(final bool) {
+	if len(r.hold.q) == 0 {
+		return
+	}
+	now := time.Now()
+	answered := r.cri.Answered.Load()
+	all := final || answered != r.hold.answered
+	r.hold.answered = answered
+	kept := r.hold.q[:0]
+	for i := range r.hold.q {
+		h := &r.hold.q[i]
+		expired := final || !now.Before(h.until)
+		if !all && !expired {
+			kept = append(kept, r.hold.q[i:]...)
+			break
+		}
+		r.dec.Decode(&h.raw, &r.ev)
+		if r.pods.Map(&r.ev, expired) {
+			kept = append(kept, *h)
+			continue
+		}
+		r.process(&r.ev)
+	}
+	clear(r.hold.q[len(kept):])
+	r.hold.q = kept
+}
+
+// process runs an attributed event through the filters, the rate limit,
+// explain and diagnose, and writes it.
+func (r *traceRun) process(ev *decode.Event) {
+	keep, unresolved := r.c.keep(ev)
+	if !keep {
+		if unresolved {
+			r.filteredUnresolved++
+			if r.filteredUnresolved == 1 {
+				r.log.Warn("dropped an event that a filter could not decide: its cgroup or pod is not known (counted as filtered_unresolved)",
+					"pid", ev.PID, "cgroup_id", ev.CgroupID, "why", firstOf(ev.PodUnresolved, ev.PodNamesUnresolved, ev.CgroupUnresolved))
+			}
+		} else {
+			r.filtered++
+		}
+		return
+	}
+	pass, suppressed := r.limiter.allow(ev, ev.Time)
+	if !pass {
+		r.sum.suppress()
+		return
+	}
+	ev.Suppressed = suppressed
+	explain := r.explainer != nil && !ev.NodePort
+	if explain {
+		r.explainer.Explain(ev, &r.x)
+	}
+	var g *decode.Diagnosis
+	if r.diag != nil {
+		g = r.diag.Diagnose(ev)
+	}
+	buf := r.sk.buf()
+	start := len(buf)
+	buf = r.render(buf, ev, explain, g)
+	if r.hooks.event != nil {
+		r.hooks.event(ev, &r.x, buf[start:])
+	}
+	r.sk.add(buf, 1)
+	r.written++
+	r.sum.count(ev)
+	if r.met != nil {
+		r.met.observe(ev, g)
+	}
+}
+
+func firstOf(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// render appends one line for ev.
+func (r *traceRun) render(buf []byte, ev *decode.Event, explain bool, g *decode.Diagnosis) []byte {
+	switch {
+	case r.c.table:
+		buf = decode.AppendTable(buf, ev)
+		if explain {
+			buf = append(buf, '\n')
+			buf = r.x.AppendTableExplained(buf)
+		}
+		if g != nil {
+			buf = append(buf, "\n    ⚑ "...)
+			buf = append(buf, g.Verdict...)
+		}
+	case explain:
+		buf = decode.AppendEvent(buf, ev, r.c.node, r.explainer, &r.x, r.c.explain == 2, g)
+	default:
+		buf = decode.AppendEvent(buf, ev, r.c.node, nil, nil, false, g)
+	}
+	return append(buf, '\n')
+}
+
+// tick runs at least every flush interval (or second): counters for
+// metrics, and the summary record when it is due.
+func (r *traceRun) tick(now time.Time) {
+	if r.met == nil && !r.sum.enabled {
+		return
+	}
+	st, _ := r.t.Stats()
+	if r.met != nil {
+		r.updateMetrics(st)
+	}
+	if r.sum.enabled && now.Sub(r.sum.start) >= r.sum.every {
+		b := r.sum.append(r.sk.buf(), now, r.c.node, st.KernelLost, r.sk.dropped.Load(), r.limiter.total)
+		r.sk.add(append(b, '\n'), 1)
+		r.sk.flush()
+	}
+}
+
+func (r *traceRun) updateMetrics(st tracer.Stats) {
+	m := r.met
+	m.lost.Store(st.KernelLost)
+	m.events.Store(st.Events)
+	m.dropped.Store(r.sk.dropped.Load())
+	m.suppressed.Store(r.limiter.total)
+	m.filteredUnresolved.Store(r.filteredUnresolved)
+	m.criFailures.Store(r.cri.Failures.Load())
+	_, why := r.cri.Healthy()
+	m.criDown.Store(&why)
+	if r.cg != nil {
+		m.setCache(0, r.cg.Len(), r.cg.Cap())
+	}
+	byCg, byNS, byPID, bound, pidBound := r.pods.CacheSizes()
+	m.setCache(1, byCg, bound)
+	m.setCache(2, byNS, bound)
+	m.setCache(3, byPID, pidBound)
+	if r.explainer != nil {
+		n, b := r.explainer.Detector.CacheSizes()
+		m.setCache(4, n, b)
+	}
+	if r.diag != nil {
+		snaps, handles, b := r.diag.CacheSizes()
+		m.setCache(5, snaps, b)
+		m.setCache(6, handles, b)
+	}
+	m.setCache(7, len(r.limiter.keys), r.limiter.max)
+	m.setCache(8, r.cri.Len(), r.cri.MaxEntries)
+}
+
+// finish writes what is queued and logs the totals.
+func (r *traceRun) finish() error {
+	r.sk.close(2 * time.Second)
+	st, err := r.t.Stats()
+	if err != nil {
+		r.log.Warn("reading counters", "err", err)
+	}
+	// events = filtered + filtered_unresolved + suppressed + written; written = delivered + dropped.
+	dropped := r.sk.dropped.Load()
+	attrs := []any{"events", st.Events, "delivered", r.written - min(r.written, dropped), "filtered", r.filtered,
+		"filtered_unresolved", r.filteredUnresolved, "lost", st.KernelLost,
+		"dropped", dropped, "suppressed", r.limiter.total, "malformed", st.Malformed}
+	if r.hold.overflow > 0 {
+		attrs = append(attrs, "names_not_awaited", r.hold.overflow)
+	}
+	if r.diag != nil {
+		attrs = append(attrs, "netns_snapshots", r.diag.Snapshots, "snapshots_shared", r.diag.Shared, "netns_unreachable", r.diag.Unreachable)
+	}
+	r.log.Info("stopped", attrs...)
+	if err := r.sk.Err(); err != nil {
+		if errors.Is(err, syscall.EPIPE) {
+			r.log.Info("stdout was closed by its reader: stopped")
+			return nil
+		}
+		return fmt.Errorf("writing events: %w", err)
+	}
+	return nil
+}
+
+func (r *traceRun) close() {
+	r.sk.close(2 * time.Second)
+	r.cri.Close()
+	if r.cg != nil {
+		r.cg.Close()
+	}
+}
