@@ -332,6 +332,7 @@ func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, 
 	var diag *decode.Diagnoser
 	if c.diagnose > 0 {
 		diag = decode.NewDiagnoser()
+		netdiag.SetLogger(log) // says once if sock_diag cannot dump sockets and /proc/net is read instead
 		diag.Interval, diag.NodePortLo, diag.NodePortHi = c.diagnose, c.nodeLo, c.nodeHi
 		if host, err := netdiag.HostInode(); err == nil {
 			diag.HostNetNS = host

@@ -17,6 +17,16 @@ import (
 // so that the /proc/net fallback runs.
 var TestingNoSockDiag atomic.Bool
 
+// testingEnv, set to 1 in the environment of the eaddr binary by its tests
+// (cmd/eaddr), sets TestingNoSockDiag at start.
+const testingEnv = "EADDR_TESTING_NO_SOCK_DIAG"
+
+func init() {
+	if os.Getenv(testingEnv) == "1" {
+		TestingNoSockDiag.Store(true)
+	}
+}
+
 var logger atomic.Pointer[slog.Logger]
 
 // SetLogger sets where netdiag says, once per process and kind (inet, unix),
