@@ -289,3 +289,54 @@ func TestDiagnoseProcNetFallback(t *testing.T) {
 		t.Errorf("connect: %+v", g)
 	}
 }
+
+// BenchmarkDiagnoseUnix is one unix diagnosis snapshot (stat of the file,
+// unix dump, holder scan) in a netns with about 2000 other bound unix
+// sockets, with sock_diag and with the /proc/net/unix fallback.
+func BenchmarkDiagnoseUnix(b *testing.B) {
+	testenv.RequireRoot(b)
+	ns, err := netns.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ns.Close() })
+	dir := b.TempDir()
+	cmd := exec.Command("python3", "-c", `import socket, resource, sys, time
+resource.setrlimit(resource.RLIMIT_NOFILE, (2100, 2100))
+d = sys.argv[1]
+keep = []
+for i in range(2000):
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(d + "/s%d.sock" % i if i % 2 else b"\0eaddr-bench-%d" % i)
+    if i % 10 == 0:
+        s.listen()
+    keep.append(s)
+print("ready", flush=True)
+time.sleep(600)
+`, dir)
+	out, _ := cmd.StdoutPipe()
+	if err := ns.Start(cmd); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if l, _ := bufio.NewReader(out).ReadString('\n'); l != "ready\n" {
+		b.Fatalf("python3 printed %q", l)
+	}
+	var st unix.Stat_t
+	unix.Stat(fmt.Sprintf("/proc/%d/ns/mnt", cmd.Process.Pid), &st)
+	ev := &Event{Syscall: Bind, Errno: EADDRINUSE, PID: uint32(cmd.Process.Pid), NetNS: uint32(ns.Inode()), MntNS: uint32(st.Ino),
+		HasSocket: true, Family: AFUnix, Local: Addr{Valid: true, Family: AFUnix, Path: []byte(dir + "/s11.sock")}}
+	b.Cleanup(func() { netdiag.TestingNoSockDiag.Store(false) })
+	for _, mode := range []string{"netlink", "procnet"} {
+		b.Run(mode, func(b *testing.B) {
+			netdiag.TestingNoSockDiag.Store(mode == "procnet")
+			d := NewDiagnoser()
+			d.Interval = 0 // a snapshot per call
+			for b.Loop() {
+				if g := d.Diagnose(ev); len(g.Holders) != 1 {
+					b.Fatalf("%+v", g)
+				}
+			}
+		})
+	}
+}

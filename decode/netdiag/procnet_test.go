@@ -241,3 +241,70 @@ time.sleep(60)
 		t.Errorf("/proc/net/unix fallback differs:\nnetlink %+v\n   proc %+v", socks, proc)
 	}
 }
+
+// unixMany starts a process in a fresh netns holding n bound unix sockets
+// (half socket files in dir, half abstract names; every tenth listens).
+func unixMany(t testing.TB, n int, dir string) *Netns {
+	t.Helper()
+	ns, h := sandbox(t)
+	startReady(t, ns, "python3", "-c", fmt.Sprintf(`import socket, resource
+resource.setrlimit(resource.RLIMIT_NOFILE, (%[1]d + 64, %[1]d + 64))
+keep = []
+for i in range(%[1]d):
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(%[2]q + "/s%%d.sock" %% i if i %% 2 else b"\0eaddr-bench-%%d" %% i)
+    if i %% 10 == 0:
+        s.listen()
+    keep.append(s)
+print("ready", flush=True)
+import time; time.sleep(600)
+`, n, dir))
+	return h
+}
+
+// BenchmarkDumpInet2000 compares the sock_diag dump with the /proc/net
+// fallback on 2001 TCP sockets (1000 connections and a listener).
+func BenchmarkDumpInet2000(b *testing.B) {
+	ns, n := sandbox(b)
+	ex, err := netns.Exhaust(ns, "tcp4", "127.0.0.1:8080", 40000, 40999)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ex.Close() })
+	b.Cleanup(func() { TestingNoSockDiag.Store(false) })
+	for _, mode := range []string{"netlink", "procnet"} {
+		b.Run(mode, func(b *testing.B) {
+			TestingNoSockDiag.Store(mode == "procnet")
+			var count int
+			for b.Loop() {
+				socks, err := n.DumpSockets(false)
+				if err != nil {
+					b.Fatal(err)
+				}
+				count = len(socks)
+			}
+			b.ReportMetric(float64(count), "sockets")
+		})
+	}
+}
+
+// BenchmarkDumpUnix2000 compares the unix sock_diag dump with the
+// /proc/net/unix fallback on 2000 bound unix sockets.
+func BenchmarkDumpUnix2000(b *testing.B) {
+	n := unixMany(b, 2000, b.TempDir())
+	b.Cleanup(func() { TestingNoSockDiag.Store(false) })
+	for _, mode := range []string{"netlink", "procnet"} {
+		b.Run(mode, func(b *testing.B) {
+			TestingNoSockDiag.Store(mode == "procnet")
+			var count int
+			for b.Loop() {
+				socks, err := n.DumpUnix()
+				if err != nil {
+					b.Fatal(err)
+				}
+				count = len(socks)
+			}
+			b.ReportMetric(float64(count), "sockets")
+		})
+	}
+}
