@@ -550,7 +550,9 @@ type unixLook struct {
 	name     string
 	abstract bool   // "@name": per netns, no file
 	file     string // a path's kind: "socket", "directory", ...; "" when absent or unknown
+	full     string // a path made absolute in the process's root (relative ones from its cwd)
 	fileErr  error  // nil, errNoFile, or why the file could not be looked at
+	byName   bool   // sockets were matched by bound name (/proc/net/unix), not by the file's inode
 	dirGone  bool   // the path's directory does not exist either
 	listen   int    // sockets bound to the name that listen
 	bound    int    // sockets bound to the name
@@ -567,7 +569,7 @@ func (d *Diagnoser) unixSnapshot(ev *Event, g *Diagnosis, now time.Time) {
 	u.abstract = u.name[0] == '@'
 	var st unix.Stat_t
 	if !u.abstract {
-		st, u.fileErr, u.dirGone = d.statUnixPath(ev, u.name)
+		st, u.full, u.fileErr, u.dirGone = d.statUnixPath(ev, u.name)
 		if u.fileErr == nil {
 			u.file = fileKind(st.Mode)
 		}
@@ -606,10 +608,11 @@ func (d *Diagnoser) unixSnapshot(ev *Event, g *Diagnosis, now time.Time) {
 // file's inode when sock_diag gives it, else (the /proc/net/unix fallback)
 // by the name as bound.
 func (d *Diagnoser) unixSockets(ns *netdiag.Netns, u *unixLook, st *unix.Stat_t, g *Diagnosis) error {
-	socks, err := ns.DumpUnix()
+	socks, byName, err := ns.DumpUnix()
 	if err != nil {
 		return err
 	}
+	u.byName = byName
 	states := map[string]int{}
 	inodes := map[uint64]bool{}
 	perInode := map[uint64]int{}
@@ -621,7 +624,7 @@ func (d *Diagnoser) unixSockets(ns *netdiag.Netns, u *unixLook, st *unix.Stat_t,
 		case s.VFSIno != 0:
 			match = s.VFSIno == st.Ino && s.VFSDev == st.Dev
 		default:
-			match = s.Name == u.name
+			match = s.Name == u.name || s.Name == u.full
 		}
 		if !match {
 			continue
@@ -681,7 +684,7 @@ func fileKind(mode uint32) string {
 // stands in, if in the same mount namespace (absolute paths only). The
 // error is errNoFile when the path does not exist; dirGone says whether its
 // directory does not exist either.
-func (d *Diagnoser) statUnixPath(ev *Event, path string) (st unix.Stat_t, err error, dirGone bool) {
+func (d *Diagnoser) statUnixPath(ev *Event, path string) (st unix.Stat_t, full string, err error, dirGone bool) {
 	pids := []int{int(ev.PID)}
 	if strings.HasPrefix(path, "/") {
 		pids = append(pids, int(ev.PPID))
@@ -700,9 +703,9 @@ func (d *Diagnoser) statUnixPath(ev *Event, path string) (st unix.Stat_t, err er
 			_, e := statInRoot(root, filepath.Dir(full))
 			dirGone = e == errNoFile
 		}
-		return st, err, dirGone
+		return st, full, err, dirGone
 	}
-	return st, err, false
+	return st, "", err, false
 }
 
 // processRoot opens /proc/PID/root of a process in mount namespace mnt and
@@ -782,9 +785,18 @@ func unixBindInUse(g *Diagnosis, u *unixLook) {
 		g.Verdict = fmt.Sprintf("the socket file %s is in use (%s%s)", u.name, countsString(g.States), holdersString(g.Holders))
 		g.Fix = append(g.Fix, "another server already runs on this path: stop the process that holds it"+orUnknown(h)+", or bind another path; removing the file would cut that server off from new clients")
 	default:
-		g.Verdict = fmt.Sprintf("stale socket file %s: it exists but no socket of this network namespace is bound to it (a process bound it and exited without unlink())", u.name)
+		g.Verdict = fmt.Sprintf("stale socket file %s: it exists but no socket of this network namespace is bound to it (a process bound it and exited without unlink())%s", u.name, byNameCaveat(u))
 		g.Fix = append(g.Fix, fmt.Sprintf("remove the stale socket file %s (a server should unlink() its path before bind()); if a process in another network namespace shares the file, stop it instead", u.name))
 	}
+}
+
+// byNameCaveat says what a match by bound name (the /proc/net/unix
+// fallback) cannot see.
+func byNameCaveat(u *unixLook) string {
+	if !u.byName {
+		return ""
+	}
+	return "; without unix_diag, sockets were matched by the name they were bound with (/proc/net/unix), so one bound to this file through another path is not seen"
 }
 
 func orUnknown(holder string) string {
@@ -814,7 +826,7 @@ func unixRefused(g *Diagnosis, u *unixLook) {
 		g.Verdict = fmt.Sprintf("%s is a %s, not a socket", u.name, u.file)
 		g.Fix = append(g.Fix, "connect to the server's socket path")
 	default:
-		g.Verdict = fmt.Sprintf("stale socket file %s: nobody listens on it (no socket of this network namespace is bound to it; the server exited without removing it)", u.name)
+		g.Verdict = fmt.Sprintf("stale socket file %s: nobody listens on it (no socket of this network namespace is bound to it; the server exited without removing it)%s", u.name, byNameCaveat(u))
 		g.Fix = append(g.Fix, fmt.Sprintf("start the server (it should unlink() the stale file before bind()), or remove the stale socket file %s", u.name))
 	}
 }

@@ -122,6 +122,7 @@ g = sock(socket.SOCK_DGRAM); g.bind(d + "/dgram.sock")
 out = {}
 for name, f in [("bind-live", lambda: sock().bind(d + "/live.sock")),
                 ("bind-stale", lambda: sock().bind(d + "/stale.sock")),
+                ("bind-relative", lambda: sock().bind("live.sock")),
                 ("bind-abstract", lambda: sock().bind(ab)),
                 ("bind-dgram", lambda: sock(socket.SOCK_DGRAM).bind(d + "/dgram.sock")),
                 ("connect-stale", lambda: sock().connect(d + "/stale.sock")),
@@ -135,7 +136,7 @@ time.sleep(600)
 `
 	// An abstract name with a NUL inside, as /proc/net/unix shows as '@'.
 	cmd := exec.Command("python3", "-c", py, s.dir, strings.TrimSuffix(s.abstract, "\x00x"))
-	cmd.Stderr = os.Stderr
+	cmd.Stderr, cmd.Dir = os.Stderr, s.dir
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -175,6 +176,8 @@ func (s *unixScene) event(t *testing.T, c string) *Event {
 		path = s.abstract
 	case "dgram":
 		path, typ = s.dir+"/dgram.sock", unix.SOCK_DGRAM
+	case "relative":
+		path = "live.sock" // the process's cwd is s.dir
 	default:
 		path = s.dir + "/" + what + ".sock"
 	}
@@ -200,13 +203,14 @@ func (s *unixScene) event(t *testing.T, c string) *Event {
 // two snapshots. With sock_diag unusable, /proc/net/unix gives the same.
 func TestDiagnoseUnix(t *testing.T) {
 	s := newUnixScene(t)
-	want := map[string]int{"bind-live": 98, "bind-stale": 98, "bind-abstract": 98, "bind-dgram": 98, "connect-stale": 111, "connect-missing": 2}
+	want := map[string]int{"bind-live": 98, "bind-relative": 98, "bind-stale": 98, "bind-abstract": 98, "bind-dgram": 98, "connect-stale": 111, "connect-missing": 2}
 	if !maps.Equal(s.errnos, want) {
 		t.Fatalf("the real calls failed with %v, want %v", s.errnos, want)
 	}
 	holder := fmt.Sprintf("held by pid %d python3", s.pid)
 	cases := []struct{ c, verdict, fix string }{
 		{"bind-live", "the socket file " + s.dir + "/live.sock is in use (1 LISTEN, " + holder + ")", fmt.Sprintf("stop the process that holds it: pid %d (python3)", s.pid)},
+		{"bind-relative", "the socket file live.sock is in use (1 LISTEN, " + holder + ")", fmt.Sprintf("stop the process that holds it: pid %d (python3)", s.pid)},
 		{"bind-stale", "stale socket file " + s.dir + "/stale.sock: it exists but no socket of this network namespace is bound to it", "remove the stale socket file " + s.dir + "/stale.sock"},
 		{"bind-abstract", "the abstract unix socket name " + s.abstract + " is taken (1 LISTEN, " + holder + ")", fmt.Sprintf("stop the process that holds it: pid %d (python3)", s.pid)},
 		{"bind-dgram", "the socket file " + s.dir + "/dgram.sock is in use (1 UNCONNECTED, " + holder + ")", fmt.Sprintf("pid %d (python3)", s.pid)},
@@ -227,14 +231,17 @@ func TestDiagnoseUnix(t *testing.T) {
 			if !strings.HasPrefix(g.Verdict, tc.verdict) || !strings.Contains(fix, tc.fix) {
 				t.Errorf("%s (fallback %v):\n verdict %q\n     fix %q\nwant verdict %q... and fix with %q", tc.c, fallback, g.Verdict, fix, tc.verdict, tc.fix)
 			}
+			if strings.HasSuffix(tc.c, "-stale") && strings.Contains(g.Verdict, "without unix_diag") != fallback {
+				t.Errorf("%s (fallback %v): the match by name is not (only) said when it was used: %q", tc.c, fallback, g.Verdict)
+			}
 			if g.RangeHi != 0 || g.Shared || strings.Contains(g.Verdict+fix, "port") || strings.Contains(fix, "tcp_tw_reuse") {
 				t.Errorf("%s (fallback %v): port words or a shared snapshot in a unix diagnosis: %+v", tc.c, fallback, g)
 			}
 		}
-		// Six failures, six names or errnos: six snapshots; the same
+		// Seven failures, seven names or errnos: seven snapshots; the same
 		// failure again shares one.
-		if d.Snapshots != 6 || d.Shared != 0 {
-			t.Errorf("fallback %v: %d snapshots, %d shared, want 6 and 0", fallback, d.Snapshots, d.Shared)
+		if d.Snapshots != 7 || d.Shared != 0 {
+			t.Errorf("fallback %v: %d snapshots, %d shared, want 7 and 0", fallback, d.Snapshots, d.Shared)
 		}
 		if g := d.Diagnose(s.event(t, "bind-live")); !g.Shared || d.Shared != 1 {
 			t.Errorf("fallback %v: a repeated failure did not share the snapshot: %+v", fallback, g)

@@ -185,11 +185,11 @@ print("ready", flush=True)
 time.sleep(60)
 `, dir, abstract)
 	startReady(t, ns, "python3", "-c", py)
-	socks, err := n.DumpUnix()
-	if err != nil {
-		t.Fatal(err)
+	socks, byName, err := n.DumpUnix()
+	if err != nil || byName {
+		t.Fatal(err, byName)
 	}
-	byName := func(socks []UnixSocket, name string) []UnixSocket {
+	named := func(socks []UnixSocket, name string) []UnixSocket {
 		var out []UnixSocket
 		for _, s := range socks {
 			if s.Name == name {
@@ -206,19 +206,19 @@ time.sleep(60)
 		return st.Ino, st.Dev
 	}
 	lino, ldev := stat(dir + "/l.sock")
-	l := byName(socks, dir+"/l.sock")
+	l := named(socks, dir+"/l.sock")
 	if len(l) != 2 || l[0].VFSIno != lino || l[0].VFSDev != ldev || l[1].VFSIno != lino ||
 		(l[0].State != stateListen && l[1].State != stateListen) || l[0].Type != unix.SOCK_STREAM {
 		t.Errorf("listener and its accepted end: %+v; file ino %d dev %d", l, lino, ldev)
 	}
 	dino, _ := stat(dir + "/d.sock")
-	if d := byName(socks, dir+"/d.sock"); len(d) != 1 || d[0].VFSIno != dino || d[0].Type != unix.SOCK_DGRAM || d[0].State != stateClose {
+	if d := named(socks, dir+"/d.sock"); len(d) != 1 || d[0].VFSIno != dino || d[0].Type != unix.SOCK_DGRAM || d[0].State != stateClose {
 		t.Errorf("datagram socket: %+v (file ino %d)", d, dino)
 	}
-	if a := byName(socks, "@"+abstract); len(a) != 1 || a[0].VFSIno != 0 || a[0].State != stateListen || a[0].Type != unix.SOCK_SEQPACKET {
+	if a := named(socks, "@"+abstract); len(a) != 1 || a[0].VFSIno != 0 || a[0].State != stateListen || a[0].Type != unix.SOCK_SEQPACKET {
 		t.Errorf("abstract listener: %+v", a)
 	}
-	if s := byName(socks, dir+"/stale.sock"); len(s) != 0 {
+	if s := named(socks, dir+"/stale.sock"); len(s) != 0 {
 		t.Errorf("stale socket file has a socket: %+v", s)
 	}
 	if _, err := os.Stat(dir + "/stale.sock"); err != nil {
@@ -226,10 +226,10 @@ time.sleep(60)
 	}
 	TestingNoSockDiag.Store(true)
 	t.Cleanup(func() { TestingNoSockDiag.Store(false) })
-	proc, err := n.DumpUnix()
+	proc, byName, err := n.DumpUnix()
 	TestingNoSockDiag.Store(false)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || !byName {
+		t.Fatal(err, byName)
 	}
 	for i := range socks {
 		socks[i].VFSIno, socks[i].VFSDev = 0, 0
@@ -298,7 +298,7 @@ func BenchmarkDumpUnix2000(b *testing.B) {
 			TestingNoSockDiag.Store(mode == "procnet")
 			var count int
 			for b.Loop() {
-				socks, err := n.DumpUnix()
+				socks, _, err := n.DumpUnix()
 				if err != nil {
 					b.Fatal(err)
 				}

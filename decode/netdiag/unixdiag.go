@@ -42,10 +42,9 @@ const (
 //
 // When the kernel cannot dump unix sockets (unix_diag not loaded), the
 // netns's /proc/net/unix is read instead, logged once: names as bound, no
-// file inode.
-func (n *Netns) DumpUnix() ([]UnixSocket, error) {
-	var socks []UnixSocket
-	err := n.ns.Do(func() error {
+// file inode; byName says so.
+func (n *Netns) DumpUnix() (socks []UnixSocket, byName bool, err error) {
+	err = n.ns.Do(func() error {
 		d, err := openSockDiag()
 		if err != nil && !noHandler(err) {
 			return err
@@ -62,6 +61,7 @@ func (n *Netns) DumpUnix() ([]UnixSocket, error) {
 		} else if TestingNoSockDiag.Load() {
 			cannotDump(kindUnix, "unix", unix.ENOENT)
 		}
+		byName = true
 		f, err := os.Open("/proc/thread-self/net/unix")
 		if err != nil {
 			return fmt.Errorf("sock_diag cannot dump unix sockets and %w", err)
@@ -76,9 +76,9 @@ func (n *Netns) DumpUnix() ([]UnixSocket, error) {
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("netdiag: DumpUnix in %s: %w", nsLink(n.inode), err)
+		return nil, byName, fmt.Errorf("netdiag: DumpUnix in %s: %w", nsLink(n.inode), err)
 	}
-	return socks, nil
+	return socks, byName, nil
 }
 
 func (d *sockDiag) dumpUnixNetlink() ([]UnixSocket, error) {
