@@ -72,25 +72,28 @@ type diagKey struct {
 // the interval share it, so a storm of failures is not a storm of netlink
 // dumps. Not safe for concurrent use.
 type Diagnoser struct {
-	Interval     time.Duration
-	HoldersWait  time.Duration // time budget to find the processes holding sockets
-	NodePortLo   int
-	NodePortHi   int
-	HostNetNS    uint64 // the node's netns inode, for host-network advice
-	cache        map[diagKey]*diagEntry
-	pidByNetNS   map[uint32]int       // a process last seen in each netns: the handle to reach it
-	gone         map[uint32]time.Time // netns found without a live process, and when
-	now          func() time.Time
-	Snapshots    uint64 // snapshots taken (each is one sock_diag dump per family)
-	Shared       uint64 // events answered from a snapshot of the same interval
-	Unreachable  uint64 // events whose netns had no live process left
-	maxCacheSize int
+	Interval    time.Duration
+	HoldersWait time.Duration // time budget to find the processes holding sockets
+	// ElsewhereWait is the time budget to search the other netns for the
+	// sockets bound to a unix socket file that none of the event's netns is.
+	ElsewhereWait time.Duration
+	NodePortLo    int
+	NodePortHi    int
+	HostNetNS     uint64 // the node's netns inode, for host-network advice
+	cache         map[diagKey]*diagEntry
+	pidByNetNS    map[uint32]int       // a process last seen in each netns: the handle to reach it
+	gone          map[uint32]time.Time // netns found without a live process, and when
+	now           func() time.Time
+	Snapshots     uint64 // snapshots taken (each is one sock_diag dump per family)
+	Shared        uint64 // events answered from a snapshot of the same interval
+	Unreachable   uint64 // events whose netns had no live process left
+	maxCacheSize  int
 }
 
 // NewDiagnoser returns a Diagnoser with one snapshot per second and key.
 func NewDiagnoser() *Diagnoser {
 	host, _ := netdiag.HostInode()
-	return &Diagnoser{Interval: time.Second, HoldersWait: 300 * time.Millisecond, NodePortLo: 30000, NodePortHi: 32767,
+	return &Diagnoser{Interval: time.Second, HoldersWait: 300 * time.Millisecond, ElsewhereWait: 300 * time.Millisecond, NodePortLo: 30000, NodePortHi: 32767,
 		HostNetNS: host, cache: map[diagKey]*diagEntry{}, gone: map[uint32]time.Time{}, pidByNetNS: map[uint32]int{}, now: time.Now, maxCacheSize: 4096}
 }
 
@@ -556,6 +559,9 @@ type unixLook struct {
 	dirGone  bool   // the path's directory does not exist either
 	listen   int    // sockets bound to the name that listen
 	bound    int    // sockets bound to the name
+	netns    uint64 // the other netns whose sockets are bound to the file; 0: the event's
+	searched int    // other netns searched for the file's sockets, of
+	others   int    // the other netns of live processes
 }
 
 var errNoFile = errors.New("no such file")
@@ -606,13 +612,33 @@ func (d *Diagnoser) unixSnapshot(ev *Event, g *Diagnosis, now time.Time) {
 
 // unixSockets counts the sockets of ns bound to u.name: by the socket
 // file's inode when sock_diag gives it, else (the /proc/net/unix fallback)
-// by the name as bound.
+// by the name as bound. A socket file that no socket of ns is bound to may
+// be bound from another netns: those of live processes are searched, within
+// ElsewhereWait, before a file is called stale.
 func (d *Diagnoser) unixSockets(ns *netdiag.Netns, u *unixLook, st *unix.Stat_t, g *Diagnosis) error {
-	socks, byName, err := ns.DumpUnix()
-	if err != nil {
+	found, err := d.unixIn(ns, u, st, g)
+	if err != nil || found || u.abstract {
 		return err
 	}
-	u.byName = byName
+	deadline := time.Now().Add(d.ElsewhereWait)
+	u.searched, u.others, err = netdiag.EachNetns(ns.Inode(), deadline, func(n *netdiag.Netns) bool {
+		found, _ := d.unixIn(n, u, st, g)
+		if found {
+			u.netns = n.Inode()
+		}
+		return found
+	})
+	return err
+}
+
+// unixIn counts the sockets of ns bound to u's name or file into u and g,
+// and finds their holders; it reports whether there were any.
+func (d *Diagnoser) unixIn(ns *netdiag.Netns, u *unixLook, st *unix.Stat_t, g *Diagnosis) (bool, error) {
+	socks, byName, err := ns.DumpUnix()
+	if err != nil {
+		return false, err
+	}
+	u.byName = u.byName || byName
 	states := map[string]int{}
 	inodes := map[uint64]bool{}
 	perInode := map[uint64]int{}
@@ -637,9 +663,12 @@ func (d *Diagnoser) unixSockets(ns *netdiag.Netns, u *unixLook, st *unix.Stat_t,
 		inodes[s.Inode] = true
 		perInode[s.Inode]++
 	}
+	if u.bound == 0 {
+		return false, nil
+	}
 	g.States = sortedCounts(states)
 	g.Holders = d.holders(ns, inodes, perInode)
-	return nil
+	return true, nil
 }
 
 // sameAbstract compares abstract names; /proc/net/unix shows their NULs as '@'.
@@ -782,12 +811,44 @@ func unixBindInUse(g *Diagnosis, u *unixLook) {
 		g.Verdict = fmt.Sprintf("%s exists and is a %s, not a socket: bind() never replaces an existing file", u.name, u.file)
 		g.Fix = append(g.Fix, "bind another path, or move the "+u.file+" away")
 	case u.bound > 0:
-		g.Verdict = fmt.Sprintf("the socket file %s is in use (%s%s)", u.name, countsString(g.States), holdersString(g.Holders))
+		g.Verdict = fmt.Sprintf("the socket file %s is in use%s (%s%s)", u.name, otherNetns(u), countsString(g.States), holdersString(g.Holders))
 		g.Fix = append(g.Fix, "another server already runs on this path: stop the process that holds it"+orUnknown(h)+", or bind another path; removing the file would cut that server off from new clients")
 	default:
-		g.Verdict = fmt.Sprintf("stale socket file %s: it exists but no socket of this network namespace is bound to it (a process bound it and exited without unlink())%s", u.name, byNameCaveat(u))
-		g.Fix = append(g.Fix, fmt.Sprintf("remove the stale socket file %s (a server should unlink() its path before bind()); if a process in another network namespace shares the file, stop it instead", u.name))
+		g.Verdict = fmt.Sprintf("%s %s: it exists but %s (a process bound it and exited without unlink())%s", staleWord(u), u.name, nobodyBound(u), byNameCaveat(u))
+		g.Fix = append(g.Fix, fmt.Sprintf("%sremove the stale socket file %s (a server should unlink() its path before bind())", ifUnsure(u), u.name))
 	}
+}
+
+// otherNetns says where the sockets bound to a file are, when not in the
+// event's netns.
+func otherNetns(u *unixLook) string {
+	if u.netns == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" by a socket of another network namespace (%d)", u.netns)
+}
+
+// staleWord: a file is stale for sure only when every netns was searched.
+func staleWord(u *unixLook) string {
+	if u.searched < u.others {
+		return "probably a stale socket file"
+	}
+	return "stale socket file"
+}
+
+func ifUnsure(u *unixLook) string {
+	if u.searched < u.others {
+		return "if no server uses it, "
+	}
+	return ""
+}
+
+// nobodyBound says which netns were searched for a socket bound to the file.
+func nobodyBound(u *unixLook) string {
+	if u.searched < u.others {
+		return fmt.Sprintf("no socket of this network namespace, nor of %d of the %d others (the search stopped at its time budget), is bound to it", u.searched, u.others)
+	}
+	return "no socket of any network namespace with a live process is bound to it"
 }
 
 // byNameCaveat says what a match by bound name (the /proc/net/unix
@@ -812,10 +873,10 @@ func unixRefused(g *Diagnosis, u *unixLook) {
 	h := unixHolder(g)
 	switch {
 	case u.listen > 0:
-		g.Verdict = fmt.Sprintf("%s has a listener now (%s%s): it did not listen yet, or no longer, when connect() failed", u.name, countsString(g.States), holdersString(g.Holders))
+		g.Verdict = fmt.Sprintf("%s has a listener now%s (%s%s): it did not listen yet, or no longer, when connect() failed", u.name, otherNetns(u), countsString(g.States), holdersString(g.Holders))
 		g.Fix = append(g.Fix, "start the client after the server listens, or retry connect()")
 	case u.bound > 0:
-		g.Verdict = fmt.Sprintf("nobody listens on %s: it is bound but not listening (%s%s)", u.name, countsString(g.States), holdersString(g.Holders))
+		g.Verdict = fmt.Sprintf("nobody listens on %s: it is bound%s but not listening (%s%s)", u.name, otherNetns(u), countsString(g.States), holdersString(g.Holders))
 		g.Fix = append(g.Fix, "the process that bound it"+orUnknown(h)+" has not called listen(), or is a datagram socket: check the server and the socket type")
 	case u.abstract:
 		g.Verdict = fmt.Sprintf("nobody listens on the abstract unix socket name %s: no socket of this network namespace has that name (abstract names are per network namespace)", u.name)
@@ -826,8 +887,8 @@ func unixRefused(g *Diagnosis, u *unixLook) {
 		g.Verdict = fmt.Sprintf("%s is a %s, not a socket", u.name, u.file)
 		g.Fix = append(g.Fix, "connect to the server's socket path")
 	default:
-		g.Verdict = fmt.Sprintf("stale socket file %s: nobody listens on it (no socket of this network namespace is bound to it; the server exited without removing it)%s", u.name, byNameCaveat(u))
-		g.Fix = append(g.Fix, fmt.Sprintf("start the server (it should unlink() the stale file before bind()), or remove the stale socket file %s", u.name))
+		g.Verdict = fmt.Sprintf("%s %s: nobody listens on it (%s; the server exited without removing it)%s", staleWord(u), u.name, nobodyBound(u), byNameCaveat(u))
+		g.Fix = append(g.Fix, fmt.Sprintf("start the server (it should unlink() the stale file before bind()), or %sremove the stale socket file %s", ifUnsure(u), u.name))
 	}
 }
 

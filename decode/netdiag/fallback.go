@@ -90,9 +90,12 @@ func useNetlink(d *sockDiag, kind int) bool {
 }
 
 // cannotDump remembers that sock_diag failed for kind with err and says so
-// once per process.
+// once per process. A failure forced by TestingNoSockDiag is not
+// remembered, so the next dump after the test clears it uses sock_diag.
 func cannotDump(kind int, what string, err error) {
-	failedAt[kind].Store(time.Now().UnixNano())
+	if !TestingNoSockDiag.Load() {
+		failedAt[kind].Store(time.Now().UnixNano())
+	}
 	if kind == kindUnix {
 		warnedUnix.Do(func() {
 			logf().Warn("sock_diag cannot dump unix sockets in this kernel: unix_diag is not loaded; eaddr reads /proc/net/unix of the netns instead (listeners by bound name, no file inode)",

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -306,5 +307,27 @@ func BenchmarkDumpUnix2000(b *testing.B) {
 			}
 			b.ReportMetric(float64(count), "sockets")
 		})
+	}
+}
+
+// The error of a dump the kernel has no handler for is what makes the
+// fallback run: here for real, with raw sockets (CONFIG_INET_RAW_DIAG is
+// not set on this kernel, as inet_diag and friends are missing elsewhere).
+func TestNoHandlerIsReal(t *testing.T) {
+	_, n := sandbox(t)
+	err := n.ns.Do(func() error {
+		d, err := openSockDiag()
+		if err != nil {
+			return err
+		}
+		defer d.close()
+		_, err = d.dumpInetNetlink(unix.AF_INET, unix.IPPROTO_RAW, nil)
+		return err
+	})
+	if err == nil {
+		testenv.Skip(t, "this kernel can dump raw sockets (raw_diag): no family without a handler to try")
+	}
+	if !noHandler(err) {
+		t.Errorf("a dump without a handler failed with %v, which noHandler does not take for one", err)
 	}
 }

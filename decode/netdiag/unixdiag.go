@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -143,4 +146,48 @@ func unixName(v []byte) string {
 		}
 	}
 	return string(v)
+}
+
+// EachNetns calls fn with a handle on every network namespace that a live
+// process is in, except skip, until fn returns true or the deadline (zero:
+// none) passes; the handle is closed when fn returns. It reports how many
+// namespaces fn saw and how many there were. A socket file can be bound
+// from any netns; this finds the one whose sockets hold it.
+func EachNetns(skip uint64, deadline time.Time, fn func(*Netns) bool) (seen, total int, err error) {
+	pids, err := listPIDs()
+	if err != nil {
+		return 0, 0, fmt.Errorf("netdiag: EachNetns: %w", err)
+	}
+	byInode := map[string]int{nsLink(skip): 0}
+	var order []string
+	for _, pid := range pids {
+		link, err := os.Readlink(procPath(pid, "ns/net"))
+		if err != nil {
+			continue
+		}
+		if _, ok := byInode[link]; !ok {
+			byInode[link] = pid
+			order = append(order, link)
+		}
+	}
+	for _, link := range order {
+		if !deadline.IsZero() && time.Now().After(deadline) {
+			break
+		}
+		inode, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(link, "net:["), "]"), 10, 64)
+		if err != nil {
+			continue
+		}
+		n, err := OpenNetns(inode, byInode[link])
+		if err != nil {
+			continue // the process exited meanwhile; its netns may be gone with it
+		}
+		seen++
+		stop := fn(n)
+		n.Close()
+		if stop {
+			break
+		}
+	}
+	return seen, len(order), nil
 }
