@@ -319,6 +319,7 @@ for i in range(2000):
     if i % 10 == 0:
         s.listen()
     keep.append(s)
+socket.socket(socket.AF_UNIX).bind(d + "/stale.sock")
 print("ready", flush=True)
 time.sleep(600)
 `, dir)
@@ -332,20 +333,25 @@ time.sleep(600)
 	}
 	var st unix.Stat_t
 	unix.Stat(fmt.Sprintf("/proc/%d/ns/mnt", cmd.Process.Pid), &st)
-	ev := &Event{Syscall: Bind, Errno: EADDRINUSE, PID: uint32(cmd.Process.Pid), NetNS: uint32(ns.Inode()), MntNS: uint32(st.Ino),
-		HasSocket: true, Family: AFUnix, Local: Addr{Valid: true, Family: AFUnix, Path: []byte(dir + "/s11.sock")}}
 	b.Cleanup(func() { netdiag.TestingNoSockDiag.Store(false) })
-	for _, mode := range []string{"netlink", "procnet"} {
-		b.Run(mode, func(b *testing.B) {
-			netdiag.TestingNoSockDiag.Store(mode == "procnet")
-			d := NewDiagnoser()
-			d.Interval = 0 // a snapshot per call
-			for b.Loop() {
-				if g := d.Diagnose(ev); len(g.Holders) != 1 {
-					b.Fatalf("%+v", g)
+	// live: a listener of the netns holds the file; stale: nothing does, so
+	// every other netns of the machine is searched too.
+	for _, file := range []string{"s11.sock", "stale.sock"} {
+		ev := &Event{Syscall: Bind, Errno: EADDRINUSE, PID: uint32(cmd.Process.Pid), NetNS: uint32(ns.Inode()), MntNS: uint32(st.Ino),
+			HasSocket: true, Family: AFUnix, Local: Addr{Valid: true, Family: AFUnix, Path: []byte(dir + "/" + file)}}
+		for _, mode := range []string{"netlink", "procnet"} {
+			b.Run(strings.TrimSuffix(file, ".sock")+"/"+mode, func(b *testing.B) {
+				netdiag.TestingNoSockDiag.Store(mode == "procnet")
+				d := NewDiagnoser()
+				d.Interval = 0 // a snapshot per call
+				d.ElsewhereWait = time.Minute
+				for b.Loop() {
+					if g := d.Diagnose(ev); (len(g.Holders) == 1) != (file == "s11.sock") {
+						b.Fatalf("%+v", g)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
