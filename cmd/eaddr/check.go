@@ -145,6 +145,7 @@ Flags:
 			return fmt.Errorf("finding the host network namespace: %w", err)
 		}
 	}
+	netdiag.SetLogger(log) // says once if sock_diag cannot dump sockets and /proc/net is read instead
 	members, err := netnsMembers()
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -357,5 +358,128 @@ func TestCheck(t *testing.T) {
 	}
 	if _, errOut, code := run(t, context.Background(), "check", "--warn", "95", "--crit", "90"); code != 2 || !strings.Contains(errOut, "--warn") {
 		t.Errorf("bad thresholds: exit %d %q", code, errOut)
+	}
+}
+
+// Unix-domain failures traced for real: bind() onto a listening socket
+// file, a stale one, an abstract name and a datagram socket's file,
+// connect() to the stale file (ECONNREFUSED) and to a missing one (ENOENT).
+// Each names the file or name and its holder, never ports, and the two
+// paths bound in one netns within one interval get two diagnoses.
+func TestDiagnoseUnix(t *testing.T) {
+	testenv.RequireRoot(t)
+	ns, err := netns.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	py := python(t)
+	dir := t.TempDir()
+	abstract := fmt.Sprintf("@eaddr-test-%d", time.Now().UnixNano())
+	holder := exec.Command(py, "-c", `import socket, sys, time
+d, ab = sys.argv[1], b"\0" + sys.argv[2][1:].encode()
+l = socket.socket(socket.AF_UNIX); l.bind(d + "/live.sock"); l.listen()
+s = socket.socket(socket.AF_UNIX); s.bind(d + "/stale.sock"); s.close()
+a = socket.socket(socket.AF_UNIX); a.bind(ab); a.listen()
+g = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); g.bind(d + "/dgram.sock")
+print("ready", flush=True)
+time.sleep(600)
+`, dir, abstract)
+	out, _ := holder.StdoutPipe()
+	if err := ns.Start(holder); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	buf := make([]byte, 6)
+	if _, err := out.Read(buf); err != nil || string(buf[:5]) != "ready" {
+		t.Fatalf("holder did not start: %q %v", buf, err)
+	}
+	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--errno", "EADDRINUSE,ECONNREFUSED,ENOENT")
+	pid, printed := runInNS(t, ns, py, "-c", `import socket, sys
+d, ab = sys.argv[1], b"\0" + sys.argv[2][1:].encode()
+U, D = socket.AF_UNIX, socket.SOCK_DGRAM
+for f in [lambda: socket.socket(U).bind(d + "/live.sock"), lambda: socket.socket(U).bind(d + "/stale.sock"),
+          lambda: socket.socket(U).bind(ab), lambda: socket.socket(U, D).bind(d + "/dgram.sock"),
+          lambda: socket.socket(U).connect(d + "/stale.sock"), lambda: socket.socket(U).connect(d + "/missing.sock")]:
+    try:
+        f()
+    except OSError as e:
+        print(e.errno)
+`, dir, abstract)
+	if got := strings.Fields(printed); !slices.Equal(got, []string{"98", "98", "98", "98", "111", "2"}) {
+		t.Fatalf("the client's calls failed with %q", printed)
+	}
+	evs := p.forPID(pid, 6, 5*time.Second)
+	if len(evs) != 6 {
+		t.Fatalf("want 6 events, got %d: %+v", len(evs), evs)
+	}
+	held := fmt.Sprintf("held by pid %d python3", holder.Process.Pid)
+	want := map[string]string{
+		"bind " + dir + "/live.sock":       "the socket file " + dir + "/live.sock is in use (1 LISTEN, " + held + ")",
+		"bind " + dir + "/stale.sock":      "stale socket file " + dir + "/stale.sock: it exists but no socket ",
+		"bind " + abstract:                 "the abstract unix socket name " + abstract + " is taken (1 LISTEN, " + held + ")",
+		"bind " + dir + "/dgram.sock":      "the socket file " + dir + "/dgram.sock is in use (1 UNCONNECTED, " + held + ")",
+		"connect " + dir + "/stale.sock":   "stale socket file " + dir + "/stale.sock: nobody listens on it",
+		"connect " + dir + "/missing.sock": "no such socket file " + dir + "/missing.sock",
+	}
+	for _, ev := range evs {
+		a := ev.Local
+		if ev.Syscall == "connect" {
+			a = ev.Remote
+		}
+		if a == nil || ev.Diagnosis == nil {
+			t.Errorf("event without address or diagnosis: %+v", ev)
+			continue
+		}
+		key := ev.Syscall + " " + a.Path
+		g := ev.Diagnosis
+		fix := strings.Join(g.Fix, " | ")
+		// Searching the other netns for a stale file's sockets has a 300ms
+		// budget: on a loaded machine it may only be "probably" stale.
+		if !strings.HasPrefix(strings.TrimPrefix(g.Verdict, "probably a "), want[key]) || want[key] == "" {
+			t.Errorf("%s: verdict %q, want %q...", key, g.Verdict, want[key])
+		}
+		delete(want, key)
+		if g.PortRange != "" || g.Shared || strings.Contains(g.Verdict+fix, "port") {
+			t.Errorf("%s: port words or a shared snapshot: %+v", key, g)
+		}
+		if strings.Contains(g.Verdict, "held by") && (len(g.Holders) != 1 || g.Holders[0].PID != holder.Process.Pid || !strings.Contains(fix, fmt.Sprintf("pid %d (python3)", holder.Process.Pid))) {
+			t.Errorf("%s: holders %+v, fix %q: want pid %d (python3)", key, g.Holders, fix, holder.Process.Pid)
+		}
+		if strings.HasPrefix(g.Verdict, "stale") && !strings.Contains(fix, "remove the stale socket file "+dir+"/stale.sock") {
+			t.Errorf("%s: fix %q", key, fix)
+		}
+	}
+}
+
+// eaddr check without sock_diag (forced as on a kernel whose inet_diag
+// modules cannot be loaded) reads /proc/net: the same report, and one log
+// line with the fix.
+func TestCheckProcNetFallback(t *testing.T) {
+	full := exhausted(t, "tcp4", "127.0.0.1")
+	sandbox(t, full)
+	inode := strconv.FormatUint(full.Inode(), 10)
+	want, wantCode := runCheckJSON(t, "--netns", inode)
+	cmd := exec.Command(eaddrBin, "check", "-o", "json", "--netns", inode)
+	cmd.Env = append(os.Environ(), "EADDR_TESTING_NO_SOCK_DIAG=1")
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var got checkReport
+	if err := json.Unmarshal([]byte(out.String()), &got); err != nil {
+		t.Fatalf("check output: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+	if code != wantCode || len(got.NetNS) != 1 || len(want.NetNS) != 1 || got.NetNS[0].Error != "" ||
+		fmt.Sprint(got.NetNS[0].Destinations) != fmt.Sprint(want.NetNS[0].Destinations) || got.NetNS[0].Worst != sevCritical {
+		t.Errorf("check with /proc/net (exit %d):\n%+v\nwith sock_diag (exit %d):\n%+v", code, got, wantCode, want)
+	}
+	if n := strings.Count(errOut.String(), "modprobe inet_diag tcp_diag udp_diag"); n != 1 {
+		t.Errorf("want one log line with the fix, got %d:\n%s", n, errOut.String())
 	}
 }

@@ -383,6 +383,7 @@ func newTraceRun(c traceConfig, t *tracer.Tracer, out io.Writer, log *slog.Logge
 	}
 	if c.diagnose > 0 {
 		r.diag = decode.NewDiagnoser()
+		netdiag.SetLogger(log) // says once if sock_diag cannot dump sockets and /proc/net is read instead
 		r.diag.Interval, r.diag.NodePortLo, r.diag.NodePortHi = c.diagnose, c.nodeLo, c.nodeHi
 		r.diag.HostNetNS = host
 	}

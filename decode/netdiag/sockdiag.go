@@ -82,29 +82,27 @@ const (
 // the dump covers that namespace only. IPv4 traffic on dual-stack IPv6
 // sockets is reported with Family AF_INET6 and unmapped (IPv4) addresses.
 // TIME_WAIT and NEW_SYN_RECV entries have Inode 0 and UID 0.
+//
+// When the kernel cannot dump a family (inet_diag, tcp_diag or udp_diag is a
+// module that is not loaded), the netns's /proc/net/{tcp,tcp6,udp,udp6} are
+// read instead, with the same fields; that is logged once (see SetLogger).
 func (n *Netns) DumpSockets(udp bool) ([]Socket, error) {
 	var socks []Socket
 	err := n.ns.Do(func() error {
-		fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
-		if err != nil {
-			return fmt.Errorf("socket(NETLINK_SOCK_DIAG): %w", err)
+		d, err := openSockDiag()
+		if err != nil && !noHandler(err) {
+			return err
 		}
-		defer unix.Close(fd)
-		// A dump that stalls must not hang the caller forever.
-		tv := unix.Timeval{Sec: 5}
-		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-			return fmt.Errorf("setsockopt(SO_RCVTIMEO): %w", err)
+		if d != nil {
+			defer d.close()
 		}
-		buf := make([]byte, recvBufSize)
 		protos := []uint8{unix.IPPROTO_TCP}
 		if udp {
 			protos = append(protos, unix.IPPROTO_UDP)
 		}
-		seq := uint32(0)
 		for _, proto := range protos {
 			for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
-				seq++
-				socks, err = dumpOne(fd, buf, seq, family, proto, socks)
+				socks, err = dumpInet(d, family, proto, socks)
 				if err != nil {
 					return fmt.Errorf("dump %s %s: %w", famName(family), protoName(proto), err)
 				}
@@ -118,81 +116,123 @@ func (n *Netns) DumpSockets(udp bool) ([]Socket, error) {
 	return socks, nil
 }
 
-// dumpOne sends one SOCK_DIAG_BY_FAMILY dump request and appends the sockets
-// of the reply to socks.
-func dumpOne(fd int, buf []byte, seq uint32, family, proto uint8, socks []Socket) ([]Socket, error) {
+// sockDiag is a NETLINK_SOCK_DIAG socket and its receive buffer.
+type sockDiag struct {
+	fd  int
+	buf []byte
+	seq uint32
+}
+
+// openSockDiag opens a NETLINK_SOCK_DIAG socket in the calling thread's netns.
+func openSockDiag() (*sockDiag, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+	if err != nil {
+		return nil, fmt.Errorf("socket(NETLINK_SOCK_DIAG): %w", err)
+	}
+	// A dump that stalls must not hang the caller forever.
+	tv := unix.Timeval{Sec: 5}
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("setsockopt(SO_RCVTIMEO): %w", err)
+	}
+	return &sockDiag{fd: fd, buf: make([]byte, recvBufSize)}, nil
+}
+
+func (d *sockDiag) close() { unix.Close(d.fd) }
+
+// dumpInetNetlink appends the sockets of one family and protocol as
+// sock_diag reports them; on an error it appends nothing.
+func (d *sockDiag) dumpInetNetlink(family, proto uint8, socks []Socket) ([]Socket, error) {
 	var req [unix.SizeofNlMsghdr + sizeofInetDiagReqV2]byte
+	r := req[unix.SizeofNlMsghdr:]
+	r[0] = family // sdiag_family
+	r[1] = proto  // sdiag_protocol
+	r[2] = 0      // idiag_ext: no attributes wanted
+	binary.NativeEndian.PutUint32(r[4:], allStates)
+	// id left zero: no filter.
+	n := len(socks)
+	err := d.dump(req[:], func(payload []byte) {
+		if s, ok := parseInetDiagMsg(payload, proto); ok {
+			socks = append(socks, s)
+		}
+	})
+	if err != nil {
+		return socks[:n], err
+	}
+	return socks, nil
+}
+
+// dump sends one SOCK_DIAG_BY_FAMILY dump request (req: room for the
+// netlink header, then the request) and calls each for the payload of every
+// reply message.
+func (d *sockDiag) dump(req []byte, each func(payload []byte)) error {
 	ne := binary.NativeEndian
+	d.seq++
+	seq := d.seq
 	ne.PutUint32(req[0:], uint32(len(req)))
 	ne.PutUint16(req[4:], unix.SOCK_DIAG_BY_FAMILY)
 	ne.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
 	ne.PutUint32(req[8:], seq)
 	ne.PutUint32(req[12:], 0) // nlmsg_pid: the kernel
-	r := req[unix.SizeofNlMsghdr:]
-	r[0] = family // sdiag_family
-	r[1] = proto  // sdiag_protocol
-	r[2] = 0      // idiag_ext: no attributes wanted
-	ne.PutUint32(r[4:], allStates)
-	// id left zero: no filter.
-	if err := unix.Sendto(fd, req[:], 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return socks, fmt.Errorf("send: %w", err)
+	if err := unix.Sendto(d.fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return fmt.Errorf("send: %w", err)
 	}
-
 	for {
-		nr, _, rflags, _, err := unix.Recvmsg(fd, buf, nil, 0)
+		nr, _, rflags, _, err := unix.Recvmsg(d.fd, d.buf, nil, 0)
 		if err != nil {
 			if errors.Is(err, unix.EINTR) {
 				continue
 			}
-			return socks, fmt.Errorf("recv: %w", err)
+			return fmt.Errorf("recv: %w", err)
 		}
 		if rflags&unix.MSG_TRUNC != 0 {
-			return socks, fmt.Errorf("recv: reply truncated (buffer %d bytes)", len(buf))
+			return fmt.Errorf("recv: reply truncated (buffer %d bytes)", len(d.buf))
 		}
-		b := buf[:nr]
-		for len(b) >= unix.SizeofNlMsghdr {
-			mlen := int(ne.Uint32(b[0:]))
-			typ := ne.Uint16(b[4:])
-			mseq := ne.Uint32(b[8:])
-			if mlen < unix.SizeofNlMsghdr || mlen > len(b) {
-				return socks, fmt.Errorf("malformed netlink message (length %d, %d bytes left)", mlen, len(b))
-			}
-			payload := b[unix.SizeofNlMsghdr:mlen]
-			next := nlmAlign(mlen)
-			if next > len(b) {
-				next = len(b)
-			}
-			b = b[next:]
-			if mseq != seq {
-				continue // stale reply to an earlier request
-			}
-			switch typ {
-			case unix.NLMSG_DONE:
-				// For dumps the payload is an int: 0, or -errno if the dump failed.
-				if len(payload) >= 4 {
-					if e := int32(ne.Uint32(payload)); e < 0 {
-						return socks, unix.Errno(-e)
-					}
-				}
-				return socks, nil
-			case unix.NLMSG_ERROR:
-				if len(payload) < 4 {
-					return socks, errors.New("short NLMSG_ERROR")
-				}
-				e := int32(ne.Uint32(payload))
-				if e == 0 {
-					continue // an ACK, not an error
-				}
-				return socks, unix.Errno(-e)
-			case unix.NLMSG_NOOP, unix.NLMSG_OVERRUN:
-				continue
-			case unix.SOCK_DIAG_BY_FAMILY:
-				if s, ok := parseInetDiagMsg(payload, proto); ok {
-					socks = append(socks, s)
-				}
-			}
+		done, err := walkReply(d.buf[:nr], seq, each)
+		if err != nil || done {
+			return err
 		}
 	}
+}
+
+// walkReply calls each for the SOCK_DIAG_BY_FAMILY messages of one netlink
+// datagram and reports whether the dump is done.
+func walkReply(b []byte, seq uint32, each func([]byte)) (bool, error) {
+	ne := binary.NativeEndian
+	for len(b) >= unix.SizeofNlMsghdr {
+		mlen := int(ne.Uint32(b[0:]))
+		typ := ne.Uint16(b[4:])
+		mseq := ne.Uint32(b[8:])
+		if mlen < unix.SizeofNlMsghdr || mlen > len(b) {
+			return false, fmt.Errorf("malformed netlink message (length %d, %d bytes left)", mlen, len(b))
+		}
+		payload := b[unix.SizeofNlMsghdr:mlen]
+		b = b[min(nlmAlign(mlen), len(b)):]
+		if mseq != seq {
+			continue // stale reply to an earlier request
+		}
+		switch typ {
+		case unix.NLMSG_DONE:
+			// For dumps the payload is an int: 0, or -errno if the dump failed.
+			if len(payload) >= 4 {
+				if e := int32(ne.Uint32(payload)); e < 0 {
+					return true, unix.Errno(-e)
+				}
+			}
+			return true, nil
+		case unix.NLMSG_ERROR:
+			if len(payload) < 4 {
+				return true, errors.New("short NLMSG_ERROR")
+			}
+			if e := int32(ne.Uint32(payload)); e != 0 {
+				return true, unix.Errno(-e)
+			}
+			// an ACK, not an error
+		case unix.SOCK_DIAG_BY_FAMILY:
+			each(payload)
+		}
+	}
+	return false, nil
 }
 
 // nlmAlign rounds a netlink message length up to NLMSG_ALIGNTO (4).
