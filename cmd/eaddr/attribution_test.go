@@ -240,7 +240,7 @@ except OSError as e:
 func TestAttributionWedgedRuntimeStorm(t *testing.T) {
 	ns := exhausted(t, "tcp4", "127.0.0.1")
 	cri, accepted := wedgedCRI(t)
-	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--cri-endpoint", cri, "--diagnose=false")
+	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--cri-endpoint", cri)
 	arrivals := p.arrivalTimes()
 	gen := stormGenerator(t)
 	var pids []int
@@ -437,4 +437,35 @@ func (p *traceProc) waitFor(t *testing.T, d time.Duration, match func(jsonEvent)
 	defer p.mu.Unlock()
 	t.Fatalf("no matching event within %v; events: %+v\nstderr: %s", d, p.events, p.stderr.String())
 	return jsonEvent{}
+}
+
+// A name filter cannot decide an event whose pod names the runtime does not
+// give (here: a wedged runtime): it is dropped and counted as
+// filtered_unresolved, and logged once; an event that is surely outside any
+// pod is filtered as usual. The same failures through an unfiltered tracer
+// are the sentinel that both were seen.
+func TestFilterUnresolvedCounted(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	cri, _ := wedgedCRI(t)
+	inode := strconv.FormatUint(ns.Inode(), 10)
+	all := startTrace(t, "--netns", inode, "--cri-endpoint", cri, "--explain", "off", "--diagnose=false")
+	shop := startTrace(t, "--netns", inode, "--cri-endpoint", cri, "--explain", "off", "--diagnose=false", "--namespace", "shop")
+	_, leaf, uid, _ := podCgroup(t)
+	pod := failInCgroup(t, ns, leaf)
+	outside := failInCgroup(t, ns, nonPodCgroup(t))
+	if evs := all.forPID(pod, 1, 5*time.Second); len(evs) != 1 || evs[0].Pod == nil || evs[0].Pod.UID != uid || evs[0].Pod.NamesUnresolved == "" {
+		t.Fatalf("sentinel: the pod's failure without names: %+v", evs)
+	}
+	if evs := all.forPID(outside, 1, 5*time.Second); len(evs) != 1 {
+		t.Fatalf("sentinel: the failure outside pods: %+v", evs)
+	}
+	tot := shop.stop(t)
+	if tot["filtered_unresolved"] != 1 || tot["filtered"] != 1 || tot["delivered"] != 0 {
+		t.Errorf("--namespace shop: filtered_unresolved=%d filtered=%d delivered=%d, want 1, 1, 0", tot["filtered_unresolved"], tot["filtered"], tot["delivered"])
+	}
+	shop.mu.Lock()
+	defer shop.mu.Unlock()
+	if n := strings.Count(shop.stderr.String(), "a filter could not decide"); n != 1 {
+		t.Errorf("the undecided event was logged %d times, want once:\n%s", n, shop.stderr.String())
+	}
 }

@@ -66,6 +66,7 @@ func (r *traceRun) loop() error {
 		err := r.t.Read(&r.raw)
 		if errors.Is(err, tracer.ErrClosed) {
 			r.release(true)
+			r.drainDiag()
 			return nil
 		}
 		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -75,6 +76,7 @@ func (r *traceRun) loop() error {
 			r.handle(&r.raw)
 		}
 		r.release(false)
+		r.releaseDiag(false)
 		if r.t.Pending() == 0 || err != nil { // drained: hand the batch on
 			r.sk.flush()
 		}
@@ -88,7 +90,7 @@ func (r *traceRun) loop() error {
 // readWait is how long a Read may block: the flush interval, shorter while
 // events wait for names. 0: no deadline.
 func (r *traceRun) readWait(wait time.Duration) time.Duration {
-	if len(r.hold.q) == 0 {
+	if len(r.hold.q) == 0 && len(r.diagHold) == 0 {
 		return wait
 	}
 	if wait == 0 || wait > holdPoll {
@@ -102,8 +104,13 @@ func (r *traceRun) readWait(wait time.Duration) time.Duration {
 func (r *traceRun) handle(raw *tracer.RawEvent) {
 	ev := &r.ev
 	r.dec.Decode(raw, ev)
-	if r.diag != nil {
-		r.diag.Seen(ev) // now, while the process lives: the netns stays reachable
+	if r.diag != nil && !r.seenNetNS[ev.NetNS] {
+		// Now, while the process lives: the netns stays reachable.
+		if len(r.seenNetNS) >= 4096 {
+			clear(r.seenNetNS)
+		}
+		r.seenNetNS[ev.NetNS] = true
+		r.diag.seen(raw)
 	}
 	if r.pods.Map(ev, false) {
 		if r.hold.push(raw, time.Now().Add(holdFor)) {
@@ -111,7 +118,7 @@ func (r *traceRun) handle(raw *tracer.RawEvent) {
 		}
 		r.pods.Map(ev, true)
 	}
-	r.process(ev)
+	r.process(raw, ev)
 }
 
 // release sends on the held events whose names arrived or whose time is up
@@ -139,15 +146,15 @@ func (r *traceRun) release(final bool) {
 			kept = append(kept, *h)
 			continue
 		}
-		r.process(&r.ev)
+		r.process(&h.raw, &r.ev)
 	}
 	clear(r.hold.q[len(kept):])
 	r.hold.q = kept
 }
 
-// process runs an attributed event through the filters, the rate limit,
-// explain and diagnose, and writes it.
-func (r *traceRun) process(ev *decode.Event) {
+// process runs an attributed event through the filters and the rate limit;
+// what passes waits for its diagnosis or is written at once.
+func (r *traceRun) process(raw *tracer.RawEvent, ev *decode.Event) {
 	keep, unresolved := r.c.keep(ev)
 	if !keep {
 		if unresolved {
@@ -167,13 +174,59 @@ func (r *traceRun) process(ev *decode.Event) {
 		return
 	}
 	ev.Suppressed = suppressed
+	if r.diag == nil {
+		r.emit(ev, nil)
+		return
+	}
+	ticket, ok := r.diag.submit(raw)
+	if !ok {
+		r.emit(ev, diagFull)
+		return
+	}
+	r.diagHold = append(r.diagHold, diagHeld{raw: *raw, ticket: ticket, suppressed: suppressed, until: time.Now().Add(diagWait)})
+}
+
+// releaseDiag writes the events whose diagnosis is there or whose wait is
+// over (all when final), in order: the worker answers in order.
+func (r *traceRun) releaseDiag(final bool) {
+	now := time.Now()
+	n := 0
+	for ; n < len(r.diagHold); n++ {
+		h := &r.diagHold[n]
+		g, ok := r.diag.take(h.ticket)
+		if !ok {
+			if !final && now.Before(h.until) {
+				break
+			}
+			r.diag.forget(h.ticket)
+			g = diagLate
+		}
+		r.dec.Decode(&h.raw, &r.ev)
+		r.pods.Map(&r.ev, true)
+		r.ev.Suppressed = h.suppressed
+		r.emit(&r.ev, g)
+	}
+	r.diagHold = append(r.diagHold[:0], r.diagHold[n:]...)
+}
+
+// drainDiag waits, within diagWait, for the diagnoses still being taken at
+// stop, then writes every held event.
+func (r *traceRun) drainDiag() {
+	if r.diag == nil {
+		return
+	}
+	for deadline := time.Now().Add(diagWait); len(r.diagHold) > 0 && time.Now().Before(deadline); time.Sleep(holdPoll) {
+		r.releaseDiag(false)
+	}
+	r.releaseDiag(true)
+	r.diag.close()
+}
+
+// emit explains and writes one event.
+func (r *traceRun) emit(ev *decode.Event, g *decode.Diagnosis) {
 	explain := r.explainer != nil && !ev.NodePort
 	if explain {
 		r.explainer.Explain(ev, &r.x)
-	}
-	var g *decode.Diagnosis
-	if r.diag != nil {
-		g = r.diag.Diagnose(ev)
 	}
 	buf := r.sk.buf()
 	start := len(buf)
@@ -257,10 +310,9 @@ func (r *traceRun) updateMetrics(st tracer.Stats) {
 		n, b := r.explainer.Detector.CacheSizes()
 		m.setCache(4, n, b)
 	}
-	if r.diag != nil {
-		snaps, handles, b := r.diag.CacheSizes()
-		m.setCache(5, snaps, b)
-		m.setCache(6, handles, b)
+	if w := r.diag; w != nil {
+		m.setCache(5, int(w.cacheSnaps.Load()), int(w.cacheBound.Load()))
+		m.setCache(6, int(w.cacheHandles.Load()), int(w.cacheBound.Load()))
 	}
 	m.setCache(7, len(r.limiter.keys), r.limiter.max)
 	m.setCache(8, r.cri.Len(), r.cri.MaxEntries)
@@ -281,8 +333,11 @@ func (r *traceRun) finish() error {
 	if r.hold.overflow > 0 {
 		attrs = append(attrs, "names_not_awaited", r.hold.overflow)
 	}
-	if r.diag != nil {
-		attrs = append(attrs, "netns_snapshots", r.diag.Snapshots, "snapshots_shared", r.diag.Shared, "netns_unreachable", r.diag.Unreachable)
+	if w := r.diag; w != nil {
+		attrs = append(attrs, "netns_snapshots", w.snapshots.Load(), "snapshots_shared", w.shared.Load(), "netns_unreachable", w.unreachable.Load())
+		if w.full > 0 {
+			attrs = append(attrs, "diagnoses_skipped", w.full)
+		}
 	}
 	r.log.Info("stopped", attrs...)
 	if err := r.sk.Err(); err != nil {
@@ -296,6 +351,13 @@ func (r *traceRun) finish() error {
 }
 
 func (r *traceRun) close() {
+	if r.diag != nil {
+		select {
+		case <-r.diag.done:
+		default:
+			r.diag.close() // the loop ended with an error before draining
+		}
+	}
 	r.sk.close(2 * time.Second)
 	r.cri.Close()
 	if r.cg != nil {

@@ -348,7 +348,9 @@ type traceRun struct {
 	pods      *decode.PodMapper
 	hold      holdQueue
 	explainer *decode.Explainer
-	diag      *decode.Diagnoser
+	diag      *diagWorker // nil: --diagnose=false
+	diagHold  []diagHeld
+	seenNetNS map[uint32]bool // netns already told to the diagnosis
 	limiter   *rateLimiter
 	sk        *sink
 	sum       summary
@@ -382,10 +384,11 @@ func newTraceRun(c traceConfig, t *tracer.Tracer, out io.Writer, log *slog.Logge
 		}
 	}
 	if c.diagnose > 0 {
-		r.diag = decode.NewDiagnoser()
+		d := decode.NewDiagnoser()
 		netdiag.SetLogger(log) // says once if sock_diag cannot dump sockets and /proc/net is read instead
-		r.diag.Interval, r.diag.NodePortLo, r.diag.NodePortHi = c.diagnose, c.nodeLo, c.nodeHi
-		r.diag.HostNetNS = host
+		d.Interval, d.NodePortLo, d.NodePortHi = c.diagnose, c.nodeLo, c.nodeHi
+		d.HostNetNS = host
+		r.diag, r.seenNetNS = newDiagWorker(d), map[uint32]bool{}
 	}
 	r.sum = summary{start: time.Now(), every: c.summary, enabled: c.summary > 0 && !c.table}
 	// Lines are batched and handed to a writer goroutine whenever the ring

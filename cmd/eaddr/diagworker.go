@@ -1,0 +1,151 @@
+package main
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/tracer"
+)
+
+const (
+	// diagWait is the longest an event waits for its netns snapshot; then it
+	// goes out saying the diagnosis is not ready (later events of the same
+	// failure share the snapshot when it is).
+	diagWait = 400 * time.Millisecond
+	// diagQueue bounds the requests waiting for the diagnosis goroutine.
+	diagQueue = 1024
+)
+
+// diagWorker runs the Diagnoser on its own goroutine: a snapshot reads the
+// netns through netlink and /proc, which takes milliseconds and, on a busy
+// node, hundreds of them. The reader hands it raw events and never waits.
+type diagWorker struct {
+	d    *decode.Diagnoser
+	dec  *decode.Decoder
+	ev   decode.Event
+	reqs chan diagReq
+	done chan struct{}
+
+	mu        sync.Mutex
+	results   map[uint64]*decode.Diagnosis // by ticket; nil: nothing to say
+	abandoned map[uint64]bool              // tickets whose event went out without waiting
+	next      uint64
+
+	// Published for the reader (the Diagnoser itself is the worker's).
+	snapshots, shared, unreachable, cacheSnaps, cacheHandles, cacheBound atomic.Int64
+	full                                                                 uint64 // requests refused, queue full (reader's)
+}
+
+type diagReq struct {
+	seen   bool // only remember the process's netns (Diagnoser.Seen)
+	ticket uint64
+	raw    tracer.RawEvent
+}
+
+func newDiagWorker(d *decode.Diagnoser) *diagWorker {
+	w := &diagWorker{d: d, dec: decode.NewDecoder(nil), reqs: make(chan diagReq, diagQueue), done: make(chan struct{}),
+		results: map[uint64]*decode.Diagnosis{}, abandoned: map[uint64]bool{}}
+	go w.run()
+	return w
+}
+
+func (w *diagWorker) run() {
+	defer close(w.done)
+	for req := range w.reqs {
+		w.dec.Decode(&req.raw, &w.ev)
+		if req.seen {
+			w.d.Seen(&w.ev)
+			continue
+		}
+		var c *decode.Diagnosis
+		if g := w.d.Diagnose(&w.ev); g != nil {
+			cp := *g // the Diagnoser updates its own copy when later events share it
+			c = &cp
+		}
+		w.mu.Lock()
+		if w.abandoned[req.ticket] {
+			delete(w.abandoned, req.ticket)
+		} else {
+			w.results[req.ticket] = c
+		}
+		w.mu.Unlock()
+		w.publish()
+	}
+}
+
+func (w *diagWorker) publish() {
+	w.snapshots.Store(int64(w.d.Snapshots))
+	w.shared.Store(int64(w.d.Shared))
+	w.unreachable.Store(int64(w.d.Unreachable))
+	s, h, b := w.d.CacheSizes()
+	w.cacheSnaps.Store(int64(s))
+	w.cacheHandles.Store(int64(h))
+	w.cacheBound.Store(int64(b))
+}
+
+// seen tells the worker a process lives in raw's netns, while it does; it is
+// dropped when the queue is full (the failing process is tried first anyway).
+func (w *diagWorker) seen(raw *tracer.RawEvent) {
+	select {
+	case w.reqs <- diagReq{seen: true, raw: *raw}:
+	default:
+	}
+}
+
+// submit asks for the diagnosis of raw; false when the queue is full.
+func (w *diagWorker) submit(raw *tracer.RawEvent) (ticket uint64, ok bool) {
+	w.next++
+	select {
+	case w.reqs <- diagReq{ticket: w.next, raw: *raw}:
+		return w.next, true
+	default:
+		w.full++
+		return 0, false
+	}
+}
+
+// take returns the diagnosis of ticket once it is there.
+func (w *diagWorker) take(ticket uint64) (g *decode.Diagnosis, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	g, ok = w.results[ticket]
+	if ok {
+		delete(w.results, ticket)
+	}
+	return g, ok
+}
+
+// forget gives up on ticket: its result, when it comes, is dropped.
+func (w *diagWorker) forget(ticket uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.results[ticket]; ok {
+		delete(w.results, ticket)
+		return
+	}
+	w.abandoned[ticket] = true
+}
+
+// close lets the worker finish what is queued and waits for it.
+func (w *diagWorker) close() {
+	close(w.reqs)
+	<-w.done
+}
+
+// diagHeld is an event that passed the filters and the rate limit and waits
+// for its diagnosis.
+type diagHeld struct {
+	raw        tracer.RawEvent
+	ticket     uint64
+	suppressed uint64
+	until      time.Time
+}
+
+var (
+	diagLate = &decode.Diagnosis{Err: "the netns snapshot took longer than 400ms (a busy node)",
+		Verdict: "no diagnosis yet: the netns snapshot took longer than 400ms (a busy node); later events of this failure carry it"}
+	diagFull = &decode.Diagnosis{Err: "too many diagnoses queued",
+		Verdict: "no diagnosis: too many diagnoses were queued (counted as diagnoses_skipped)"}
+)
