@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -240,7 +242,8 @@ except OSError as e:
 func TestAttributionWedgedRuntimeStorm(t *testing.T) {
 	ns := exhausted(t, "tcp4", "127.0.0.1")
 	cri, accepted := wedgedCRI(t)
-	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--cri-endpoint", cri)
+	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--cri-endpoint", cri, "--metrics-addr", "127.0.0.1:0")
+	base := p.metricsURL(t)
 	arrivals := p.arrivalTimes()
 	gen := stormGenerator(t)
 	var pids []int
@@ -267,6 +270,7 @@ func TestAttributionWedgedRuntimeStorm(t *testing.T) {
 		n, _ := strconv.ParseInt(strings.TrimSpace(c.Stdout.(*strings.Builder).String()), 10, 64)
 		generated += n
 	}
+	checkRuntimeDownReported(t, base)
 	tot := p.stop(t)
 	if tot["lost"] != 0 {
 		t.Errorf("lost %d of %d failures in the kernel with a wedged runtime", tot["lost"], generated)
@@ -467,5 +471,36 @@ func TestFilterUnresolvedCounted(t *testing.T) {
 	defer shop.mu.Unlock()
 	if n := strings.Count(shop.stderr.String(), "a filter could not decide"); n != 1 {
 		t.Errorf("the undecided event was logged %d times, want once:\n%s", n, shop.stderr.String())
+	}
+}
+
+// checkRuntimeDownReported: a wedged runtime shows as eaddr_cri_up 0, failures
+// in eaddr_cri_failures_total, and a line in /healthz, which stays 200.
+func checkRuntimeDownReported(t *testing.T, base string) {
+	t.Helper()
+	var up, failures float64 = -1, -1
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		fams := scrape(t, base)
+		if f := fams["eaddr_cri_up"]; f != nil {
+			up = f.GetMetric()[0].GetGauge().GetValue()
+		}
+		if f := fams["eaddr_cri_failures_total"]; f != nil {
+			failures = f.GetMetric()[0].GetCounter().GetValue()
+		}
+		if up == 0 && failures > 0 {
+			break
+		}
+	}
+	if up != 0 || failures < 1 {
+		t.Errorf("eaddr_cri_up %v, eaddr_cri_failures_total %v; want 0 and at least 1", up, failures)
+	}
+	resp, err := http.Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "container runtime: not answering") {
+		t.Errorf("/healthz %s: %q; want 200 and the runtime named", resp.Status, body)
 	}
 }

@@ -13,7 +13,7 @@ const (
 	// diagWait is the longest an event waits for its netns snapshot; then it
 	// goes out saying the diagnosis is not ready (later events of the same
 	// failure share the snapshot when it is).
-	diagWait = 400 * time.Millisecond
+	diagWait = 300 * time.Millisecond
 	// diagQueue bounds the requests waiting for the diagnosis goroutine.
 	diagQueue = 1024
 )
@@ -144,8 +144,8 @@ type diagHeld struct {
 }
 
 var (
-	diagLate = &decode.Diagnosis{Err: "the netns snapshot took longer than 400ms (a busy node)",
-		Verdict: "no diagnosis yet: the netns snapshot took longer than 400ms (a busy node); later events of this failure carry it"}
+	diagLate = &decode.Diagnosis{Err: "the netns snapshot took longer than 300ms (a busy node)",
+		Verdict: "no diagnosis yet: the netns snapshot took longer than 300ms (a busy node); later events of this failure carry it"}
 	diagFull = &decode.Diagnosis{Err: "too many diagnoses queued",
 		Verdict: "no diagnosis: too many diagnoses were queued (counted as diagnoses_skipped)"}
 )

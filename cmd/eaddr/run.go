@@ -15,7 +15,7 @@ const (
 	// holdFor is the longest an event waits for the runtime to name its
 	// pod and container; then it goes out with the pod UID and container
 	// ID only, and says why.
-	holdFor = 500 * time.Millisecond
+	holdFor = 400 * time.Millisecond
 	// holdPoll is how often held events are looked at while any wait.
 	holdPoll = 5 * time.Millisecond
 	// holdMax bounds the events waiting (352 bytes each); past it an event
