@@ -67,6 +67,7 @@ struct {
 /* Force the types into BTF so bpf2go -type can emit them. */
 const struct event *unused_event __attribute__((unused));
 const struct cgroup_path *unused_cgroup_path __attribute__((unused));
+const struct eaddr_enums *unused_enums __attribute__((unused));
 
 /* The tracepoint format of sys_exit_*: common header, syscall nr, ret. */
 struct syscall_exit_ctx {
@@ -104,24 +105,30 @@ static __always_inline __u64 net_cookie(struct net *net)
 	return 0;
 }
 
-static __always_inline void read_socket(struct event *e, struct task_struct *task, int fd)
+/* The socket behind fd in task's table, or NULL when fd is no socket. */
+static __always_inline struct sock *fd_sock(struct task_struct *task, int fd)
 {
 	struct file **fds = BPF_CORE_READ(task, files, fdt, fd);
 	unsigned int max = BPF_CORE_READ(task, files, fdt, max_fds);
 	struct file *f = 0;
 
 	if (fd < 0 || (unsigned int)fd >= max)
-		return;
+		return 0;
 	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
 	if (!f)
-		return;
+		return 0;
 	struct socket *sock = BPF_CORE_READ(f, private_data);
 	if (!sock)
-		return;
+		return 0;
 	/* private_data is a struct socket only for socket files: check the back pointer. */
 	if (BPF_CORE_READ(sock, file) != f)
-		return;
-	struct sock *sk = BPF_CORE_READ(sock, sk);
+		return 0;
+	return BPF_CORE_READ(sock, sk);
+}
+
+static __always_inline void read_socket(struct event *e, struct task_struct *task, int fd)
+{
+	struct sock *sk = fd_sock(task, fd);
 	if (!sk)
 		return;
 
@@ -230,18 +237,10 @@ static __always_inline int nodeport_check(struct syscall_exit_ctx *ctx)
 		return 0;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	int fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
-	struct file **fds = BPF_CORE_READ(task, files, fdt, fd);
-	unsigned int max = BPF_CORE_READ(task, files, fdt, max_fds);
-	struct file *f = 0;
-	if (fd < 0 || (unsigned int)fd >= max)
+	struct sock *sk = fd_sock(task, fd);
+	if (!sk)
 		return 0;
-	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
-	if (!f)
-		return 0;
-	struct socket *sock = BPF_CORE_READ(f, private_data);
-	if (!sock || BPF_CORE_READ(sock, file) != f)
-		return 0;
-	__u16 port = BPF_CORE_READ(sock, sk, __sk_common.skc_num);
+	__u16 port = BPF_CORE_READ(sk, __sk_common.skc_num);
 	if (port < nodeport_lo || port > nodeport_hi)
 		return 0;
 	return emit(ctx, EADDR_SYS_CONNECT, true);

@@ -6,22 +6,33 @@
 #ifndef EADDR_H
 #define EADDR_H
 
-#define EADDR_SYS_CONNECT 1
-#define EADDR_SYS_BIND 2
+/* Constants Go needs are enums, so that bpf2go -type exports them (Go never
+ * retypes them); the rest are #defines. */
 
-#define EADDR_EBADF 9
-#define EADDR_ENOTSOCK 88
-#define EADDR_EADDRINUSE 98
-#define EADDR_EADDRNOTAVAIL 99
-#define EADDR_EINPROGRESS 115
+/* event.syscall */
+enum syscall_id {
+	EADDR_SYS_CONNECT = 1,
+	EADDR_SYS_BIND = 2,
+};
+
+/* event.flags */
+enum event_flag {
+	EADDR_F_ADDR = 1,     /* addr holds addr_copied bytes copied from user memory */
+	EADDR_F_SOCKET = 2,   /* sock_* and local_* were read from the fd's socket */
+	EADDR_F_NODEPORT = 4, /* not a failure: connect() got a source port in the NodePort range */
+};
+
+/* Errnos the programs test (Linux's values). */
+enum errno_id {
+	EADDR_EBADF = 9,
+	EADDR_ENOTSOCK = 88,
+	EADDR_EADDRINUSE = 98,
+	EADDR_EADDRNOTAVAIL = 99,
+	EADDR_EINPROGRESS = 115, /* never reported: a non-blocking connect() in progress */
+};
 
 #define EADDR_AF_INET 2
 #define EADDR_AF_INET6 10
-
-/* event.flags */
-#define EADDR_F_ADDR 1   /* addr holds addr_copied bytes copied from user memory */
-#define EADDR_F_SOCKET 2 /* sock_* and local_* were read from the fd's socket */
-#define EADDR_F_NODEPORT 4 /* not a failure: connect() got a source port in the NodePort range */
 
 #define EADDR_ADDR_MAX 128 /* holds sockaddr_un (110) and sockaddr_in6 (28) */
 #define EADDR_EXE_NAME_MAX 32
@@ -48,8 +59,8 @@ struct event {
 	__u16 sock_type;
 	__u16 sock_protocol;
 	__u16 local_port;  /* host byte order; 0 when not bound */
-	__u8 syscall;      /* EADDR_SYS_* */
-	__u8 flags;        /* EADDR_F_* */
+	__u8 syscall;      /* enum syscall_id */
+	__u8 flags;        /* enum event_flag, or-ed */
 	__u8 pad[2];
 	__u8 local_addr[16]; /* bound address: 4 bytes for AF_INET, 16 for AF_INET6 */
 	char comm[16];
@@ -92,5 +103,12 @@ struct cgroup_path {
 
 _Static_assert(sizeof(struct cgroup_path) == 968, "cgroup_path layout changed");
 _Static_assert(__builtin_offsetof(struct event, addr) % 8 == 0, "addr must be 8-byte aligned");
+
+/* Never instantiated: makes the enums above part of the object's BTF. */
+struct eaddr_enums {
+	enum syscall_id syscall;
+	enum event_flag flag;
+	enum errno_id err;
+};
 
 #endif /* EADDR_H */

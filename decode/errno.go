@@ -9,11 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Linux errno numbers are the same on amd64 and arm64 (asm-generic).
+// The errnos eaddr is about (Linux's values, the same on amd64 and arm64).
 const (
-	EADDRINUSE    = 98
-	EADDRNOTAVAIL = 99
-	EINPROGRESS   = 115
+	EADDRINUSE    = int(unix.EADDRINUSE)
+	EADDRNOTAVAIL = int(unix.EADDRNOTAVAIL)
 )
 
 // errnoNames is filled once from golang.org/x/sys/unix so that decoding an

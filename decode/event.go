@@ -21,8 +21,8 @@ const Schema = 1
 type Syscall uint8
 
 const (
-	Connect Syscall = tracer.SysConnect
-	Bind    Syscall = tracer.SysBind
+	Connect Syscall = Syscall(tracer.SysConnect)
+	Bind    Syscall = Syscall(tracer.SysBind)
 )
 
 func (s Syscall) String() string {
@@ -37,9 +37,9 @@ func (s Syscall) String() string {
 
 // Address families (linux/socket.h).
 const (
-	AFUnix  = 1
-	AFInet  = 2
-	AFInet6 = 10
+	AFUnix  = unix.AF_UNIX
+	AFInet  = unix.AF_INET
+	AFInet6 = unix.AF_INET6
 )
 
 // Addr is one end of the socket tuple: an IP and port, a unix socket path,
@@ -120,10 +120,11 @@ type Event struct {
 	Local  Addr
 	Remote Addr
 
-	comm [16]byte
-	exe  [32]byte
-	args [64]byte
-	addr [128]byte
+	// Sized as the kernel's event (bpf/eaddr.h) sizes them.
+	comm [len(tracer.RawEvent{}.Comm)]byte
+	exe  [len(tracer.RawEvent{}.ExeName)]byte
+	args [len(tracer.RawEvent{}.Args)]byte
+	addr [len(tracer.RawEvent{}.Addr)]byte
 }
 
 // Kind is "failure", or "nodeport_collision" for a NodePort event.

@@ -27,6 +27,16 @@ type eaddrCgroupPath struct {
 	Names [10][96]int8
 }
 
+type eaddrErrnoId uint32
+
+const (
+	eaddrErrnoIdEADDR_EBADF         eaddrErrnoId = 9
+	eaddrErrnoIdEADDR_ENOTSOCK      eaddrErrnoId = 88
+	eaddrErrnoIdEADDR_EADDRINUSE    eaddrErrnoId = 98
+	eaddrErrnoIdEADDR_EADDRNOTAVAIL eaddrErrnoId = 99
+	eaddrErrnoIdEADDR_EINPROGRESS   eaddrErrnoId = 115
+)
+
 type eaddrEvent struct {
 	_             structs.HostLayout
 	BootNs        uint64
@@ -61,6 +71,21 @@ type eaddrEvent struct {
 	StartBoottime uint64
 }
 
+type eaddrEventFlag uint32
+
+const (
+	eaddrEventFlagEADDR_F_ADDR     eaddrEventFlag = 1
+	eaddrEventFlagEADDR_F_SOCKET   eaddrEventFlag = 2
+	eaddrEventFlagEADDR_F_NODEPORT eaddrEventFlag = 4
+)
+
+type eaddrSyscallId uint32
+
+const (
+	eaddrSyscallIdEADDR_SYS_CONNECT eaddrSyscallId = 1
+	eaddrSyscallIdEADDR_SYS_BIND    eaddrSyscallId = 2
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -80,6 +105,7 @@ const (
 	eaddrVarNodeportNetns    = "nodeport_netns"
 	eaddrVarNodeportOn       = "nodeport_on"
 	eaddrVarUnusedCgroupPath = "unused_cgroup_path"
+	eaddrVarUnusedEnums      = "unused_enums"
 	eaddrVarUnusedEvent      = "unused_event"
 	eaddrVarWakeupBytes      = "wakeup_bytes"
 )
@@ -153,6 +179,7 @@ type eaddrVariableSpecs struct {
 	NodeportNetns    *ebpf.VariableSpec `ebpf:"nodeport_netns"`
 	NodeportOn       *ebpf.VariableSpec `ebpf:"nodeport_on"`
 	UnusedCgroupPath *ebpf.VariableSpec `ebpf:"unused_cgroup_path"`
+	UnusedEnums      *ebpf.VariableSpec `ebpf:"unused_enums"`
 	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
 	WakeupBytes      *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
@@ -205,6 +232,7 @@ type eaddrVariables struct {
 	NodeportNetns    *ebpf.Variable `ebpf:"nodeport_netns"`
 	NodeportOn       *ebpf.Variable `ebpf:"nodeport_on"`
 	UnusedCgroupPath *ebpf.Variable `ebpf:"unused_cgroup_path"`
+	UnusedEnums      *ebpf.Variable `ebpf:"unused_enums"`
 	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`
 	WakeupBytes      *ebpf.Variable `ebpf:"wakeup_bytes"`
 }

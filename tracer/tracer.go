@@ -29,23 +29,24 @@ type RawEvent = eaddrEvent
 // RawEventSize is the size of one RawEvent in the ring buffer.
 const RawEventSize = int(unsafe.Sizeof(RawEvent{}))
 
-// Syscall numbers as the kernel reports them in RawEvent.Syscall.
+// Syscall numbers as the kernel reports them in RawEvent.Syscall
+// (bpf/eaddr.h enum syscall_id).
 const (
-	SysConnect = 1
-	SysBind    = 2
+	SysConnect = uint8(eaddrSyscallIdEADDR_SYS_CONNECT)
+	SysBind    = uint8(eaddrSyscallIdEADDR_SYS_BIND)
 )
 
-// Flags in RawEvent.Flags.
+// Flags in RawEvent.Flags (bpf/eaddr.h enum event_flag).
 const (
-	FlagAddr   = 1 // Addr holds AddrCopied bytes copied from the caller
-	FlagSocket = 2 // Sock* and Local* were read from the fd's socket
+	FlagAddr   = uint8(eaddrEventFlagEADDR_F_ADDR)   // Addr holds AddrCopied bytes copied from the caller
+	FlagSocket = uint8(eaddrEventFlagEADDR_F_SOCKET) // Sock* and Local* were read from the fd's socket
 	// FlagNodePort marks a connect() that succeeded (or is in progress) with
 	// a kernel-chosen source port inside the NodePort range: not a failure.
-	FlagNodePort = 4
+	FlagNodePort = uint8(eaddrEventFlagEADDR_F_NODEPORT)
 )
 
-// EINPROGRESS is never reported, even with AllErrnos.
-const errnoInProgress = 115
+// ErrnoInProgress (EINPROGRESS) is never reported, even with AllErrnos.
+const ErrnoInProgress = int(eaddrErrnoIdEADDR_EINPROGRESS)
 
 // DefaultRingSize is the ring buffer size in bytes unless Options say otherwise.
 const DefaultRingSize = 4 << 20
@@ -53,12 +54,12 @@ const DefaultRingSize = 4 << 20
 // Options choose what the kernel reports. The zero value reports
 // EADDRNOTAVAIL and EADDRINUSE from every process.
 type Options struct {
-	Errnos    []int  // errnos to report; empty means EADDRNOTAVAIL and EADDRINUSE
-	AllErrnos bool   // every failure except EINPROGRESS
-	Syscalls  []int  // SysConnect, SysBind: which tracepoints to attach; empty means both
-	PID       uint32 // only this process (tgid); 0 for all
-	NetNS     uint32 // only this network namespace inode; 0 for all
-	RingSize  int    // bytes, a power of two multiple of the page size; 0 for DefaultRingSize
+	Errnos    []int   // errnos to report; empty means EADDRNOTAVAIL and EADDRINUSE
+	AllErrnos bool    // every failure except EINPROGRESS
+	Syscalls  []uint8 // SysConnect, SysBind: which tracepoints to attach; empty means both
+	PID       uint32  // only this process (tgid); 0 for all
+	NetNS     uint32  // only this network namespace inode; 0 for all
+	RingSize  int     // bytes, a power of two multiple of the page size; 0 for DefaultRingSize
 	// WakeupBytes: the kernel wakes the reader only once this many bytes are
 	// queued; the reader must then also poll with SetDeadline. 0 wakes it
 	// for every event (simplest, several us more per failing call).
@@ -131,7 +132,7 @@ func New(opts Options) (*Tracer, error) {
 		return nil, fmt.Errorf("loading eaddr's BPF objects: %w", err)
 	}
 	for _, a := range []struct {
-		sys  int
+		sys  uint8
 		name string
 		prog *ebpf.Program
 	}{{SysConnect, "sys_exit_connect", t.objs.ExitConnect}, {SysBind, "sys_exit_bind", t.objs.ExitBind}} {
@@ -154,49 +155,41 @@ func New(opts Options) (*Tracer, error) {
 }
 
 func configure(spec *ebpf.CollectionSpec, opts Options) error {
-	set := func(name string, v any) error {
-		vs, ok := spec.Variables[name]
-		if !ok {
-			return fmt.Errorf("BPF object has no variable %q: regenerate with make generate", name)
-		}
-		if err := vs.Set(v); err != nil {
-			return fmt.Errorf("setting %s: %w", name, err)
-		}
-		return nil
+	var v eaddrVariableSpecs
+	var m eaddrMapSpecs
+	if err := spec.Assign(&v); err != nil {
+		return fmt.Errorf("BPF object does not match its Go bindings (regenerate with make generate): %w", err)
 	}
+	if err := spec.Assign(&m); err != nil {
+		return fmt.Errorf("BPF object does not match its Go bindings (regenerate with make generate): %w", err)
+	}
+	var errs []error
+	set := func(vs *ebpf.VariableSpec, val any) { errs = append(errs, vs.Set(val)) }
 	if len(opts.Errnos) > 0 {
-		m, err := ErrnoMask(opts.Errnos)
+		mask, err := ErrnoMask(opts.Errnos)
 		if err != nil {
 			return err
 		}
-		if err := set("errno_mask", m); err != nil {
-			return err
-		}
+		set(v.ErrnoMask, mask)
 	}
-	if err := set("all_errnos", opts.AllErrnos); err != nil {
-		return err
-	}
-	if err := set("filter_tgid", opts.PID); err != nil {
-		return err
-	}
-	if err := set("filter_netns", opts.NetNS); err != nil {
-		return err
-	}
+	set(v.AllErrnos, opts.AllErrnos)
+	set(v.FilterTgid, opts.PID)
+	set(v.FilterNetns, opts.NetNS)
 	if np := opts.NodePort; np != nil {
 		if np.Lo > np.Hi || np.NetNS == 0 {
 			return fmt.Errorf("NodePort check: range %d-%d or netns %d is not valid", np.Lo, np.Hi, np.NetNS)
 		}
-		for name, v := range map[string]any{"nodeport_on": true, "nodeport_netns": np.NetNS, "nodeport_lo": np.Lo, "nodeport_hi": np.Hi} {
-			if err := set(name, v); err != nil {
-				return err
-			}
-		}
+		set(v.NodeportOn, true)
+		set(v.NodeportNetns, np.NetNS)
+		set(v.NodeportLo, np.Lo)
+		set(v.NodeportHi, np.Hi)
 	}
 	if opts.WakeupBytes < 0 {
 		return fmt.Errorf("wakeup threshold %d is negative", opts.WakeupBytes)
 	}
-	if err := set("wakeup_bytes", uint64(opts.WakeupBytes)); err != nil {
-		return err
+	set(v.WakeupBytes, uint64(opts.WakeupBytes))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("setting the BPF program's options: %w", err)
 	}
 	size := opts.RingSize
 	if size == 0 {
@@ -206,7 +199,7 @@ func configure(spec *ebpf.CollectionSpec, opts Options) error {
 	if size < page || size&(size-1) != 0 {
 		return fmt.Errorf("ring buffer size %d is not a power of two of at least the page size (%d)", size, page)
 	}
-	spec.Maps["events"].MaxEntries = uint32(size)
+	m.Events.MaxEntries = uint32(size)
 	return nil
 }
 

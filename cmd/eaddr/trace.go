@@ -400,7 +400,7 @@ func newTraceRun(c traceConfig, t *tracer.Tracer, out io.Writer, log *slog.Logge
 	}
 	return r, nil
 }
-func syscallNames(s []int) string {
+func syscallNames(s []uint8) string {
 	if len(s) == 0 {
 		return "connect,bind"
 	}
