@@ -1,7 +1,6 @@
 package decode
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/eaddr/eaddr/internal/mountinfo"
 	"github.com/eaddr/eaddr/tracer"
 )
 
@@ -219,14 +219,9 @@ func (r *CgroupResolver) fromHandle(id uint64) (string, string) {
 // CgroupV1Mounted is true when a cgroup v1 hierarchy is mounted (a hybrid or
 // v1 host): the cgroup v2 root then says nothing about a process's pod.
 func CgroupV1Mounted() bool {
-	f, err := os.Open(mountinfoPath)
+	mounts, err := mountinfo.Self()
 	if err != nil {
 		return true // cannot tell: do not take the v2 root for an answer
-	}
-	defer f.Close()
-	mounts, err := parseMountinfo(f)
-	if err != nil {
-		return true
 	}
 	for _, m := range mounts {
 		if m.FSType == "cgroup" {
@@ -240,53 +235,11 @@ func CgroupV1Mounted() bool {
 var errNoCgroup2 = errors.New("no cgroup2 filesystem mounted (cgroup v2 is required to resolve cgroup ids; " +
 	"on hybrid hosts it is usually at /sys/fs/cgroup/unified, or mount it with `mount -t cgroup2 none /sys/fs/cgroup`)")
 
-// mountInfo is the part of a /proc/<pid>/mountinfo line the resolver needs.
-type mountInfo struct {
-	Root       string // field 4: root of the mount within the filesystem
-	MountPoint string // field 5: mount point relative to the process root
-	FSType     string // first field after the " - " separator
-}
-
-// parseMountinfo parses proc(5) mountinfo lines. Octal escapes (\040 for
-// space etc.) in the root and mount point are decoded.
-func parseMountinfo(rd io.Reader) ([]mountInfo, error) {
-	var out []mountInfo
-	sc := bufio.NewScanner(rd)
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		fields := strings.Fields(line)
-		sep := -1
-		// Optional fields start at index 6; the separator is a lone "-".
-		for i := 6; i < len(fields); i++ {
-			if fields[i] == "-" {
-				sep = i
-				break
-			}
-		}
-		if len(fields) < 7 || sep < 0 || sep+1 >= len(fields) {
-			return nil, fmt.Errorf("malformed mountinfo line %q", line)
-		}
-		out = append(out, mountInfo{
-			Root:       unescapeOctal(fields[3]),
-			MountPoint: unescapeOctal(fields[4]),
-			FSType:     fields[sep+1],
-		})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // findCgroup2Mount returns the mount point of the cgroup2 filesystem listed
 // in the mountinfo text. A mount of the hierarchy root ("/") is preferred over
 // bind mounts of a sub-tree; otherwise the first cgroup2 mount wins.
 func findCgroup2Mount(rd io.Reader) (string, error) {
-	mounts, err := parseMountinfo(rd)
+	mounts, err := mountinfo.Parse(rd)
 	if err != nil {
 		return "", err
 	}
@@ -307,24 +260,3 @@ func findCgroup2Mount(rd io.Reader) (string, error) {
 	}
 	return found, nil
 }
-
-// unescapeOctal decodes the \NNN octal escapes the kernel uses in mountinfo
-// for space, tab, newline and backslash.
-func unescapeOctal(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && s[i+1] >= '0' && s[i+1] <= '3' && isOctal(s[i+2]) && isOctal(s[i+3]) {
-			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
-			i += 3
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func isOctal(c byte) bool { return c >= '0' && c <= '7' }

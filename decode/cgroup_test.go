@@ -126,44 +126,6 @@ func TestCgroupFindCgroup2Mount(t *testing.T) {
 	})
 }
 
-func TestCgroupParseMountinfoFields(t *testing.T) {
-	ms, err := parseMountinfo(strings.NewReader(mountinfoEscaped))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []mountInfo{
-		{Root: "/", MountPoint: "/", FSType: "ext4"},
-		{Root: "/", MountPoint: "/mnt/my cgroups", FSType: "cgroup2"},
-	}
-	if len(ms) != len(want) {
-		t.Fatalf("got %d mounts, want %d: %+v", len(ms), len(want), ms)
-	}
-	for i := range want {
-		if ms[i] != want[i] {
-			t.Errorf("mount %d = %+v, want %+v", i, ms[i], want[i])
-		}
-	}
-}
-
-func TestCgroupUnescapeOctal(t *testing.T) {
-	for in, want := range map[string]string{
-		`/plain`:             "/plain",
-		`/a\040b`:            "/a b",
-		`/tab\011nl\012`:     "/tab\tnl\n",
-		`/back\134slash`:     `/back\slash`,
-		`/short\04`:          `/short\04`,
-		`/notoctal\089`:      `/notoctal\089`,
-		`\040\040`:           "  ",
-		`/trailing\`:         `/trailing\`,
-		`/overflow\400x`:     `/overflow\400x`,
-		`/mnt/my\040cgroups`: "/mnt/my cgroups",
-	} {
-		if got := unescapeOctal(in); got != want {
-			t.Errorf("unescapeOctal(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // kernelRecords is a CgroupSource that answers from a fixed set of kernel records.
 type kernelRecords struct {
 	paths map[uint64]tracer.CgroupPath

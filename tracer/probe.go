@@ -3,17 +3,16 @@
 package tracer
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/features"
+	"github.com/eaddr/eaddr/internal/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -114,18 +113,10 @@ func tracefsDir(log *slog.Logger) (string, error) {
 }
 
 func mountedTracefs() string {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err == nil {
-		defer f.Close()
-		s := bufio.NewScanner(f)
-		for s.Scan() {
-			// id parent maj:min root mountpoint opts... - fstype source superopts
-			fields := strings.Fields(s.Text())
-			for i, f := range fields {
-				if f == "-" && i+1 < len(fields) && fields[i+1] == "tracefs" && len(fields) > 4 {
-					return fields[4]
-				}
-			}
+	mounts, _ := mountinfo.Self()
+	for _, m := range mounts {
+		if m.FSType == "tracefs" {
+			return m.MountPoint
 		}
 	}
 	for _, dir := range []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"} {

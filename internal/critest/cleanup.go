@@ -1,7 +1,6 @@
 package critest
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/internal/mountinfo"
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -222,48 +222,7 @@ func (r *Runtime) sweepProcesses() error {
 }
 
 // mount is one line of /proc/self/mountinfo.
-type mount struct {
-	root, point, fstype string
-}
-
-func mountInfo() ([]mount, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var mounts []mount
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		sep := slices.Index(fields, "-")
-		if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) {
-			continue
-		}
-		mounts = append(mounts, mount{root: unescapeMount(fields[3]), point: unescapeMount(fields[4]), fstype: fields[sep+1]})
-	}
-	return mounts, sc.Err()
-}
-
-// unescapeMount undoes the octal escapes (\040 etc.) of mountinfo.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
+func mountInfo() ([]mountinfo.Mount, error) { return mountinfo.Self() }
 
 // mountsBelow returns the mount points at or below r.Dir and the pods'
 // network namespace files, most recent first.
@@ -278,7 +237,7 @@ func (r *Runtime) mountsBelow() []string {
 	}
 	var out []string
 	for i := len(mounts) - 1; i >= 0; i-- {
-		m := mounts[i].point
+		m := mounts[i].MountPoint
 		if m == r.Dir || strings.HasPrefix(m, r.Dir+"/") || targets[m] {
 			out = append(out, m)
 		}
@@ -387,8 +346,8 @@ func cgroupMounts() []string {
 	}
 	var out []string
 	for _, m := range mounts {
-		if (m.fstype == "cgroup" || m.fstype == "cgroup2") && m.root == "/" && !slices.Contains(out, m.point) {
-			out = append(out, m.point)
+		if (m.FSType == "cgroup" || m.FSType == "cgroup2") && m.Root == "/" && !slices.Contains(out, m.MountPoint) {
+			out = append(out, m.MountPoint)
 		}
 	}
 	return out
