@@ -21,7 +21,7 @@ func benchEvent(b *testing.B, explain, wordings bool) {
 	x, _ := NewExplainer()
 	var ev Event
 	d.Decode(&r, &ev)
-	x.Detector.Remember(&ev, BinaryInfo{Runtime: "busybox", Libc: LibcGlibc})
+	x.Detector.remember(&ev, BinaryInfo{Runtime: "busybox", Libc: LibcGlibc})
 	var ex Explanation
 	buf := make([]byte, 0, 16384)
 	b.ReportAllocs()
@@ -29,9 +29,9 @@ func benchEvent(b *testing.B, explain, wordings bool) {
 		d.Decode(&r, &ev)
 		if explain {
 			x.Explain(&ev, &ex)
-			buf = x.AppendJSONExplained(buf[:0], &ev, "node-a", &ex, wordings)
+			buf = x.appendJSONExplained(buf[:0], &ev, "node-a", &ex, wordings)
 		} else {
-			buf = AppendJSON(buf[:0], &ev, "node-a")
+			buf = appendJSON(buf[:0], &ev, "node-a")
 		}
 	}
 	b.SetBytes(int64(len(buf)))

@@ -138,39 +138,12 @@ func AnalyzeBinaryFile(f *os.File, name string) (BinaryInfo, error) {
 	}
 	info := BinaryInfo{Name: name}
 
-	// Rule 1: check the magic ourselves so a script gets a clear error
-	// rather than debug/elf's "bad magic number".
-	var magic [4]byte
-	if n, err := f.ReadAt(magic[:], 0); n < len(magic) {
-		if err != nil && err != io.EOF {
-			return info, fmt.Errorf("analyze %s: %w", name, err)
-		}
-		return info, fmt.Errorf("analyze %s: %w (file too short)", name, ErrNotELF)
-	}
-	if string(magic[:]) != elf.ELFMAG {
-		if magic[0] == '#' && magic[1] == '!' {
-			return info, fmt.Errorf("analyze %s: %w (a #! script)", name, ErrNotELF)
-		}
-		return info, fmt.Errorf("analyze %s: %w", name, ErrNotELF)
-	}
-	ef, err := elf.NewFile(f)
+	ef, err := openELF(f, name)
 	if err != nil {
-		return info, fmt.Errorf("analyze %s: %w: %v", name, ErrNotELF, err)
+		return info, err
 	}
-
-	// PT_INTERP: dynamic or static.
-	info.Static = true
-	for _, p := range ef.Progs {
-		if p.Type != elf.PT_INTERP {
-			continue
-		}
-		info.Static = false
-		interp, err := readInterp(p)
-		if err != nil {
-			return info, fmt.Errorf("analyze %s: reading PT_INTERP: %w", name, err)
-		}
-		info.Interp = interp
-		break
+	if info.Interp, info.Static, err = interpOf(ef); err != nil {
+		return info, fmt.Errorf("analyze %s: reading PT_INTERP: %w", name, err)
 	}
 
 	// Rule 2: Go.
@@ -195,6 +168,13 @@ func AnalyzeBinaryFile(f *os.File, name string) (BinaryInfo, error) {
 	if err != nil {
 		return info, fmt.Errorf("analyze %s: %w", name, err)
 	}
+	classify(&info, found)
+	return info, nil
+}
+
+// classify sets the libc and runtime from what the scan found: BusyBox's
+// banner, glibc's and musl's wording of EADDRNOTAVAIL (rules 3 to 7).
+func classify(info *BinaryInfo, found []bool) {
 	if info.Static {
 		glibc, musl := found[1], found[2]
 		switch {
@@ -206,17 +186,49 @@ func AnalyzeBinaryFile(f *os.File, name string) (BinaryInfo, error) {
 	} else {
 		info.Libc = libcFromInterp(info.Interp)
 	}
-
 	switch {
-	case found[0] || name == "busybox":
+	case found[0] || info.Name == "busybox":
 		info.Runtime = RuntimeBusyBox
 	default:
-		info.Runtime = interpreterByName(name) // rule 6
+		info.Runtime = interpreterByName(info.Name) // rule 6
 		if info.Runtime == RuntimeUnknown {
 			info.Runtime = RuntimeC // rule 7
 		}
 	}
-	return info, nil
+}
+
+// openELF checks the magic itself (rule 1), so a script gets a clear error
+// rather than debug/elf's "bad magic number".
+func openELF(f *os.File, name string) (*elf.File, error) {
+	var magic [4]byte
+	if n, err := f.ReadAt(magic[:], 0); n < len(magic) {
+		if err != nil && err != io.EOF {
+			return nil, fmt.Errorf("analyze %s: %w", name, err)
+		}
+		return nil, fmt.Errorf("analyze %s: %w (file too short)", name, ErrNotELF)
+	}
+	if string(magic[:]) != elf.ELFMAG {
+		if magic[0] == '#' && magic[1] == '!' {
+			return nil, fmt.Errorf("analyze %s: %w (a #! script)", name, ErrNotELF)
+		}
+		return nil, fmt.Errorf("analyze %s: %w", name, ErrNotELF)
+	}
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("analyze %s: %w: %v", name, ErrNotELF, err)
+	}
+	return ef, nil
+}
+
+// interpOf reads PT_INTERP: a dynamic program's loader; none means static.
+func interpOf(ef *elf.File) (interp string, static bool, err error) {
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_INTERP {
+			interp, err = readInterp(p)
+			return interp, false, err
+		}
+	}
+	return "", true, nil
 }
 
 // libcFromInterp maps a PT_INTERP path to a libc (rule 3).

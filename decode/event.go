@@ -135,9 +135,6 @@ func (e *Event) Kind() string {
 	return "failure"
 }
 
-// ErrnoName is the symbolic errno, "unknown:N" when Linux has none.
-func (e *Event) ErrnoName() string { return ErrnoName(e.Errno) }
-
 // Decoder turns raw events into Events. It is not safe for concurrent use.
 type Decoder struct {
 	Clock   *BootClock

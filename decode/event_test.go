@@ -50,7 +50,7 @@ func TestGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var ev Event
 			d.Decode(readRaw(t, bin), &ev)
-			got := AppendJSON(nil, &ev, "node-a")
+			got := appendJSON(nil, &ev, "node-a")
 			got = append(got, '\n')
 			testenv.ValidateLine(t, string(got))
 			golden := strings.TrimSuffix(bin, ".bin") + ".json"
@@ -131,7 +131,7 @@ func TestDecodeDoesNotAllocate(t *testing.T) {
 	buf := make([]byte, 0, 4096)
 	n := testing.AllocsPerRun(1000, func() {
 		d.Decode(raw, &ev)
-		buf = AppendJSON(buf[:0], &ev, "node-a")
+		buf = appendJSON(buf[:0], &ev, "node-a")
 	})
 	if n != 0 {
 		t.Errorf("decode + JSON allocates %.1f times per event, want 0", n)

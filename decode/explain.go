@@ -195,5 +195,3 @@ func bindsFirst(cl *Client) bool {
 	}
 	return false
 }
-
-func defaultProg(cl *Client) []byte { return cl.prog }

@@ -1,10 +1,10 @@
 package decode
 
-// AppendJSONExplained appends ev as AppendJSON does, with an "explain"
+// appendJSONExplained appends ev as appendJSON does, with an "explain"
 // object from x (docs/events.md). With wordings, it lists how every other
 // client and libc words the same failure. It does not allocate once the
 // Explainer's buffers have grown.
-func (e *Explainer) AppendJSONExplained(b []byte, ev *Event, node string, x *Explanation, wordings bool) []byte {
+func (e *Explainer) appendJSONExplained(b []byte, ev *Event, node string, x *Explanation, wordings bool) []byte {
 	return AppendEvent(b, ev, node, e, x, wordings, nil)
 }
 

@@ -145,7 +145,7 @@ func recorded(t *testing.T, x *Explainer, name string, info BinaryInfo) *Event {
 	t.Helper()
 	var ev Event
 	fixedDecoder().Decode(readRaw(t, "../testdata/events/"+name+".bin"), &ev)
-	x.Detector.Remember(&ev, info)
+	x.Detector.remember(&ev, info)
 	return &ev
 }
 
@@ -181,7 +181,7 @@ func TestClientMessageFromRecordedEvents(t *testing.T) {
 			if !ok || string(got) != tc.want {
 				t.Errorf("predicted %q (ok %v), want %q", got, ok, tc.want)
 			}
-			line := x.AppendJSONExplained(nil, ev, "n", &ex, true)
+			line := x.appendJSONExplained(nil, ev, "n", &ex, true)
 			testenv.ValidateLine(t, string(line))
 			var m map[string]any
 			if err := json.Unmarshal(line, &m); err != nil {
@@ -203,7 +203,7 @@ func TestExplainDoesNotAllocate(t *testing.T) {
 	for _, full := range []bool{false, true} {
 		n := testing.AllocsPerRun(200, func() {
 			x.Explain(ev, &ex)
-			buf = x.AppendJSONExplained(buf[:0], ev, "node-a", &ex, full)
+			buf = x.appendJSONExplained(buf[:0], ev, "node-a", &ex, full)
 		})
 		if n != 0 {
 			t.Errorf("explain (wordings %v) allocates %.1f times per event, want 0", full, n)

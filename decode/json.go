@@ -9,10 +9,10 @@ import (
 	"github.com/eaddr/eaddr/decode/kube"
 )
 
-// AppendJSON appends ev as one JSON object (no newline) in the schema of
+// appendJSON appends ev as one JSON object (no newline) in the schema of
 // docs/events.md. Fields that do not apply are left out, never null. It does
 // not allocate when b has room.
-func AppendJSON(b []byte, ev *Event, node string) []byte {
+func appendJSON(b []byte, ev *Event, node string) []byte {
 	b = appendEventFields(b, ev, node)
 	return append(b, '}')
 }
@@ -39,7 +39,29 @@ func appendEventFields(b []byte, ev *Event, node string) []byte {
 		b = append(b, `","errno_num":`...)
 		b = strconv.AppendInt(b, int64(ev.Errno), 10)
 	}
+	b = appendProcess(b, ev)
+	b = appendSocket(b, ev)
+	if ev.Local.Valid {
+		b = append(b, `,"local":`...)
+		b = appendAddr(b, &ev.Local)
+	}
+	if ev.Remote.Valid {
+		b = append(b, `,"remote":`...)
+		b = appendAddr(b, &ev.Remote)
+	}
+	b = append(b, `,"netns":`...)
+	b = strconv.AppendUint(b, uint64(ev.NetNS), 10)
+	b = append(b, `,"mntns":`...)
+	b = strconv.AppendUint(b, uint64(ev.MntNS), 10)
+	b = appendAttribution(b, ev)
+	if ev.Suppressed > 0 {
+		b = append(b, `,"suppressed":`...)
+		b = strconv.AppendUint(b, ev.Suppressed, 10)
+	}
+	return b
+}
 
+func appendProcess(b []byte, ev *Event) []byte {
 	b = append(b, `,"process":{"pid":`...)
 	b = strconv.AppendUint(b, uint64(ev.PID), 10)
 	b = append(b, `,"tid":`...)
@@ -54,8 +76,10 @@ func appendEventFields(b []byte, ev *Event, node string) []byte {
 		b = append(b, `,"exe":`...)
 		b = appendBytesString(b, ev.ExeName)
 	}
-	b = append(b, '}')
+	return append(b, '}')
+}
 
+func appendSocket(b []byte, ev *Event) []byte {
 	b = append(b, `,"socket":{"fd":`...)
 	b = strconv.AppendInt(b, int64(ev.FD), 10)
 	if ev.HasSocket {
@@ -70,20 +94,12 @@ func appendEventFields(b []byte, ev *Event, node string) []byte {
 			b = append(b, '"')
 		}
 	}
-	b = append(b, '}')
+	return append(b, '}')
+}
 
-	if ev.Local.Valid {
-		b = append(b, `,"local":`...)
-		b = appendAddr(b, &ev.Local)
-	}
-	if ev.Remote.Valid {
-		b = append(b, `,"remote":`...)
-		b = appendAddr(b, &ev.Remote)
-	}
-	b = append(b, `,"netns":`...)
-	b = strconv.AppendUint(b, uint64(ev.NetNS), 10)
-	b = append(b, `,"mntns":`...)
-	b = strconv.AppendUint(b, uint64(ev.MntNS), 10)
+// appendAttribution appends the cgroup, the pod and host_network, or why
+// they are not known.
+func appendAttribution(b []byte, ev *Event) []byte {
 	b = append(b, `,"cgroup":{"id":`...)
 	b = strconv.AppendUint(b, ev.CgroupID, 10)
 	if ev.CgroupPath != "" {
@@ -102,10 +118,6 @@ func appendEventFields(b []byte, ev *Event, node string) []byte {
 	}
 	if ev.HostNetwork {
 		b = append(b, `,"host_network":true`...)
-	}
-	if ev.Suppressed > 0 {
-		b = append(b, `,"suppressed":`...)
-		b = strconv.AppendUint(b, ev.Suppressed, 10)
 	}
 	return b
 }

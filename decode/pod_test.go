@@ -110,7 +110,7 @@ func TestPodMapperProcFallback(t *testing.T) {
 func TestPodJSON(t *testing.T) {
 	ev := Event{Pod: &kube.PodInfo{UID: "u", Name: "client", Namespace: "shop", Container: "app", ContainerID: "c", Image: "i", QoS: "besteffort",
 		Labels: map[string]string{"b": "2", "a": "1"}}, HostNetwork: false}
-	b := AppendJSON(nil, &ev, "n")
+	b := appendJSON(nil, &ev, "n")
 	var m struct {
 		Pod map[string]any `json:"pod"`
 	}
@@ -121,7 +121,7 @@ func TestPodJSON(t *testing.T) {
 		t.Errorf("pod JSON %s", b)
 	}
 	buf := make([]byte, 0, 4096)
-	if n := testing.AllocsPerRun(100, func() { buf = AppendJSON(buf[:0], &ev, "n") }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { buf = appendJSON(buf[:0], &ev, "n") }); n != 0 {
 		t.Errorf("pod JSON allocates %.1f times", n)
 	}
 }

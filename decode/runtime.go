@@ -81,8 +81,8 @@ func (d *Detector) Binary(ev *Event) (info *BinaryInfo, source string, ok bool) 
 // CacheSizes reports the binaries cached and the bound.
 func (d *Detector) CacheSizes() (binaries, bound int) { return len(d.cache), d.MaxEntries }
 
-// Remember records what is known of ev's binary, as if it had been found.
-func (d *Detector) Remember(ev *Event, info BinaryInfo) {
+// remember records what is known of ev's binary, as if it had been found.
+func (d *Detector) remember(ev *Event, info BinaryInfo) {
 	d.cache[exeKey{ev.ExeDev, ev.ExeIno}] = &binEntry{info: info, ok: true, source: "remembered", at: d.now()}
 }
 

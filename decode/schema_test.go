@@ -11,7 +11,7 @@ import (
 
 // The schema is strict enough to catch what breaks a log pipeline.
 func TestSchemaRejects(t *testing.T) {
-	good := string(AppendJSON(nil, &Event{Syscall: Connect, Errno: 99, Comm: []byte("curl"), PID: 1, NetNS: 1, MntNS: 1, CgroupID: 1}, "n"))
+	good := string(appendJSON(nil, &Event{Syscall: Connect, Errno: 99, Comm: []byte("curl"), PID: 1, NetNS: 1, MntNS: 1, CgroupID: 1}, "n"))
 	testenv.ValidateLine(t, good)
 	s := testenv.EventSchema(t)
 	for name, line := range map[string]string{

@@ -142,13 +142,6 @@ func NewResolver(endpoint string, log *slog.Logger) *Resolver {
 	return r
 }
 
-// Err is why the runtime cannot be asked now, or nil.
-func (r *Resolver) Err() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.err
-}
-
 // Len is the number of container and sandbox IDs cached.
 func (r *Resolver) Len() int {
 	r.mu.Lock()
