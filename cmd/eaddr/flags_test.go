@@ -54,7 +54,9 @@ func TestFlagsCheckedAtStart(t *testing.T) {
 		{[]string{"trace", "--cri-endpoint", "unix://" + regular}, "is not a unix socket"},
 		{[]string{"check", "--cri-endpoint", regular}, "is not a unix socket"},
 	} {
-		out, errOut, code := run(t, context.Background(), tc.args...)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a flag let through starts a trace
+		out, errOut, code := run(t, ctx, tc.args...)
+		cancel()
 		if code != 2 || !strings.Contains(errOut, tc.stderr) || out != "" {
 			t.Errorf("eaddr %q: exit %d, stderr %q, stdout %q; want exit 2 and %q", tc.args, code, errOut, out, tc.stderr)
 		}
