@@ -170,11 +170,15 @@ func (s *sink) writeChunk(p []byte) int {
 }
 
 // waitEmpty waits until the pipe is empty, so that a record larger than
-// PIPE_BUF (but not than the pipe) goes in whole. false on shutdown or when
-// the record cannot fit.
+// PIPE_BUF goes in whole; a record larger than the pipe grows it first.
+// false on shutdown or when the record cannot fit.
 func (s *sink) waitEmpty(size int) bool {
 	fd := int(s.pipe.Fd())
-	if capacity, err := unix.FcntlInt(uintptr(fd), unix.F_GETPIPE_SZ, 0); err == nil && size > capacity {
+	capacity, err := unix.FcntlInt(uintptr(fd), unix.F_GETPIPE_SZ, 0)
+	if err == nil && size > capacity {
+		capacity, err = unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, size)
+	}
+	if err != nil || size > capacity {
 		return false
 	}
 	// A reader that keeps up empties the pipe within microseconds: poll
