@@ -25,9 +25,13 @@ with EADDRNOTAVAIL (ephemeral ports exhausted) or EADDRINUSE.
 Usage:
   eaddr trace [flags]   trace failures on this node (root); JSON lines on stdout
   eaddr demo [flags]    reproduce port exhaustion in a throwaway netns and trace it (root)
-  eaddr check [flags]   audit every netns's port range, NodePort overlap and port use (root)
-  eaddr explain TEXT    explain an error message or errno, offline (no root)
+  eaddr check [flags]   audit every netns's port range, NodePort overlap and port use (root;
+                        without CAP_SYS_ADMIN and CAP_SYS_PTRACE it exits 3 and audits nothing)
+  eaddr explain TEXT    explain an error message or errno, offline (no root; reads 4 KiB of TEXT)
   eaddr version         print the version
+
+Exit status: 0 clean, 1 a runtime failure (for check, also a warning or critical finding),
+2 bad usage, 3 check lacks the privilege to look.
 
 Run 'eaddr COMMAND --help' for the flags of a command.
 `
