@@ -120,7 +120,10 @@ range with the NodePort range; ports in use toward the busiest destinations agai
 --warn/--crit; listening sockets inside the ephemeral range.
 
 Exit status: 0 clean (or only information), 1 a warning or critical finding (or a
-failure), 2 bad usage. For cron, a node-problem-detector custom plugin, or a person.
+failure), 2 bad usage, 3 not privileged enough to look: check needs root, or
+CAP_SYS_ADMIN (to enter each network namespace) and CAP_SYS_PTRACE (to see which
+namespaces other processes are in); without them it says so in one line and audits
+nothing. For cron, a node-problem-detector custom plugin (3 reads as unknown), or a person.
 
 Flags:
 %s`, fs.FlagUsages())
@@ -132,6 +135,12 @@ Flags:
 	}
 	if f.Output != "table" && f.Output != "json" {
 		return usageErrorf("--output must be table or json, not %q", f.Output)
+	}
+	if err := checkCRIFlag(f.CRIEndpoint); err != nil {
+		return err
+	}
+	if err := checkPrivilege(); err != nil {
+		return err
 	}
 	npLo, npHi, err := parsePortRange(f.NodePortRange)
 	if err != nil {
@@ -190,6 +199,29 @@ Flags:
 		return quietError{"check found problems"}
 	}
 	return nil
+}
+
+// checkNeeds are the capabilities check cannot do without: CAP_SYS_ADMIN to
+// setns() into a netns, CAP_SYS_PTRACE to read /proc/PID/ns/net of processes
+// that are not ours (without it, only eaddr's own netns shows, and a partial
+// audit would look clean).
+var checkNeeds = []struct {
+	capability int
+	name       string
+}{{unix.CAP_SYS_ADMIN, "CAP_SYS_ADMIN"}, {unix.CAP_SYS_PTRACE, "CAP_SYS_PTRACE"}}
+
+// checkPrivilege returns a privilegeError naming what is missing.
+func checkPrivilege() error {
+	var missing []string
+	for _, c := range checkNeeds {
+		if !hasCapability(c.capability) {
+			missing = append(missing, c.name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return privilegeError{fmt.Errorf("check needs root, or CAP_SYS_ADMIN and CAP_SYS_PTRACE, to see every network namespace; missing %s: nothing was audited (exit 3)", strings.Join(missing, " and "))}
 }
 
 // netnsMembers maps each netns inode to a live process in it.

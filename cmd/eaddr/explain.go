@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/pflag"
 
@@ -34,6 +36,8 @@ give an errno (99, EADDRNOTAVAIL). eaddr says which errno it is, which syscall m
 likely failed, which client and libc the words come from, how other clients word
 the same failure, the likely causes and the commands that confirm them on the node.
 Text it does not recognise exits 1 and lists the closest wordings it knows.
+explain reads at most the first 4 KiB (4096 bytes) of TEXT, says so when it cut
+it, and echoes at most the first 80 bytes of it back.
 
 Flags:
 %s`, fs.FlagUsages())
@@ -50,10 +54,11 @@ Flags:
 	if f.Output != "text" && f.Output != "json" {
 		return usageErrorf("--output must be text or json, not %q", f.Output)
 	}
-	input := strings.TrimSpace(strings.Join(fs.Args(), " "))
-	if input == "" {
+	in := newExplainInput(strings.Join(fs.Args(), " "))
+	if in.text == "" {
 		return usageErrorf("explain needs the text of an error message or an errno, e.g. eaddr explain EADDRNOTAVAIL")
 	}
+	input := in.text
 	ex, err := decode.NewExplainer()
 	if err != nil {
 		return err
@@ -62,7 +67,7 @@ Flags:
 	if len(ids) == 0 {
 		closest := ex.Catalog.Closest(input, 5)
 		if f.Output == "json" {
-			b := append([]byte(`{"input":`), decode.AppendString(nil, input)...)
+			b := in.appendJSON([]byte{'{'})
 			b = append(b, `,"recognised":false,"closest":[`...)
 			for i, w := range closest {
 				if i > 0 {
@@ -73,7 +78,8 @@ Flags:
 			b = append(b, "]}\n"...)
 			stdout.Write(b)
 		} else {
-			fmt.Fprintf(stdout, "not recognised: %q\n", input)
+			in.writeText(stdout)
+			fmt.Fprintf(stdout, "not recognised: %s\n", in.quoted())
 			if len(closest) > 0 {
 				fmt.Fprintln(stdout, "closest wordings eaddr knows:")
 				for _, w := range closest {
@@ -84,12 +90,79 @@ Flags:
 		return errNotRecognised
 	}
 	rep := buildReport(ex, input, ids)
+	rep.in = in
 	if f.Output == "json" {
 		_, err := stdout.Write(rep.appendJSON(nil))
 		return err
 	}
+	in.writeText(stdout)
 	rep.writeText(stdout)
 	return nil
+}
+
+// Bounds of what explain reads and echoes: an error message fits in 4 KiB,
+// and matching more only costs time (the closest-wording search grows with
+// the number of words).
+const (
+	maxExplainInput = 4096
+	maxExcerpt      = 80
+)
+
+// explainInput is the text explain works on, cut to maxExplainInput bytes.
+type explainInput struct {
+	text  string
+	total int  // bytes given, after trimming spaces
+	cut   bool // text is the first maxExplainInput bytes of them
+}
+
+func newExplainInput(s string) explainInput {
+	s = strings.TrimSpace(s)
+	in := explainInput{text: s, total: len(s)}
+	if len(s) > maxExplainInput {
+		in.text, in.cut = strings.TrimSpace(prefixUTF8(s, maxExplainInput)), true
+	}
+	return in
+}
+
+// prefixUTF8 is at most n bytes of s, not ending inside a UTF-8 sequence.
+func prefixUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for i := n; i > n-utf8.UTFMax && i > 0; i-- {
+		if utf8.RuneStart(s[i]) {
+			return s[:i]
+		}
+	}
+	return s[:n]
+}
+
+// excerpt is the start of the input that explain echoes.
+func (in explainInput) excerpt() string { return prefixUTF8(in.text, maxExcerpt) }
+
+// quoted is the excerpt for a person: Go-quoted, with how much was left out.
+func (in explainInput) quoted() string {
+	e := in.excerpt()
+	if len(e) == in.total {
+		return strconv.Quote(e)
+	}
+	return fmt.Sprintf("%s... (%d more bytes)", strconv.Quote(e), in.total-len(e))
+}
+
+func (in explainInput) writeText(w io.Writer) {
+	if in.cut {
+		fmt.Fprintf(w, "input:    %d bytes, cut to the first %d: explain reads at most 4 KiB\n", in.total, len(in.text))
+	}
+}
+
+// appendJSON writes "input" (the excerpt), "input_bytes" and "input_cut".
+func (in explainInput) appendJSON(b []byte) []byte {
+	b = append(b, `"input":`...)
+	b = decode.AppendString(b, in.excerpt())
+	b = append(b, `,"input_bytes":`...)
+	b = strconv.AppendInt(b, int64(in.total), 10)
+	b = append(b, `,"input_cut":`...)
+	return strconv.AppendBool(b, in.cut)
 }
 
 // errNotRecognised makes explain exit 1 with nothing more said.
@@ -102,6 +175,7 @@ func (e quietError) Error() string { return e.s }
 // report is everything explain says about one input.
 type report struct {
 	input    string
+	in       explainInput
 	id       decode.Identification
 	also     []decode.Identification // other readings of the same text
 	syscall  decode.Syscall
@@ -222,8 +296,7 @@ func (r *report) confirm() []string {
 }
 
 func (r *report) appendJSON(b []byte) []byte {
-	b = append(b, `{"input":`...)
-	b = decode.AppendString(b, r.input)
+	b = r.in.appendJSON(append(b, '{'))
 	b = append(b, `,"recognised":true`...)
 	if r.id.Errno != 0 {
 		b = append(b, `,"errno":`...)

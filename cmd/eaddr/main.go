@@ -25,9 +25,13 @@ with EADDRNOTAVAIL (ephemeral ports exhausted) or EADDRINUSE.
 Usage:
   eaddr trace [flags]   trace failures on this node (root); JSON lines on stdout
   eaddr demo [flags]    reproduce port exhaustion in a throwaway netns and trace it (root)
-  eaddr check [flags]   audit every netns's port range, NodePort overlap and port use (root)
-  eaddr explain TEXT    explain an error message or errno, offline (no root)
+  eaddr check [flags]   audit every netns's port range, NodePort overlap and port use (root;
+                        without CAP_SYS_ADMIN and CAP_SYS_PTRACE it exits 3 and audits nothing)
+  eaddr explain TEXT    explain an error message or errno, offline (no root; reads 4 KiB of TEXT)
   eaddr version         print the version
+
+Exit status: 0 clean, 1 a runtime failure (for check, also a warning or critical finding),
+2 bad usage, 3 check lacks the privilege to look.
 
 Run 'eaddr COMMAND --help' for the flags of a command.
 `
@@ -50,8 +54,20 @@ func main() {
 	os.Exit(code)
 }
 
+// exitNoPrivilege is the status of a command that lacks the privilege to
+// look at all: not a finding, not a usage error. A node-problem-detector
+// plugin reads it as "unknown", as Nagios does 3.
+const exitNoPrivilege = 3
+
+// privilegeError says what privilege a command needs: exit status 3.
+type privilegeError struct{ err error }
+
+func (e privilegeError) Error() string { return e.err.Error() }
+func (e privilegeError) Unwrap() error { return e.err }
+
 // Main runs one command and returns the exit status: 0 on a clean stop, 1 on
-// a runtime failure, 2 on bad usage.
+// a runtime failure, 2 on bad usage, 3 when eaddr check lacks the privilege
+// to look.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if len(args) == 0 {
@@ -81,8 +97,16 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, new(quietError)):
 		return 1
 	case errors.As(err, new(usageError)):
-		fmt.Fprintf(stderr, "eaddr: %v\n", err)
+		// pflag quotes the offending argument whole: keep the line short.
+		msg := err.Error()
+		if short := prefixUTF8(msg, 300); len(short) < len(msg) {
+			msg = short + "..."
+		}
+		fmt.Fprintf(stderr, "eaddr: %s\n", msg)
 		return 2
+	case errors.As(err, new(privilegeError)):
+		fmt.Fprintf(stderr, "eaddr: %v\n", err)
+		return exitNoPrivilege
 	default:
 		fmt.Fprintf(stderr, "eaddr: %v\n", err)
 		return 1

@@ -31,7 +31,7 @@ type metrics struct {
 	portSeries map[portKey]portGauges
 
 	lost       atomic.Uint64 // kernel drops, set by the trace loop
-	dropped    atomic.Uint64 // output batches dropped for a stalled stdout, in events
+	dropped    atomic.Uint64 // events not written whole to stdout
 	suppressed atomic.Uint64 // events held back by --rate-limit
 	events     atomic.Uint64
 	healthy    atomic.Bool
@@ -70,7 +70,7 @@ func newMetrics(maxSeries int) *metrics {
 		errSeries: map[errKey]prometheus.Counter{}, portSeries: map[portKey]portGauges{}}
 	m.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "eaddr_errors_total",
-		Help: "Failed connect()/bind() calls seen, by syscall, errno and pod (namespace and pod are empty outside pods; \"other\" past --metrics-max-series).",
+		Help: "Failed connect()/bind() calls the kernel reported and the filters kept, by syscall, errno and pod, those --rate-limit held back from the output included; calls the full ring could not report are in eaddr_lost_events_total (namespace and pod are empty outside pods; \"other\" past --metrics-max-series).",
 	}, []string{"syscall", "errno", "namespace", "pod"})
 	m.inUse = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "eaddr_ephemeral_ports_in_use",
@@ -94,7 +94,7 @@ func newMetrics(maxSeries int) *metrics {
 		}, func() float64 { return float64(m.lost.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "eaddr_dropped_events_total",
-			Help: "Events read but not written because stdout did not keep up (its queue was full).",
+			Help: "Events read but not written to stdout: its queue was full, its reader went away, or it did not take them before shutdown. Only whole lines are written.",
 		}, func() float64 { return float64(m.dropped.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "eaddr_suppressed_events_total",
@@ -132,11 +132,8 @@ func newMetrics(maxSeries int) *metrics {
 	return m
 }
 
-// observe counts one event. It does not allocate once its series exists.
-func (m *metrics) observe(ev *decode.Event, g *decode.Diagnosis) {
-	if ev.NodePort {
-		return
-	}
+// labelKey is the series of ev: its pod, or empty outside pods.
+func labelKey(ev *decode.Event) errKey {
 	k := errKey{sys: ev.Syscall, errno: ev.Errno}
 	if ev.Pod != nil {
 		k.namespace, k.pod = ev.Pod.Namespace, ev.Pod.Name
@@ -144,6 +141,17 @@ func (m *metrics) observe(ev *decode.Event, g *decode.Diagnosis) {
 			k.pod = ev.Pod.UID
 		}
 	}
+	return k
+}
+
+// count counts one failure in eaddr_errors_total: every one the kernel
+// reported and the filters kept, including those --rate-limit holds back
+// from the output. It does not allocate once its series exists.
+func (m *metrics) count(ev *decode.Event) {
+	if ev.NodePort {
+		return
+	}
+	k := labelKey(ev)
 	c, ok := m.errSeries[k]
 	if !ok {
 		if len(m.errSeries) >= m.maxSeries {
@@ -156,9 +164,14 @@ func (m *metrics) observe(ev *decode.Event, g *decode.Diagnosis) {
 		}
 	}
 	c.Inc()
-	if g == nil || g.Usable == 0 {
+}
+
+// ports sets the port gauges of ev's netns and pod from its diagnosis.
+func (m *metrics) ports(ev *decode.Event, g *decode.Diagnosis) {
+	if ev.NodePort || g == nil || g.Usable == 0 {
 		return
 	}
+	k := labelKey(ev)
 	pk := portKey{netns: ev.NetNS, namespace: k.namespace, pod: k.pod}
 	pg, ok := m.portSeries[pk]
 	if !ok {

@@ -168,6 +168,9 @@ func (r *traceRun) process(raw *tracer.RawEvent, ev *decode.Event) {
 		}
 		return
 	}
+	if r.met != nil {
+		r.met.count(ev) // every failure reported, suppressed ones too
+	}
 	pass, suppressed := r.limiter.allow(ev, ev.Time)
 	if !pass {
 		r.sum.suppress()
@@ -238,7 +241,7 @@ func (r *traceRun) emit(ev *decode.Event, g *decode.Diagnosis) {
 	r.written++
 	r.sum.count(ev)
 	if r.met != nil {
-		r.met.observe(ev, g)
+		r.met.ports(ev, g)
 	}
 }
 
@@ -284,7 +287,7 @@ func (r *traceRun) tick(now time.Time) {
 	}
 	if r.sum.enabled && now.Sub(r.sum.start) >= r.sum.every {
 		b := r.sum.append(r.sk.buf(), now, r.c.node, st.KernelLost, r.sk.dropped.Load(), r.limiter.total)
-		r.sk.add(append(b, '\n'), 1)
+		r.sk.add(append(b, '\n'), 0)
 		r.sk.flush()
 	}
 }
@@ -327,7 +330,7 @@ func (r *traceRun) finish() error {
 	}
 	// events = filtered + filtered_unresolved + suppressed + written; written = delivered + dropped.
 	dropped := r.sk.dropped.Load()
-	attrs := []any{"events", st.Events, "delivered", r.written - min(r.written, dropped), "filtered", r.filtered,
+	attrs := []any{"events", st.Events, "written", r.written, "delivered", r.sk.delivered.Load(), "filtered", r.filtered,
 		"filtered_unresolved", r.filteredUnresolved, "lost", st.KernelLost,
 		"dropped", dropped, "suppressed", r.limiter.total, "malformed", st.Malformed}
 	if r.hold.overflow > 0 {

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // sink hands batches of output lines to a writer goroutine through a
@@ -12,69 +17,206 @@ import (
 // ring buffer reader and never makes eaddr grow: when the queue is full the
 // batch is dropped and counted. Buffers circulate between the reader and
 // the writer; the steady state allocates nothing.
+//
+// Only whole records are written, and delivered counts the events whose
+// record write(2) took in full. Into a pipe (how kubelet, log shippers and
+// `| jq` read eaddr), records go in writes of at most PIPE_BUF bytes, which
+// the kernel takes whole or not at all; a larger record waits until the
+// pipe is empty. The pipe is reopened non-blocking (its own open file,
+// not stdout's shared one), so that on shutdown a write that a stuck
+// reader does not take is abandoned at a deadline, having written nothing:
+// its events count as dropped and no half line is left behind. Other
+// outputs (a file, a terminal) are written in one write per batch; on
+// shutdown a write still blocked after the timeout counts as dropped.
 type sink struct {
-	out     io.Writer
-	batch   int // flush a batch at this size
-	cur     []byte
-	curN    uint64 // events in cur
-	full    chan outBatch
-	free    chan []byte
-	spare   int // buffers not made yet: they are made when first needed
-	done    chan struct{}
-	queued  atomic.Uint64 // events handed to the writer and not yet written
-	dropped atomic.Uint64 // events dropped because the queue was full
-	closed  sync.Once
-	errMu   sync.Mutex
-	err     error // first write error
-	onError func()
+	out       io.Writer
+	pipe      *os.File // out reopened O_NONBLOCK when it is a pipe, else nil
+	batch     int      // flush a batch at this size
+	cur       outBatch
+	full      chan outBatch
+	free      chan outBatch
+	spare     int // buffers not made yet: they are made when first needed
+	done      chan struct{}
+	closing   atomic.Bool   // close's timeout passed: give up waiting
+	abandoned atomic.Bool   // close stopped counting the writer's events
+	queued    atomic.Uint64 // events handed to the writer and not yet written or dropped
+	delivered atomic.Uint64 // events whose record was written whole
+	dropped   atomic.Uint64 // events not written: queue full, reader gone, or shutdown
+	failed    bool          // writer only: out failed or was abandoned; drop the rest
+	closed    sync.Once
+	errMu     sync.Mutex
+	err       error // first write error
+	onError   func()
 }
 
+// outBatch is records laid end to end; ends[i] is where record i ends,
+// and events[i] how many events it carries (0 for a header or summary).
 type outBatch struct {
-	data []byte
-	n    uint64
+	data   []byte
+	ends   []int
+	events []uint8
+	n      uint64 // events in the batch
 }
+
+func (b *outBatch) reset() {
+	b.data, b.ends, b.events, b.n = b.data[:0], b.ends[:0], b.events[:0], 0
+}
+
+// pipeBuf is PIPE_BUF: a write to a pipe of at most this many bytes is
+// atomic (pipe(7)).
+const pipeBuf = 4096
 
 // newSink starts the writer. depth batches of batchBytes may wait; onError
 // runs (once, from the writer) when a write fails.
 func newSink(out io.Writer, batchBytes, depth int, onError func()) *sink {
-	s := &sink{out: out, batch: batchBytes, full: make(chan outBatch, depth), free: make(chan []byte, depth+1),
-		done: make(chan struct{}), onError: onError, cur: make([]byte, 0, batchBytes+4096), spare: depth}
+	s := &sink{out: out, batch: batchBytes, full: make(chan outBatch, depth), free: make(chan outBatch, depth+1),
+		done: make(chan struct{}), onError: onError, spare: depth}
+	s.cur = s.newBatch()
+	if f, ok := out.(*os.File); ok {
+		s.pipe = reopenPipe(f)
+	}
 	go s.write()
 	return s
 }
 
+func (s *sink) newBatch() outBatch {
+	return outBatch{data: make([]byte, 0, s.batch+4096), ends: make([]int, 0, 256), events: make([]uint8, 0, 256)}
+}
+
+// reopenPipe opens f again, non-blocking, when it is a pipe or FIFO: a new
+// open file, so stdout's own flags (shared with the shell or whoever else
+// holds it) stay as they are. nil when f is no pipe or cannot be reopened.
+func reopenPipe(f *os.File) *os.File {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return nil
+	}
+	path := fmt.Sprintf("/proc/self/fd/%d", f.Fd())
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	return os.NewFile(uintptr(fd), f.Name()) // non-blocking: Go's poller, so deadlines work
+}
+
 func (s *sink) write() {
 	defer close(s.done)
-	failed := false
 	for b := range s.full {
-		if !failed {
-			if _, err := s.out.Write(b.data); err != nil {
-				failed = true
-				s.errMu.Lock()
-				s.err = err
-				s.errMu.Unlock()
-				if s.onError != nil {
-					s.onError()
-				}
+		s.writeBatch(&b)
+		b.reset()
+		s.free <- b
+	}
+}
+
+// writeBatch writes b's records in chunks and counts each record's events
+// delivered if its bytes were all written, dropped otherwise.
+func (s *sink) writeBatch(b *outBatch) {
+	off := 0 // b.data before off is written or given up
+	for i := 0; i < len(b.ends); {
+		j := i + 1 // records i..j-1 go in one write
+		if s.pipe == nil {
+			j = len(b.ends)
+		} else {
+			for j < len(b.ends) && b.ends[j]-off <= pipeBuf {
+				j++
 			}
 		}
-		if failed { // nobody reads any more: what is left is dropped
-			s.dropped.Add(b.n)
+		n := 0
+		if !s.failed {
+			n = s.writeChunk(b.data[off:b.ends[j-1]])
 		}
-		s.queued.Add(^(b.n - 1))
-		s.free <- b.data[:0]
+		for ; i < j; i++ {
+			s.settle(uint64(b.events[i]), b.ends[i] <= off+n)
+		}
+		off = b.ends[j-1]
+	}
+}
+
+// settle counts n events delivered or dropped, unless close gave up on
+// the writer and counted them already.
+func (s *sink) settle(n uint64, written bool) {
+	if n == 0 || s.abandoned.Load() {
+		return
+	}
+	if written {
+		s.delivered.Add(n)
+	} else {
+		s.dropped.Add(n)
+	}
+	s.queued.Add(^(n - 1))
+}
+
+// writeChunk writes p and returns how many bytes went out.
+func (s *sink) writeChunk(p []byte) int {
+	if s.pipe == nil {
+		n, err := s.out.Write(p)
+		if err != nil {
+			s.fail(err)
+		}
+		return n
+	}
+	if len(p) > pipeBuf && !s.waitEmpty(len(p)) {
+		return 0 // cannot be written whole
+	}
+	n, err := s.pipe.Write(p)
+	switch {
+	case err == nil:
+	case errors.Is(err, os.ErrDeadlineExceeded): // shutdown: the reader did not take it
+		s.failed = true
+	default:
+		s.fail(err)
+	}
+	return n
+}
+
+// waitEmpty waits until the pipe is empty, so that a record larger than
+// PIPE_BUF goes in whole; a record larger than the pipe grows it first.
+// false on shutdown or when the record cannot fit.
+func (s *sink) waitEmpty(size int) bool {
+	fd := int(s.pipe.Fd())
+	capacity, err := unix.FcntlInt(uintptr(fd), unix.F_GETPIPE_SZ, 0)
+	if err == nil && size > capacity {
+		capacity, err = unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, size)
+	}
+	if err != nil || size > capacity {
+		return false
+	}
+	// A reader that keeps up empties the pipe within microseconds: poll
+	// fast first, then back off to a few milliseconds for a slow one.
+	for pause := 20 * time.Microsecond; !s.closing.Load(); pause = min(2*pause, 5*time.Millisecond) {
+		if n, err := unix.IoctlGetInt(fd, unix.TIOCINQ); err != nil || n == 0 { // TIOCINQ is FIONREAD: bytes in the pipe
+			return err == nil
+		}
+		time.Sleep(pause)
+	}
+	s.failed = true
+	return false
+}
+
+func (s *sink) fail(err error) {
+	s.failed = true
+	s.errMu.Lock()
+	s.err = err
+	s.errMu.Unlock()
+	if s.onError != nil {
+		s.onError()
 	}
 }
 
 // buf returns the current batch to append one record to.
-func (s *sink) buf() []byte { return s.cur }
+func (s *sink) buf() []byte { return s.cur.data }
 
-// add takes back the batch with n more records appended, and hands it on
-// when it is large.
+// add takes back the batch with one more record appended, carrying n
+// events (0 for a header or summary), and hands it on when it is large.
 func (s *sink) add(b []byte, n uint64) {
-	s.cur = b
-	s.curN += n
-	if len(s.cur) >= s.batch {
+	s.cur.data = b
+	if len(s.cur.ends) > 0 && s.cur.ends[len(s.cur.ends)-1] == len(b) {
+		return // nothing appended
+	}
+	s.cur.ends = append(s.cur.ends, len(b))
+	s.cur.events = append(s.cur.events, uint8(n))
+	s.cur.n += n
+	if len(s.cur.data) >= s.batch {
 		s.flush()
 	}
 }
@@ -82,30 +224,32 @@ func (s *sink) add(b []byte, n uint64) {
 // flush hands the current batch to the writer, or drops it (counted) when
 // the queue is full.
 func (s *sink) flush() {
-	if s.curN == 0 && len(s.cur) == 0 {
+	if len(s.cur.ends) == 0 {
 		return
 	}
-	var next []byte
+	var next outBatch
 	select {
 	case next = <-s.free:
 	default:
 		if s.spare > 0 { // the queue grows only when stdout falls behind
 			s.spare--
-			next = make([]byte, 0, s.batch+4096)
+			next = s.newBatch()
 		}
 	}
-	if next == nil { // depth batches wait already: drop this one, counted
-		s.dropped.Add(s.curN)
-		s.cur, s.curN = s.cur[:0], 0
+	if next.data == nil { // depth batches wait already: drop this one, counted
+		s.dropped.Add(s.cur.n)
+		s.cur.reset()
 		return
 	}
-	s.queued.Add(s.curN)
-	s.full <- outBatch{s.cur, s.curN}
-	s.cur, s.curN = next, 0
+	s.queued.Add(s.cur.n)
+	s.full <- s.cur
+	s.cur = next
 }
 
 // close hands on the last batch and waits up to timeout for the writer to
-// finish; what it could not write by then counts as dropped.
+// finish. Past it, a pipe write in progress is abandoned (it wrote nothing)
+// and what is left counts as dropped; another output's write cannot be
+// abandoned, and what it still holds counts as dropped.
 func (s *sink) close(timeout time.Duration) {
 	s.closed.Do(func() {
 		s.flush()
@@ -113,7 +257,17 @@ func (s *sink) close(timeout time.Duration) {
 		select {
 		case <-s.done:
 		case <-time.After(timeout):
-			s.dropped.Add(s.queued.Load())
+			if s.pipe == nil {
+				s.abandoned.Store(true)
+				s.dropped.Add(s.queued.Load())
+				return
+			}
+			s.closing.Store(true)
+			s.pipe.SetWriteDeadline(time.Now())
+			<-s.done
+		}
+		if s.pipe != nil {
+			s.pipe.Close()
 		}
 	})
 }

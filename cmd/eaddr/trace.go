@@ -59,9 +59,9 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Syscall, "syscall", "connect,bind", "syscalls to trace: connect, bind or both")
 	fs.Uint32Var(&f.PID, "pid", 0, "only this process id (filtered in the kernel); 0 for all")
 	fs.StringVar(&f.Comm, "comm", "", "only processes whose comm (first 15 bytes of the name) is exactly this")
-	fs.Uint32Var(&f.NetNS, "netns", 0, "only this network namespace inode, as in /proc/PID/ns/net (filtered in the kernel); 0 for all")
-	fs.StringVar(&f.Cgroup, "cgroup", "", "only processes whose cgroup v2 path starts with this prefix, e.g. /kubepods; an event whose cgroup is not known is dropped and counted as filtered_unresolved")
-	fs.IntVar(&f.RingSize, "ring-size", tracer.DefaultRingSize, "ring buffer size in bytes, a power of two; events that do not fit are counted as lost")
+	fs.Uint32Var(&f.NetNS, "netns", 0, "only this network namespace inode, as in /proc/PID/ns/net (filtered in the kernel); it must exist at start; 0 for all")
+	fs.StringVar(&f.Cgroup, "cgroup", "", "only processes whose cgroup v2 path starts with this prefix, which starts with /, e.g. /kubepods; an event whose cgroup is not known is dropped and counted as filtered_unresolved")
+	fs.IntVar(&f.RingSize, "ring-size", tracer.DefaultRingSize, "ring buffer size in bytes, a power of two from the page size up to 256 MiB (268435456); events that do not fit are counted as lost")
 	fs.DurationVar(&f.Flush, "flush-interval", 50*time.Millisecond, "the longest an event waits before it is written: the kernel wakes eaddr for every 64 KiB of events or on this timer, not for each event (a wakeup per event costs several µs per failing call); 0 wakes it for every event")
 	fs.StringVar(&f.Node, "node", "", "node name in each event (default: $NODE_NAME, else the hostname)")
 	fs.BoolVar(&f.Diagnose, "diagnose", true, "per event, read the netns of the failure (port range, sockets toward the destination by state, who holds them, addresses) and give the root cause and a fix")
@@ -73,13 +73,18 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.NodePortCollisions, "nodeport-collisions", false, "also report a connect() in the host netns whose kernel-chosen source port is in the NodePort range (kind nodeport_collision): replies to it can be captured by a NodePort rule. Off, it costs nothing")
 	fs.StringVar(&f.NodePortRange, "node-port-range", "30000-32767", "the cluster's Service NodePort range (kube-apiserver --service-node-port-range)")
 	fs.Uint32Var(&f.NodePortNetNS, "nodeport-netns", 0, "netns inode checked by --nodeport-collisions (default: the host's, that of pid 1)")
-	fs.StringVar(&f.CRIEndpoint, "cri-endpoint", "", "container runtime socket for pod names (default: the first of /run/containerd/containerd.sock, /run/k3s/containerd/containerd.sock, /var/run/crio/crio.sock, /run/cri-dockerd.sock); without one, or while it does not answer, events carry pod UIDs and container IDs only, and say why")
+	fs.StringVar(&f.CRIEndpoint, "cri-endpoint", "", "container runtime socket for pod names (default: the first of /run/containerd/containerd.sock, /run/k3s/containerd/containerd.sock, /var/run/crio/crio.sock, /run/cri-dockerd.sock); one given must be a unix socket (path or unix://path) at start; without one, or while it does not answer, events carry pod UIDs and container IDs only, and say why")
 	fs.StringVar(&f.Namespace, "namespace", "", "only pods in this Kubernetes namespace (as --pod, --container and --selector: an event whose pod or names are not known is dropped and counted as filtered_unresolved)")
 	fs.StringVar(&f.Pod, "pod", "", "only this pod (name)")
 	fs.StringVar(&f.Container, "container", "", "only this container (name)")
 	fs.StringVar(&f.Selector, "selector", "", "only pods with these labels: k=v[,k=v...]")
 	fs.StringVar(&f.Explain, "explain", "full", "per event, say what the errno means, which client failed and what it printed: full (with how every other client words it), short (without), or off")
 }
+
+// maxRingSize bounds --ring-size: the ring is locked kernel memory, and a
+// larger one only hides a reader that does not keep up (the default holds
+// tens of thousands of events).
+const maxRingSize = 256 << 20
 
 // traceConfig is what the flags mean, checked.
 type traceConfig struct {
@@ -136,7 +141,16 @@ func (f *TraceFlags) config() (traceConfig, error) {
 		}
 	}
 	c.opts.PID = f.PID
+	if err := checkNetNSFlag(f.NetNS); err != nil {
+		return c, err
+	}
 	c.opts.NetNS = f.NetNS
+	if err := checkCgroupFlag(f.Cgroup); err != nil {
+		return c, err
+	}
+	if err := checkCRIFlag(f.CRIEndpoint); err != nil {
+		return c, err
+	}
 	if len(f.Comm) > 15 {
 		return c, usageErrorf("--comm: %q is longer than the 15 bytes the kernel keeps of a comm", f.Comm)
 	}
@@ -153,8 +167,8 @@ func (f *TraceFlags) config() (traceConfig, error) {
 			c.selector[strings.TrimSpace(k)] = strings.TrimSpace(v)
 		}
 	}
-	if f.RingSize <= 0 || f.RingSize&(f.RingSize-1) != 0 || f.RingSize < os.Getpagesize() {
-		return c, usageErrorf("--ring-size %d is not a power of two of at least %d", f.RingSize, os.Getpagesize())
+	if f.RingSize <= 0 || f.RingSize&(f.RingSize-1) != 0 || f.RingSize < os.Getpagesize() || f.RingSize > maxRingSize {
+		return c, usageErrorf("--ring-size %d is not a power of two from %d to %d (256 MiB)", f.RingSize, os.Getpagesize(), maxRingSize)
 	}
 	c.opts.RingSize = f.RingSize
 	if f.Flush < 0 {

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testenv"
+)
+
+// stormC makes N failing connect()s to 127.0.0.1:8080 as fast as it can
+// and prints how many failed with EADDRNOTAVAIL.
+const stormC = `#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	long n = atol(argv[1]), failed = 0;
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(8080), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	for (long i = 0; i < n; i++) {
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+		if (s < 0) { perror("socket"); return 1; }
+		if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno == EADDRNOTAVAIL)
+			failed++;
+		close(s);
+	}
+	printf("%ld\n", failed);
+	return 0;
+}
+`
+
+// storm builds stormC and runs it in ns; it returns how many connect()s
+// failed with EADDRNOTAVAIL.
+func storm(t *testing.T, ns *netns.NS, n int) int {
+	t.Helper()
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		testenv.Skip(t, "gcc is not installed")
+	}
+	dir := t.TempDir()
+	src, bin := filepath.Join(dir, "storm.c"), filepath.Join(dir, "storm")
+	if err := os.WriteFile(src, []byte(stormC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-O2", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	_, out := runInNS(t, ns, bin, strconv.Itoa(n))
+	failed, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		t.Fatalf("storm printed %q", out)
+	}
+	return failed
+}
+
+// scrapeSums is each family's values summed over its series.
+func scrapeSums(t *testing.T, base string) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for name, f := range scrape(t, base) {
+		for _, m := range f.GetMetric() {
+			out[name] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return out
+}
+
+// eaddr_errors_total counts every failure the kernel reported, those the
+// rate limiter held back from the output included: in a storm of 200k,
+// errors_total equals the events read and, with the kernel's losses,
+// what the generator made. With a one-page ring the kernel loses most of
+// the storm, and the sum still holds.
+func TestErrorsTotalCountsSuppressed(t *testing.T) {
+	for _, ring := range []string{strconv.Itoa(4 << 20), strconv.Itoa(os.Getpagesize())} {
+		t.Run("ring-"+ring, func(t *testing.T) { testErrorsTotal(t, ring) })
+	}
+}
+
+func testErrorsTotal(t *testing.T, ring string) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--metrics-addr", "127.0.0.1:0", "--rate-limit", "100/s", "--ring-size", ring)
+	p.lossOK = true // a storm may overrun the ring; losses are counted and checked below
+	base := p.metricsURL(t)
+	const n = 200000
+	generated := storm(t, ns, n)
+	if generated != n {
+		t.Fatalf("the generator failed %d of %d connects with EADDRNOTAVAIL", generated, n)
+	}
+	var m map[string]float64
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		m = scrapeSums(t, base)
+		if m["eaddr_events_total"]+m["eaddr_lost_events_total"] >= float64(generated) {
+			break
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // one more tick: counters settle
+	m = scrapeSums(t, base)
+	errs, events, lost, suppressed := m["eaddr_errors_total"], m["eaddr_events_total"], m["eaddr_lost_events_total"], m["eaddr_suppressed_events_total"]
+	t.Logf("storm of %d failures, %s-byte ring: errors_total %v, events_total %v, lost %v, suppressed %v", generated, ring, errs, events, lost, suppressed)
+	if suppressed == 0 {
+		t.Errorf("the rate limiter held nothing back: the test proves nothing")
+	}
+	if ring == strconv.Itoa(os.Getpagesize()) && lost == 0 {
+		t.Errorf("a one-page ring lost nothing of %d failures: the loss half proves nothing", generated)
+	}
+	if errs != events {
+		t.Errorf("eaddr_errors_total %v != eaddr_events_total %v: failures reported by the kernel went uncounted", errs, events)
+	}
+	if errs+lost != float64(generated) {
+		t.Errorf("eaddr_errors_total %v + lost %v != %d generated", errs, lost, generated)
+	}
+	c := p.stop(t)
+	if float64(c["events"]) != events || float64(c["lost"]) != lost {
+		t.Errorf("stopped line %v disagrees with the metrics: events %v, lost %v", c, events, lost)
+	}
+}
+
+// slowReader reads r in small pieces with pauses while reading is set,
+// and not at all otherwise; it keeps everything it read.
+type slowReader struct {
+	mu      sync.Mutex
+	reading bool
+	got     bytes.Buffer
+}
+
+func (s *slowReader) run(r io.Reader) {
+	buf := make([]byte, 1500)
+	for {
+		s.mu.Lock()
+		reading := s.reading
+		s.mu.Unlock()
+		if !reading {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		n, err := r.Read(buf)
+		s.mu.Lock()
+		s.got.Write(buf[:n])
+		s.mu.Unlock()
+		if err != nil {
+			return
+		}
+		time.Sleep(15 * time.Millisecond)
+	}
+}
+
+func (s *slowReader) set(reading bool) {
+	s.mu.Lock()
+	s.reading = reading
+	s.mu.Unlock()
+}
+
+// With a reader that reads slowly, then not at all, eaddr stopped by
+// SIGINT writes only whole lines, and its totals say exactly what the
+// reader got: delivered == lines received, delivered + dropped == written.
+func TestSlowReaderWholeLines(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	testenv.RequireRoot(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd := exec.Command(eaddrBin, "trace", "--netns", strconv.FormatUint(ns.Inode(), 10), "--rate-limit", "0", "--summary-interval", "0")
+	cmd.Stdout = w
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var logMu sync.Mutex
+	var log strings.Builder
+	attached := make(chan struct{})
+	go func() {
+		s := bufio.NewScanner(stderr)
+		once := false
+		for s.Scan() {
+			logMu.Lock()
+			log.WriteString(s.Text() + "\n")
+			logMu.Unlock()
+			if !once && strings.Contains(s.Text(), "attached") {
+				once = true
+				close(attached)
+			}
+		}
+	}()
+	select {
+	case <-attached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("eaddr did not attach within 30s")
+	}
+	rd := &slowReader{reading: true}
+	readerDone := make(chan struct{})
+	go func() { rd.run(r); close(readerDone) }()
+	const n = 3000
+	flood(t, ns, n)
+	time.Sleep(1500 * time.Millisecond) // slow reading
+	rd.set(false)                       // then stuck
+	time.Sleep(300 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGINT)
+	errc := make(chan error, 1)
+	go func() { errc <- cmd.Wait() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Errorf("exit: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a stuck reader kept eaddr from stopping")
+	}
+	rd.set(true) // what eaddr left in the pipe counts as received
+	select {
+	case <-readerDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pipe did not reach EOF after eaddr exited")
+	}
+	logMu.Lock()
+	c := totals(t, log.String())
+	logMu.Unlock()
+	got := rd.got.Bytes()
+	lines := bytes.Split(got, []byte("\n"))
+	if last := lines[len(lines)-1]; len(last) != 0 {
+		t.Errorf("the output ends in a cut line of %d bytes: %.80q", len(last), last)
+	}
+	lines = lines[:len(lines)-1]
+	maxLen := 0
+	for i, l := range lines {
+		maxLen = max(maxLen, len(l))
+		var ev map[string]any
+		if err := json.Unmarshal(l, &ev); err != nil {
+			t.Errorf("line %d of %d is not JSON (%v): %.120q", i+1, len(lines), err, l)
+			break
+		}
+	}
+	t.Logf("%d failures, slow then stuck reader: received %d lines (%d bytes, longest %d); totals %v", n, len(lines), len(got), maxLen, c)
+	if c["dropped"] == 0 || c["delivered"] == 0 {
+		t.Errorf("dropped %d, delivered %d: the reader was not slow enough to test anything", c["dropped"], c["delivered"])
+	}
+	if c["delivered"] != len(lines) {
+		t.Errorf("delivered=%d but the reader received %d lines", c["delivered"], len(lines))
+	}
+	if c["delivered"]+c["dropped"] != c["written"] {
+		t.Errorf("delivered %d + dropped %d != written %d", c["delivered"], c["dropped"], c["written"])
+	}
+	if c["written"]+c["filtered"]+c["suppressed"] != c["events"] || c["events"]+c["lost"] != n {
+		t.Errorf("totals %v do not add up to %d failures", c, n)
+	}
+}

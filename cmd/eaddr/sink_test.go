@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// record is one JSON line of size bytes (newline included), numbered i.
+func record(i, size int) []byte {
+	b := fmt.Appendf(nil, `{"i":%d,"pad":"`, i)
+	b = append(b, strings.Repeat("x", max(0, size-len(b)-3))...)
+	return append(b, "\"}\n"...)
+}
+
+// wholeLines checks that got is whole JSON lines and returns their count.
+func wholeLines(t *testing.T, got []byte) int {
+	t.Helper()
+	if len(got) > 0 && got[len(got)-1] != '\n' {
+		t.Errorf("the output ends in a cut line: ...%q", got[max(0, len(got)-60):])
+	}
+	n := 0
+	for _, l := range bytes.Split(bytes.TrimSuffix(got, []byte("\n")), []byte("\n")) {
+		if len(l) == 0 {
+			continue
+		}
+		if !json.Valid(l) {
+			t.Errorf("line %d is not JSON: %.80q", n+1, l)
+		}
+		n++
+	}
+	return n
+}
+
+// Into a pipe read as fast as it can be, by a writer paced to it, every
+// record arrives whole and delivered counts it; records of 1 KB, 5 KB (a full explain: more than
+// PIPE_BUF) and 100 KB (more than the pipe holds: it is grown) alike.
+func TestSinkPipeWholeLines(t *testing.T) {
+	for _, size := range []int{1000, 5000, 100 << 10} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		done := make(chan struct{})
+		go func() { io.Copy(&got, r); close(done) }()
+		sk := newSink(w, 64<<10, 64, nil)
+		if sk.pipe == nil {
+			t.Fatal("a pipe was not reopened non-blocking")
+		}
+		n := 5000
+		if size > 64<<10 {
+			n = 200 // each waits for an empty pipe
+		}
+		start := time.Now()
+		for i := range n {
+			sk.add(append(sk.buf(), record(i, size)...), 1)
+			if i%16 == 15 {
+				sk.flush()
+				for sk.queued.Load() > 32 { // pace to the reader: measure throughput, not the queue
+					time.Sleep(50 * time.Microsecond)
+				}
+			}
+		}
+		sk.close(10 * time.Second)
+		took := time.Since(start)
+		w.Close()
+		<-done
+		r.Close()
+		lines := wholeLines(t, got.Bytes())
+		d, dr := sk.delivered.Load(), sk.dropped.Load()
+		t.Logf("%d records of %d bytes into a pipe: %d delivered, %d dropped, %d received, %v (%.0f lines/s)", n, size, d, dr, lines, took.Round(time.Millisecond), float64(d)/took.Seconds())
+		if int(d) != lines || int(d) != n || dr != 0 {
+			t.Errorf("size %d: delivered %d, dropped %d, received %d lines of %d", size, d, dr, lines, n)
+		}
+	}
+}
+
+// A reader that never reads: close gives up after its timeout, the write
+// in progress leaves nothing behind, and every record is delivered (in the
+// pipe, whole) or dropped.
+func TestSinkStuckReader(t *testing.T) {
+	for _, size := range []int{700, 5000} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sk := newSink(w, 64<<10, 64, nil)
+		const n = 1000
+		for i := range n {
+			sk.add(append(sk.buf(), record(i, size)...), 1)
+			sk.flush()
+		}
+		start := time.Now()
+		sk.close(300 * time.Millisecond)
+		if took := time.Since(start); took > 3*time.Second {
+			t.Errorf("close took %v with a stuck reader", took)
+		}
+		w.Close()
+		got, _ := io.ReadAll(r)
+		r.Close()
+		lines := wholeLines(t, got)
+		d, dr := sk.delivered.Load(), sk.dropped.Load()
+		t.Logf("%d records of %d bytes, stuck reader: %d delivered (%d bytes in the pipe), %d dropped", n, size, d, len(got), dr)
+		if int(d) != lines || d+dr != n || dr == 0 {
+			t.Errorf("size %d: delivered %d, dropped %d, %d lines in the pipe, of %d", size, d, dr, lines, n)
+		}
+	}
+}
