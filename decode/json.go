@@ -13,12 +13,12 @@ import (
 // docs/events.md. Fields that do not apply are left out, never null. It does
 // not allocate when b has room.
 func appendJSON(b []byte, ev *Event, node string) []byte {
-	b = appendEventFields(b, ev, node)
+	b = AppendEventFields(b, ev, node)
 	return append(b, '}')
 }
 
-// appendEventFields appends the event object without its closing brace.
-func appendEventFields(b []byte, ev *Event, node string) []byte {
+// AppendEventFields appends the event object without its closing brace.
+func AppendEventFields(b []byte, ev *Event, node string) []byte {
 	b = append(b, `{"schema":`...)
 	b = strconv.AppendInt(b, Schema, 10)
 	b = append(b, `,"kind":"`...)
@@ -71,10 +71,10 @@ func appendProcess(b []byte, ev *Event) []byte {
 	b = append(b, `,"uid":`...)
 	b = strconv.AppendUint(b, uint64(ev.UID), 10)
 	b = append(b, `,"comm":`...)
-	b = appendBytesString(b, ev.Comm)
+	b = AppendBytesString(b, ev.Comm)
 	if len(ev.ExeName) > 0 {
 		b = append(b, `,"exe":`...)
-		b = appendBytesString(b, ev.ExeName)
+		b = AppendBytesString(b, ev.ExeName)
 	}
 	return append(b, '}')
 }
@@ -141,7 +141,7 @@ func appendAddr(b []byte, a *Addr) []byte {
 		return append(b, '}')
 	case a.Family == AFUnix:
 		b = append(b, `{"family":"unix","path":`...)
-		b = appendBytesString(b, a.Path)
+		b = AppendBytesString(b, a.Path)
 		return append(b, '}')
 	default:
 		b = append(b, `{"family":"`...)
@@ -169,7 +169,8 @@ func appendHex(b, src []byte) []byte {
 // a comm or path with arbitrary bytes still gives valid JSON.
 func AppendString(b []byte, s string) []byte { return appendJSONString(b, s) }
 
-func appendBytesString(b []byte, s []byte) []byte { return appendJSONString(b, s) }
+// AppendBytesString appends s as a JSON string.
+func AppendBytesString(b []byte, s []byte) []byte { return appendJSONString(b, s) }
 
 func appendJSONString[T string | []byte](b []byte, s T) []byte {
 	b = append(b, '"')
@@ -228,7 +229,7 @@ func appendPod(b []byte, p *kube.PodInfo, via, namesUnresolved string) []byte {
 	b = appendStrField(b, &comma, "image", p.Image)
 	b = appendStrField(b, &comma, "qos", p.QoS)
 	if len(p.Labels) > 0 {
-		b = appendField(b, &comma, "labels")
+		b = AppendField(b, &comma, "labels")
 		b = appendLabels(b, p.Labels)
 	}
 	b = appendStrField(b, &comma, "via", via)
@@ -260,6 +261,17 @@ func appendStrField(b []byte, comma *bool, name, v string) []byte {
 	if v == "" {
 		return b
 	}
-	b = appendField(b, comma, name)
+	b = AppendField(b, comma, name)
 	return AppendString(b, v)
+}
+
+// AppendField appends `"name":`, after a comma unless it is the first.
+func AppendField(b []byte, comma *bool, name string) []byte {
+	if *comma {
+		b = append(b, ',')
+	}
+	*comma = true
+	b = append(b, '"')
+	b = append(b, name...)
+	return append(b, `":`...)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/explain"
 	"github.com/eaddr/eaddr/internal/netns"
 )
 
@@ -100,7 +101,7 @@ Flags:
 	)
 	hooks := traceHooks{
 		attached: func() { close(attached) },
-		event: func(ev *decode.Event, x *decode.Explanation, line []byte) {
+		event: func(ev *decode.Event, x *explain.Explanation, line []byte) {
 			de := demoEvent{line: strings.TrimRight(string(line), "\n"), client: "unknown program"}
 			if msg, ok := x.AppendClientMessage(nil); ok {
 				de.predicted = string(msg)

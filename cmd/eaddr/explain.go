@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/explain"
 )
 
 // ExplainFlags are the flags of `eaddr explain`.
@@ -59,7 +60,7 @@ Flags:
 		return usageErrorf("explain needs the text of an error message or an errno, e.g. eaddr explain EADDRNOTAVAIL")
 	}
 	input := in.text
-	ex, err := decode.NewExplainer()
+	ex, err := explain.NewExplainer()
 	if err != nil {
 		return err
 	}
@@ -176,16 +177,16 @@ func (e quietError) Error() string { return e.s }
 type report struct {
 	input    string
 	in       explainInput
-	id       decode.Identification
-	also     []decode.Identification // other readings of the same text
+	id       explain.Identification
+	also     []explain.Identification // other readings of the same text
 	syscall  decode.Syscall
 	sysGuess bool // syscall inferred, not read from the text
-	meaning  *decode.ErrnoInfo
-	other    []decode.Wording
+	meaning  *explain.ErrnoInfo
+	other    []explain.Wording
 	addr     string // ip:port for the commands
 }
 
-func buildReport(ex *decode.Explainer, input string, ids []decode.Identification) *report {
+func buildReport(ex *explain.Explainer, input string, ids []explain.Identification) *report {
 	r := &report{input: input, id: ids[0], also: ids[1:]}
 	r.syscall = r.id.Syscall
 	if r.syscall == 0 {
@@ -209,12 +210,12 @@ func buildReport(ex *decode.Explainer, input string, ids []decode.Identification
 	}
 	r.addr = netip.AddrPortFrom(ip, port).String()
 	if r.id.Errno != 0 {
-		x := decode.Explanation{Vars: decode.MsgVars{Syscall: r.syscall, Errno: r.id.Errno, IP: ip, Port: port, PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}}
+		x := explain.Explanation{Vars: explain.MsgVars{Syscall: r.syscall, Errno: r.id.Errno, IP: ip, Port: port, PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}}
 		if ip.Is6() {
 			x.Vars.Family, x.Vars.Addrlen = decode.AFInet6, 28
 		}
 		for _, w := range ex.Wordings(&x) {
-			r.other = append(r.other, decode.Wording{By: append([]byte(nil), w.By...), Text: append([]byte(nil), w.Text...)})
+			r.other = append(r.other, explain.Wording{By: append([]byte(nil), w.By...), Text: append([]byte(nil), w.Text...)})
 		}
 	}
 	return r
@@ -344,7 +345,7 @@ func appendStrings(b []byte, name string, list []string) []byte {
 	return append(b, ']')
 }
 
-func appendWording(b []byte, w decode.Wording) []byte {
+func appendWording(b []byte, w explain.Wording) []byte {
 	b = append(b, `{"by":`...)
 	b = decode.AppendString(b, string(w.By))
 	b = append(b, `,"text":`...)

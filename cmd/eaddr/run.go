@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/explain"
 	"github.com/eaddr/eaddr/tracer"
 )
 
@@ -227,13 +228,13 @@ func (r *traceRun) drainDiag() {
 
 // emit explains and writes one event.
 func (r *traceRun) emit(ev *decode.Event, g *decode.Diagnosis) {
-	explain := r.explainer != nil && !ev.NodePort
-	if explain {
+	explained := r.explainer != nil && !ev.NodePort
+	if explained {
 		r.explainer.Explain(ev, &r.x)
 	}
 	buf := r.sk.buf()
 	start := len(buf)
-	buf = r.render(buf, ev, explain, g)
+	buf = r.render(buf, ev, explained, g)
 	if r.hooks.event != nil {
 		r.hooks.event(ev, &r.x, buf[start:])
 	}
@@ -255,11 +256,11 @@ func firstOf(s ...string) string {
 }
 
 // render appends one line for ev.
-func (r *traceRun) render(buf []byte, ev *decode.Event, explain bool, g *decode.Diagnosis) []byte {
+func (r *traceRun) render(buf []byte, ev *decode.Event, explained bool, g *decode.Diagnosis) []byte {
 	switch {
 	case r.c.table:
 		buf = decode.AppendTable(buf, ev)
-		if explain {
+		if explained {
 			buf = append(buf, '\n')
 			buf = r.x.AppendTableExplained(buf)
 		}
@@ -267,10 +268,10 @@ func (r *traceRun) render(buf []byte, ev *decode.Event, explain bool, g *decode.
 			buf = append(buf, "\n    ⚑ "...)
 			buf = append(buf, g.Verdict...)
 		}
-	case explain:
-		buf = decode.AppendEvent(buf, ev, r.c.node, r.explainer, &r.x, r.c.explain == 2, g)
+	case explained:
+		buf = explain.AppendEvent(buf, ev, r.c.node, r.explainer, &r.x, r.c.explain == 2, g)
 	default:
-		buf = decode.AppendEvent(buf, ev, r.c.node, nil, nil, false, g)
+		buf = explain.AppendEvent(buf, ev, r.c.node, nil, nil, false, g)
 	}
 	return append(buf, '\n')
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/decode/kube"
 	"github.com/eaddr/eaddr/decode/netdiag"
+	"github.com/eaddr/eaddr/explain"
 	"github.com/eaddr/eaddr/tracer"
 )
 
@@ -292,8 +293,8 @@ func (c *traceConfig) keep(ev *decode.Event) (keep, unresolved bool) {
 
 // traceHooks let the demo watch a trace; nil hooks are skipped.
 type traceHooks struct {
-	attached func()                                                     // after the probes are attached
-	event    func(ev *decode.Event, x *decode.Explanation, line []byte) // after each event was written; line is reused
+	attached func()                                                      // after the probes are attached
+	event    func(ev *decode.Event, x *explain.Explanation, line []byte) // after each event was written; line is reused
 }
 
 // trace attaches, streams events to out until ctx is done, then detaches,
@@ -361,7 +362,7 @@ type traceRun struct {
 	cri       *kube.Resolver
 	pods      *decode.PodMapper
 	hold      holdQueue
-	explainer *decode.Explainer
+	explainer *explain.Explainer
 	diag      *diagWorker // nil: --diagnose=false
 	diagHold  []diagHeld
 	seenNetNS map[uint32]bool // netns already told to the diagnosis
@@ -371,7 +372,7 @@ type traceRun struct {
 
 	raw      tracer.RawEvent
 	ev       decode.Event
-	x        decode.Explanation
+	x        explain.Explanation
 	lastTick time.Time
 
 	written, filtered, filteredUnresolved uint64
@@ -392,7 +393,7 @@ func newTraceRun(c traceConfig, t *tracer.Tracer, out io.Writer, log *slog.Logge
 	r.pods = decode.NewPodMapper(r.cri, host)
 	r.pods.CgroupV1 = decode.CgroupV1Mounted()
 	if c.explain > 0 {
-		if r.explainer, err = decode.NewExplainer(); err != nil {
+		if r.explainer, err = explain.NewExplainer(); err != nil {
 			r.close()
 			return nil, err
 		}

@@ -549,6 +549,7 @@ var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) n
 // and what naming a cgroup costs in user space and in the BPF program.
 var goBenches = [][]string{
 	{"-bench", "BenchmarkEventJSON|BenchmarkCgroupPath", "-benchmem", "./decode"},
+	{"-bench", "BenchmarkEventJSONExplainShort", "-benchmem", "./explain"},
 	{"-bench", "BenchmarkCgroupRecord|BenchmarkLookupCgroup", "-benchtime", "5x", "-benchmem", "./tracer"},
 }
 

@@ -1,6 +1,6 @@
 // Command wordingsdoc rewrites the generated "why does every tool say
-// something different?" section of README.md from decode/catalog.json.
-// go generate ./decode runs it with the working directory decode/.
+// something different?" section of README.md from explain/catalog.json.
+// go generate ./explain runs it with the working directory explain/.
 package main
 
 import (
@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/explain"
 )
 
 func main() {
@@ -19,12 +19,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "wordingsdoc:", err)
 		os.Exit(1)
 	}
-	section, err := decode.WordingsMarkdown()
+	section, err := explain.WordingsMarkdown()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "wordingsdoc:", err)
 		os.Exit(1)
 	}
-	updated, err := decode.ReplaceWordings(string(old), section)
+	updated, err := explain.ReplaceWordings(string(old), section)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "wordingsdoc:", err)
 		os.Exit(1)

@@ -1,4 +1,4 @@
-package decode
+package explain
 
 import (
 	"os"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/eaddr/eaddr/decode"
 	"golang.org/x/sys/unix"
 )
 
@@ -52,7 +53,7 @@ func NewDetector() *Detector {
 
 // Binary returns the analysis of ev's executable and how it was found
 // ("exe", "path", or "cache:" + either). ok is false when it is unknown.
-func (d *Detector) Binary(ev *Event) (info *BinaryInfo, source string, ok bool) {
+func (d *Detector) Binary(ev *decode.Event) (info *BinaryInfo, source string, ok bool) {
 	if ev.ExeIno == 0 {
 		return nil, "", false
 	}
@@ -82,11 +83,11 @@ func (d *Detector) Binary(ev *Event) (info *BinaryInfo, source string, ok bool) 
 func (d *Detector) CacheSizes() (binaries, bound int) { return len(d.cache), d.MaxEntries }
 
 // remember records what is known of ev's binary, as if it had been found.
-func (d *Detector) remember(ev *Event, info BinaryInfo) {
+func (d *Detector) remember(ev *decode.Event, info BinaryInfo) {
 	d.cache[exeKey{ev.ExeDev, ev.ExeIno}] = &binEntry{info: info, ok: true, source: "remembered", at: d.now()}
 }
 
-func (d *Detector) find(ev *Event, key exeKey) (BinaryInfo, string, bool) {
+func (d *Detector) find(ev *decode.Event, key exeKey) (BinaryInfo, string, bool) {
 	name := string(ev.ExeName)
 	pid := strconv.FormatUint(uint64(ev.PID), 10)
 	if f, err := os.Open(filepath.Join(d.Proc, pid, "exe")); err == nil {

@@ -1,22 +1,24 @@
-package decode
+package explain
+
+import "github.com/eaddr/eaddr/decode"
 
 // appendJSONExplained appends ev as appendJSON does, with an "explain"
 // object from x (docs/events.md). With wordings, it lists how every other
 // client and libc words the same failure. It does not allocate once the
 // Explainer's buffers have grown.
-func (e *Explainer) appendJSONExplained(b []byte, ev *Event, node string, x *Explanation, wordings bool) []byte {
+func (e *Explainer) appendJSONExplained(b []byte, ev *decode.Event, node string, x *Explanation, wordings bool) []byte {
 	return AppendEvent(b, ev, node, e, x, wordings, nil)
 }
 
 // AppendEvent appends ev as one JSON object with, when they are not nil, the
 // explain object of x (made by e) and the diagnosis g. It does not allocate
 // once e's buffers have grown.
-func AppendEvent(b []byte, ev *Event, node string, e *Explainer, x *Explanation, wordings bool, g *Diagnosis) []byte {
-	b = appendEventFields(b, ev, node)
+func AppendEvent(b []byte, ev *decode.Event, node string, e *Explainer, x *Explanation, wordings bool, g *decode.Diagnosis) []byte {
+	b = decode.AppendEventFields(b, ev, node)
 	if e != nil && x != nil {
 		b = e.appendExplain(b, x, wordings)
 	}
-	b = AppendDiagnosisJSON(b, g)
+	b = decode.AppendDiagnosisJSON(b, g)
 	return append(b, '}')
 }
 
@@ -24,40 +26,40 @@ func (e *Explainer) appendExplain(b []byte, x *Explanation, wordings bool) []byt
 	b = append(b, `,"explain":{`...)
 	comma := false
 	if x.Meaning != nil {
-		b = appendField(b, &comma, "meaning")
-		b = AppendString(b, x.Meaning.Meaning)
+		b = decode.AppendField(b, &comma, "meaning")
+		b = decode.AppendString(b, x.Meaning.Meaning)
 	}
 	if x.Binary != nil {
 		if x.Binary.Runtime != "" {
-			b = appendField(b, &comma, "runtime")
-			b = AppendString(b, x.Binary.Runtime)
+			b = decode.AppendField(b, &comma, "runtime")
+			b = decode.AppendString(b, x.Binary.Runtime)
 		}
 		if x.Binary.Libc != LibcUnknown {
-			b = appendField(b, &comma, "libc")
-			b = AppendString(b, string(x.Binary.Libc))
+			b = decode.AppendField(b, &comma, "libc")
+			b = decode.AppendString(b, string(x.Binary.Libc))
 		}
 	}
 	if x.Client != nil {
 		var ok bool
-		b = appendField(b, &comma, "client")
-		b = AppendString(b, x.Client.Name)
+		b = decode.AppendField(b, &comma, "client")
+		b = decode.AppendString(b, x.Client.Name)
 		e.msg, ok = x.AppendClientMessage(e.msg[:0])
 		if ok {
-			b = appendField(b, &comma, "client_message")
-			b = appendBytesString(b, e.msg)
+			b = decode.AppendField(b, &comma, "client_message")
+			b = decode.AppendBytesString(b, e.msg)
 		}
 	}
 	if wordings {
-		b = appendField(b, &comma, "other_wordings")
+		b = decode.AppendField(b, &comma, "other_wordings")
 		b = append(b, '[')
 		for i, w := range e.Wordings(x) {
 			if i > 0 {
 				b = append(b, ',')
 			}
 			b = append(b, `{"by":`...)
-			b = appendBytesString(b, w.By)
+			b = decode.AppendBytesString(b, w.By)
 			b = append(b, `,"text":`...)
-			b = appendBytesString(b, w.Text)
+			b = decode.AppendBytesString(b, w.Text)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
@@ -89,14 +91,4 @@ func (x *Explanation) AppendTableExplained(b []byte) []byte {
 		b = b[:n]
 	}
 	return b
-}
-
-func appendField(b []byte, comma *bool, name string) []byte {
-	if *comma {
-		b = append(b, ',')
-	}
-	*comma = true
-	b = append(b, '"')
-	b = append(b, name...)
-	return append(b, `":`...)
 }

@@ -1,4 +1,4 @@
-package decode
+package explain
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/internal/testenv"
 )
 
@@ -79,7 +80,7 @@ func TestStrerrorTables(t *testing.T) {
 // lower case for the errnos eaddr cares most about. (Go's table differs from
 // glibc's for a few other errnos, so this does not check every n.)
 func TestStrerrorGoMatchesGlibc(t *testing.T) {
-	for _, n := range []int{EADDRINUSE, EADDRNOTAVAIL, int(syscall.ECONNREFUSED)} {
+	for _, n := range []int{decode.EADDRINUSE, decode.EADDRNOTAVAIL, int(syscall.ECONNREFUSED)} {
 		g, gok := Strerror(LibcGlibc, n)
 		o, ook := Strerror(LibcGo, n)
 		if !gok || !ook || !strings.EqualFold(g, o) {
@@ -147,7 +148,7 @@ func TestStrerrorGenerated(t *testing.T) {
 			diff := firstDiff(crest, frest)
 			switch {
 			case cv == fv:
-				t.Errorf("%s is out of date; run go generate ./decode\n%s", name, diff)
+				t.Errorf("%s is out of date; run go generate ./explain\n%s", name, diff)
 			case bytes.Equal(crest, frest):
 				t.Logf("%s was generated with another libc (%q, here %q); the tables are identical", name, cv, fv)
 			default:

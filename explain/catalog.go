@@ -1,4 +1,4 @@
-package decode
+package explain
 
 import (
 	_ "embed"
@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/eaddr/eaddr/decode"
 )
 
 // catalogJSON says, per client and runtime, how it is recognised, what it
@@ -81,13 +83,13 @@ func LoadCatalog() (*Catalog, error) {
 	catalogOnce.Do(func() {
 		var c Catalog
 		if err := json.Unmarshal(catalogJSON, &c); err != nil {
-			catalogErr = fmt.Errorf("decode/catalog.json: %w", err)
+			catalogErr = fmt.Errorf("explain/catalog.json: %w", err)
 			return
 		}
 		for i := range c.Errnos {
-			n, err := ParseErrno(c.Errnos[i].Errno)
+			n, err := decode.ParseErrno(c.Errnos[i].Errno)
 			if err != nil {
-				catalogErr = fmt.Errorf("decode/catalog.json: errnos[%d]: %w", i, err)
+				catalogErr = fmt.Errorf("explain/catalog.json: errnos[%d]: %w", i, err)
 				return
 			}
 			c.Errnos[i].num = n
@@ -105,9 +107,9 @@ func LoadCatalog() (*Catalog, error) {
 			}
 			cl.prog = []byte(cl.Prog)
 			for _, e := range cl.Match.Errno {
-				n, err := ParseErrno(e)
+				n, err := decode.ParseErrno(e)
 				if err != nil {
-					catalogErr = fmt.Errorf("decode/catalog.json: client %s: %w", cl.ID, err)
+					catalogErr = fmt.Errorf("explain/catalog.json: client %s: %w", cl.ID, err)
 					return
 				}
 				cl.Match.errnos = append(cl.Match.errnos, n)
@@ -117,9 +119,9 @@ func LoadCatalog() (*Catalog, error) {
 				if m.Errno == "*" {
 					continue
 				}
-				n, err := ParseErrno(m.Errno)
+				n, err := decode.ParseErrno(m.Errno)
 				if err != nil {
-					catalogErr = fmt.Errorf("decode/catalog.json: client %s: %w", cl.ID, err)
+					catalogErr = fmt.Errorf("explain/catalog.json: client %s: %w", cl.ID, err)
 					return
 				}
 				m.errno = n
@@ -132,7 +134,7 @@ func LoadCatalog() (*Catalog, error) {
 
 // Meaning returns what errno means for syscall, or nil when the catalog
 // does not know it.
-func (c *Catalog) Meaning(sys Syscall, errno int) *ErrnoInfo {
+func (c *Catalog) Meaning(sys decode.Syscall, errno int) *ErrnoInfo {
 	var any *ErrnoInfo
 	for i := range c.Errnos {
 		e := &c.Errnos[i]
@@ -217,7 +219,7 @@ func containsInt(list []int, n int) bool {
 
 // Template returns the client's message template for syscall and errno,
 // preferring an exact errno over "*".
-func (cl *Client) Template(sys Syscall, errno int) (string, bool) {
+func (cl *Client) Template(sys decode.Syscall, errno int) (string, bool) {
 	best, found := "", false
 	for _, m := range cl.Messages {
 		if m.Syscall != "*" && m.Syscall != sys.String() {
@@ -238,7 +240,7 @@ func (cl *Client) Template(sys Syscall, errno int) (string, bool) {
 
 // MsgVars are the values a template is filled with.
 type MsgVars struct {
-	Syscall Syscall
+	Syscall decode.Syscall
 	Errno   int
 	Libc    Libc
 	IP      netip.Addr // remote for connect, local for bind; invalid if unknown
@@ -301,13 +303,13 @@ func appendVar(b []byte, name string, v *MsgVars) ([]byte, bool) {
 	case "strerror_uv":
 		// libuv's uv_strerror: glibc's words in lower case, but for these.
 		switch v.Errno {
-		case EADDRNOTAVAIL:
+		case decode.EADDRNOTAVAIL:
 			return append(b, "address not available"...), true
 		}
 		s, ok := Strerror(LibcGo, v.Errno)
 		return append(b, s...), ok
 	case "errno":
-		return append(b, ErrnoName(v.Errno)...), true
+		return append(b, decode.ErrnoName(v.Errno)...), true
 	case "errno_num":
 		return strconv.AppendInt(b, int64(v.Errno), 10), true
 	case "syscall":
@@ -321,7 +323,7 @@ func appendVar(b []byte, name string, v *MsgVars) ([]byte, bool) {
 	case "af":
 		return strconv.AppendUint(b, uint64(v.Family), 10), true
 	case "af_name":
-		return append(b, FamilyName(v.Family)...), true
+		return append(b, decode.FamilyName(v.Family)...), true
 	case "addrlen":
 		return strconv.AppendInt(b, int64(v.Addrlen), 10), true
 	case "ms":

@@ -1,4 +1,4 @@
-package decode
+package explain
 
 import (
 	"os"
@@ -20,6 +20,6 @@ func TestREADMEWordingsUpToDate(t *testing.T) {
 		t.Fatal(err)
 	}
 	if want != string(readme) {
-		t.Error("README.md's wordings section is out of date: run go generate ./decode")
+		t.Error("README.md's wordings section is out of date: run go generate ./explain")
 	}
 }

@@ -1,4 +1,4 @@
-package decode
+package explain
 
 import (
 	"net/netip"
@@ -7,14 +7,16 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/eaddr/eaddr/decode"
 )
 
 // Identification is what `eaddr explain` makes of a pasted message.
 type Identification struct {
-	Errno   int     // 0: not known (curl hides it)
-	Syscall Syscall // 0: not known
-	Client  *Client // nil: a bare strerror text, errno name or number
-	Libc    Libc    // whose wording it is, when the text says
+	Errno   int            // 0: not known (curl hides it)
+	Syscall decode.Syscall // 0: not known
+	Client  *Client        // nil: a bare strerror text, errno name or number
+	Libc    Libc           // whose wording it is, when the text says
 	IP      netip.Addr
 	Port    uint16
 	// Matched is the part of the input that was recognised.
@@ -80,7 +82,7 @@ func (c *Catalog) Identify(input string) []Identification {
 	if input == "" {
 		return nil
 	}
-	if n, err := ParseErrno(input); err == nil {
+	if n, err := decode.ParseErrno(input); err == nil {
 		return []Identification{{Errno: n, Matched: input, score: 1 << 20}}
 	}
 	var out []Identification
@@ -93,7 +95,7 @@ func (c *Catalog) Identify(input string) []Identification {
 		if cp.msg.Syscall != "*" {
 			id.Syscall = syscallByName(cp.msg.Syscall)
 		}
-		if n, err := ParseErrno(cp.msg.Errno); err == nil {
+		if n, err := decode.ParseErrno(cp.msg.Errno); err == nil {
 			id.Errno = n
 		}
 		var strerr string
@@ -111,7 +113,7 @@ func (c *Catalog) Identify(input string) []Identification {
 					id.Port = uint16(p)
 				}
 			case "errno":
-				if n, err := ParseErrno(m[i]); err == nil {
+				if n, err := decode.ParseErrno(m[i]); err == nil {
 					id.Errno = n
 				}
 			case "errno_num":
@@ -166,12 +168,12 @@ func dedupe(ids []Identification) []Identification {
 	return out
 }
 
-func syscallByName(s string) Syscall {
+func syscallByName(s string) decode.Syscall {
 	switch s {
 	case "connect":
-		return Connect
+		return decode.Connect
 	case "bind":
-		return Bind
+		return decode.Bind
 	}
 	return 0
 }
@@ -225,7 +227,7 @@ func findErrnoText(input string) (int, Libc, string, bool) {
 	}
 	for _, f := range strings.FieldsFunc(input, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
 		if strings.HasPrefix(f, "E") {
-			if n, err := ParseErrno(f); err == nil {
+			if n, err := decode.ParseErrno(f); err == nil {
 				return n, "", f, true
 			}
 		}
@@ -296,11 +298,11 @@ func (c *Catalog) Closest(input string, n int) []Wording {
 		score float64
 	}
 	var all []scored
-	v := MsgVars{IP: netip.MustParseAddr("10.96.0.10"), Port: 80, PID: 1, FD: 3, Family: AFInet, Addrlen: 16}
+	v := MsgVars{IP: netip.MustParseAddr("10.96.0.10"), Port: 80, PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}
 	for i := range c.Clients {
 		cl := &c.Clients[i]
 		for _, m := range cl.Messages {
-			for _, errno := range []int{EADDRNOTAVAIL, EADDRINUSE, 111} {
+			for _, errno := range []int{decode.EADDRNOTAVAIL, decode.EADDRINUSE, 111} {
 				for _, libc := range cl.Libcs {
 					v.Syscall, v.Errno, v.Libc, v.Prog = syscallOr(m.Syscall), errno, libc, cl.prog
 					text, ok := Render(nil, m.Text, &v)
@@ -342,11 +344,11 @@ func (c *Catalog) Closest(input string, n int) []Wording {
 	return out
 }
 
-func syscallOr(s string) Syscall {
+func syscallOr(s string) decode.Syscall {
 	if sc := syscallByName(s); sc != 0 {
 		return sc
 	}
-	return Connect
+	return decode.Connect
 }
 
 func wordSet(s string) map[string]bool {

@@ -1,4 +1,4 @@
-package decode
+package explain
 
 import (
 	"encoding/json"
@@ -6,12 +6,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/tracer"
 )
 
 func TestCatalogValid(t *testing.T) {
@@ -20,7 +23,7 @@ func TestCatalogValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := map[string]bool{}
-	v := MsgVars{Syscall: Connect, Errno: EADDRNOTAVAIL, IP: netip.MustParseAddr("10.0.0.1"), Port: 80, Prog: []byte("x"), PID: 1, FD: 3, Family: AFInet, Addrlen: 16}
+	v := MsgVars{Syscall: decode.Connect, Errno: decode.EADDRNOTAVAIL, IP: netip.MustParseAddr("10.0.0.1"), Port: 80, Prog: []byte("x"), PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}
 	for _, cl := range c.Clients {
 		if cl.ID == "" || ids[cl.ID] {
 			t.Errorf("client id %q empty or repeated", cl.ID)
@@ -41,7 +44,7 @@ func TestCatalogValid(t *testing.T) {
 			if m.Syscall != "*" && syscallByName(m.Syscall) == 0 {
 				t.Errorf("%s: syscall %q", cl.ID, m.Syscall)
 			}
-			if _, err := ParseErrno(m.Errno); m.Errno != "*" && err != nil {
+			if _, err := decode.ParseErrno(m.Errno); m.Errno != "*" && err != nil {
 				t.Errorf("%s: %v", cl.ID, err)
 			}
 			for _, text := range append([]string{m.Text}, m.Also...) {
@@ -73,42 +76,42 @@ func TestIdentify(t *testing.T) {
 	for _, tc := range []struct {
 		in     string
 		errno  int
-		sys    Syscall
+		sys    decode.Syscall
 		client string // "" for a bare strerror
 		libc   Libc
 		ip     string
 		port   uint16
 	}{
-		{"can't connect to remote host (1.1.1.1): Address not available", EADDRNOTAVAIL, Connect, "busybox wget", LibcMusl, "1.1.1.1", 0},
-		{"wget: can't connect to remote host (1.1.1.1): Address not available", EADDRNOTAVAIL, Connect, "busybox wget", LibcMusl, "1.1.1.1", 0},
-		{"(7) Couldn't connect to server", 0, Connect, "curl", "", "", 0},
-		{"curl: (7) Failed to connect to 10.96.0.10 port 80 after 0 ms: Couldn't connect to server", 0, Connect, "curl", "", "10.96.0.10", 80},
-		{"curl: (7) Failed to connect to 10.96.0.10 port 80: Cannot assign requested address", EADDRNOTAVAIL, Connect, "curl", LibcGlibc, "10.96.0.10", 80},
-		{"bind: Address in use", EADDRINUSE, Bind, "busybox nc", LibcMusl, "", 0},
-		{"nc: bind: Address in use", EADDRINUSE, Bind, "busybox nc", LibcMusl, "", 0},
-		{"Cannot assign requested address", EADDRNOTAVAIL, 0, "", LibcGlibc, "", 0},
-		{"Address not available", EADDRNOTAVAIL, 0, "", LibcMusl, "", 0},
-		{"cannot assign requested address", EADDRNOTAVAIL, 0, "", LibcGo, "", 0},
-		{"Address already in use", EADDRINUSE, 0, "", LibcGlibc, "", 0},
-		{"99", EADDRNOTAVAIL, 0, "", "", "", 0},
-		{"EADDRNOTAVAIL", EADDRNOTAVAIL, 0, "", "", "", 0},
-		{"eaddrinuse", EADDRINUSE, 0, "", "", "", 0},
-		{"Connecting to 10.96.0.10:80... failed: Cannot assign requested address.", EADDRNOTAVAIL, Connect, "GNU wget", LibcGlibc, "10.96.0.10", 80},
-		{"nc: connect to 10.96.0.10 port 80 (tcp) failed: Cannot assign requested address", EADDRNOTAVAIL, Connect, "OpenBSD nc", LibcGlibc, "10.96.0.10", 80},
-		{"Ncat: Cannot assign requested address.", EADDRNOTAVAIL, Connect, "Ncat (nmap)", LibcGlibc, "", 0},
-		{"2026/11/30 05:00:00 socat[42] E connect(5, AF=2 10.96.0.10:80, 16): Cannot assign requested address", EADDRNOTAVAIL, Connect, "socat", LibcGlibc, "10.96.0.10", 80},
-		{"OSError: [Errno 99] Cannot assign requested address", EADDRNOTAVAIL, 0, "Python", LibcGlibc, "", 0},
-		{"OSError: [Errno 99] Address not available", EADDRNOTAVAIL, 0, "Python", LibcMusl, "", 0},
-		{"ConnectionRefusedError: [Errno 111] Connection refused", 111, Connect, "Python", LibcGlibc, "", 0},
-		{"dial tcp 10.96.0.10:80: connect: cannot assign requested address", EADDRNOTAVAIL, Connect, "Go programs", LibcGo, "10.96.0.10", 80},
-		{"listen tcp 0.0.0.0:8080: bind: address already in use", EADDRINUSE, Bind, "Go programs", LibcGo, "0.0.0.0", 8080},
-		{"java.net.BindException: Cannot assign requested address", EADDRNOTAVAIL, Connect, "Java", LibcGlibc, "", 0},
-		{"Error: connect EADDRNOTAVAIL 10.0.0.1:80 - Local (0.0.0.0:0)", EADDRNOTAVAIL, Connect, "Node.js", "", "10.0.0.1", 80},
-		{"IO::Socket::INET: connect: Cannot assign requested address", EADDRNOTAVAIL, Connect, "Perl", LibcGlibc, "", 0},
-		{`Cannot assign requested address - connect(2) for "10.96.0.10" port 80 (Errno::EADDRNOTAVAIL)`, EADDRNOTAVAIL, Connect, "Ruby", LibcGlibc, "10.96.0.10", 80},
-		{"2026/11/30 05:00:00 [crit] 7#7: *1 connect() to 10.96.0.10:80 failed (99: Cannot assign requested address) while connecting to upstream", EADDRNOTAVAIL, Connect, "nginx upstream", LibcGlibc, "10.96.0.10", 80},
-		{"upstream connect error or disconnect/reset before headers. reset reason: connection failure, transport failure reason: immediate connect error: Cannot assign requested address", EADDRNOTAVAIL, Connect, "Envoy upstream", LibcGlibc, "", 0},
-		{"connect: Address not available", EADDRNOTAVAIL, Connect, "C program (perror)", LibcMusl, "", 0},
+		{"can't connect to remote host (1.1.1.1): Address not available", decode.EADDRNOTAVAIL, decode.Connect, "busybox wget", LibcMusl, "1.1.1.1", 0},
+		{"wget: can't connect to remote host (1.1.1.1): Address not available", decode.EADDRNOTAVAIL, decode.Connect, "busybox wget", LibcMusl, "1.1.1.1", 0},
+		{"(7) Couldn't connect to server", 0, decode.Connect, "curl", "", "", 0},
+		{"curl: (7) Failed to connect to 10.96.0.10 port 80 after 0 ms: Couldn't connect to server", 0, decode.Connect, "curl", "", "10.96.0.10", 80},
+		{"curl: (7) Failed to connect to 10.96.0.10 port 80: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "curl", LibcGlibc, "10.96.0.10", 80},
+		{"bind: Address in use", decode.EADDRINUSE, decode.Bind, "busybox nc", LibcMusl, "", 0},
+		{"nc: bind: Address in use", decode.EADDRINUSE, decode.Bind, "busybox nc", LibcMusl, "", 0},
+		{"Cannot assign requested address", decode.EADDRNOTAVAIL, 0, "", LibcGlibc, "", 0},
+		{"Address not available", decode.EADDRNOTAVAIL, 0, "", LibcMusl, "", 0},
+		{"cannot assign requested address", decode.EADDRNOTAVAIL, 0, "", LibcGo, "", 0},
+		{"Address already in use", decode.EADDRINUSE, 0, "", LibcGlibc, "", 0},
+		{"99", decode.EADDRNOTAVAIL, 0, "", "", "", 0},
+		{"EADDRNOTAVAIL", decode.EADDRNOTAVAIL, 0, "", "", "", 0},
+		{"eaddrinuse", decode.EADDRINUSE, 0, "", "", "", 0},
+		{"Connecting to 10.96.0.10:80... failed: Cannot assign requested address.", decode.EADDRNOTAVAIL, decode.Connect, "GNU wget", LibcGlibc, "10.96.0.10", 80},
+		{"nc: connect to 10.96.0.10 port 80 (tcp) failed: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "OpenBSD nc", LibcGlibc, "10.96.0.10", 80},
+		{"Ncat: Cannot assign requested address.", decode.EADDRNOTAVAIL, decode.Connect, "Ncat (nmap)", LibcGlibc, "", 0},
+		{"2026/11/30 05:00:00 socat[42] E connect(5, AF=2 10.96.0.10:80, 16): Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "socat", LibcGlibc, "10.96.0.10", 80},
+		{"OSError: [Errno 99] Cannot assign requested address", decode.EADDRNOTAVAIL, 0, "Python", LibcGlibc, "", 0},
+		{"OSError: [Errno 99] Address not available", decode.EADDRNOTAVAIL, 0, "Python", LibcMusl, "", 0},
+		{"ConnectionRefusedError: [Errno 111] Connection refused", 111, decode.Connect, "Python", LibcGlibc, "", 0},
+		{"dial tcp 10.96.0.10:80: connect: cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "Go programs", LibcGo, "10.96.0.10", 80},
+		{"listen tcp 0.0.0.0:8080: bind: address already in use", decode.EADDRINUSE, decode.Bind, "Go programs", LibcGo, "0.0.0.0", 8080},
+		{"java.net.BindException: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "Java", LibcGlibc, "", 0},
+		{"Error: connect EADDRNOTAVAIL 10.0.0.1:80 - Local (0.0.0.0:0)", decode.EADDRNOTAVAIL, decode.Connect, "Node.js", "", "10.0.0.1", 80},
+		{"IO::Socket::INET: connect: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "Perl", LibcGlibc, "", 0},
+		{`Cannot assign requested address - connect(2) for "10.96.0.10" port 80 (Errno::EADDRNOTAVAIL)`, decode.EADDRNOTAVAIL, decode.Connect, "Ruby", LibcGlibc, "10.96.0.10", 80},
+		{"2026/11/30 05:00:00 [crit] 7#7: *1 connect() to 10.96.0.10:80 failed (99: Cannot assign requested address) while connecting to upstream", decode.EADDRNOTAVAIL, decode.Connect, "nginx upstream", LibcGlibc, "10.96.0.10", 80},
+		{"upstream connect error or disconnect/reset before headers. reset reason: connection failure, transport failure reason: immediate connect error: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "Envoy upstream", LibcGlibc, "", 0},
+		{"connect: Address not available", decode.EADDRNOTAVAIL, decode.Connect, "C program (perror)", LibcMusl, "", 0},
 	} {
 		ids := c.Identify(tc.in)
 		if len(ids) == 0 {
@@ -141,10 +144,10 @@ func TestIdentify(t *testing.T) {
 
 // recorded decodes a recorded event and tells the Detector what its binary
 // was (the recording machine's inodes are not this machine's).
-func recorded(t *testing.T, x *Explainer, name string, info BinaryInfo) *Event {
+func recorded(t *testing.T, x *Explainer, name string, info BinaryInfo) *decode.Event {
 	t.Helper()
-	var ev Event
-	fixedDecoder().Decode(readRaw(t, "../testdata/events/"+name+".bin"), &ev)
+	var ev decode.Event
+	decode.NewDecoder(nil).Decode(readRaw(t, "../testdata/events/"+name+".bin"), &ev)
 	x.Detector.remember(&ev, info)
 	return &ev
 }
@@ -234,10 +237,10 @@ func TestDetectorAfterExit(t *testing.T) {
 		}
 		// The process has exited and been reaped: /proc/PID/exe is gone.
 		pid := cmd.Process.Pid
-		if _, err := os.Stat(filepath.Join("/proc", itoa(pid), "exe")); err == nil {
+		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid), "exe")); err == nil {
 			t.Fatalf("pid %d still exists", pid)
 		}
-		ev := &Event{PID: uint32(pid), PPID: uint32(os.Getpid()), ExeName: []byte(filepath.Base(real)),
+		ev := &decode.Event{PID: uint32(pid), PPID: uint32(os.Getpid()), ExeName: []byte(filepath.Base(real)),
 			ExeIno: st.Ino, ExeDev: st.Dev, Args: []byte(tc.path + "\x00--version")}
 		d := NewDetector()
 		info, source, ok := d.Binary(ev)
@@ -268,7 +271,7 @@ func TestDetectorAfterExit(t *testing.T) {
 // An unknown binary (gone and not findable) is not retried within NegativeTTL.
 func TestDetectorNegativeCache(t *testing.T) {
 	d := NewDetector()
-	ev := &Event{PID: 1 << 30, PPID: 1 << 30, ExeName: []byte("no-such-binary"), ExeIno: 12345, ExeDev: 1}
+	ev := &decode.Event{PID: 1 << 30, PPID: 1 << 30, ExeName: []byte("no-such-binary"), ExeIno: 12345, ExeDev: 1}
 	for range 3 {
 		if _, _, ok := d.Binary(ev); ok {
 			t.Fatal("found a binary that does not exist")
@@ -277,4 +280,17 @@ func TestDetectorNegativeCache(t *testing.T) {
 	if d.Lookups != 1 {
 		t.Errorf("lookups %d, want 1", d.Lookups)
 	}
+}
+
+func readRaw(t *testing.T, path string) *tracer.RawEvent {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw tracer.RawEvent
+	if err := raw.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	return &raw
 }

@@ -1,15 +1,17 @@
-package decode
+package explain
 
 import (
 	"bytes"
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/eaddr/eaddr/decode"
 )
 
 // Markers around the README section that WordingsMarkdown generates.
 const (
-	WordingsBegin = "<!-- BEGIN wordings: generated from decode/catalog.json by `go generate ./decode`; do not edit -->"
+	WordingsBegin = "<!-- BEGIN wordings: generated from explain/catalog.json by `go generate ./explain`; do not edit -->"
 	WordingsEnd   = "<!-- END wordings -->"
 )
 
@@ -25,17 +27,17 @@ func WordingsMarkdown() (string, error) {
 	b.WriteString("The kernel returns a number; each C library and runtime turns it into its own words, and some\n")
 	b.WriteString("clients print their own text instead. One exhausted port range, toward `10.96.0.10:80`:\n\n")
 	b.WriteString("| who | what it prints |\n|---|---|\n")
-	ex := Explanation{Vars: MsgVars{Syscall: Connect, Errno: EADDRNOTAVAIL, IP: netip.MustParseAddr("10.96.0.10"), Port: 80, PID: 1, FD: 3, Family: AFInet, Addrlen: 16}}
+	ex := Explanation{Vars: MsgVars{Syscall: decode.Connect, Errno: decode.EADDRNOTAVAIL, IP: netip.MustParseAddr("10.96.0.10"), Port: 80, PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}}
 	for _, w := range x.Wordings(&ex) {
 		fmt.Fprintf(&b, "| %s | `%s` |\n", mdEscape(w.By), mdEscape(w.Text))
 	}
 	b.WriteString("\nThe same errno in the two C libraries found in container images (glibc: Debian, Ubuntu, RHEL;\nmusl: Alpine, busybox images) and in Go's own table:\n\n")
 	b.WriteString("| errno | glibc | musl | Go |\n|---|---|---|---|\n")
-	for _, n := range []int{EADDRINUSE, EADDRNOTAVAIL, 101, 110, 111, 113} {
+	for _, n := range []int{decode.EADDRINUSE, decode.EADDRNOTAVAIL, 101, 110, 111, 113} {
 		g, _ := Strerror(LibcGlibc, n)
 		m, _ := Strerror(LibcMusl, n)
 		o, _ := Strerror(LibcGo, n)
-		fmt.Fprintf(&b, "| %s (%d) | %s | %s | %s |\n", ErrnoName(n), n, g, m, o)
+		fmt.Fprintf(&b, "| %s (%d) | %s | %s | %s |\n", decode.ErrnoName(n), n, g, m, o)
 	}
 	b.WriteString("\n`eaddr explain 'TEXT'` recognises any of these lines; `eaddr trace` says, per event, which one the\nfailing program printed.\n")
 	return b.String(), nil

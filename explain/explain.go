@@ -1,8 +1,10 @@
-package decode
+package explain
 
 import (
 	"bytes"
 	"strings"
+
+	"github.com/eaddr/eaddr/decode"
 )
 
 // Explanation is what eaddr can say about one event: what the errno means
@@ -38,12 +40,12 @@ func NewExplainer() (*Explainer, error) {
 }
 
 // Explain fills x for ev. It does not allocate once the binary is cached.
-func (e *Explainer) Explain(ev *Event, x *Explanation) {
+func (e *Explainer) Explain(ev *decode.Event, x *Explanation) {
 	x.Meaning = e.Catalog.Meaning(ev.Syscall, ev.Errno)
 	x.Binary, x.Source, _ = e.Detector.Binary(ev)
 	x.Vars = MsgVars{Syscall: ev.Syscall, Errno: ev.Errno, PID: ev.PID, FD: ev.FD, Addrlen: 0}
 	addr := &ev.Remote
-	if ev.Syscall == Bind {
+	if ev.Syscall == decode.Bind {
 		addr = &ev.Local
 	}
 	if addr.Valid {
@@ -88,12 +90,12 @@ func (x *Explanation) AppendClientMessage(b []byte) ([]byte, bool) {
 // related is the failure that the same cause shows as in a client that
 // binds before it connects: an exhausted range is EADDRNOTAVAIL in
 // connect() and EADDRINUSE in a port-0 bind().
-func related(sys Syscall, errno int) (Syscall, int, bool) {
+func related(sys decode.Syscall, errno int) (decode.Syscall, int, bool) {
 	switch {
-	case sys == Connect && errno == EADDRNOTAVAIL:
-		return Bind, EADDRINUSE, true
-	case sys == Bind && errno == EADDRINUSE:
-		return Connect, EADDRNOTAVAIL, true
+	case sys == decode.Connect && errno == decode.EADDRNOTAVAIL:
+		return decode.Bind, decode.EADDRINUSE, true
+	case sys == decode.Bind && errno == decode.EADDRINUSE:
+		return decode.Connect, decode.EADDRNOTAVAIL, true
 	}
 	return 0, 0, false
 }
@@ -156,7 +158,7 @@ func (w *wordings) emit(start, lstart int) {
 	e.spans = append(e.spans, [4]int{start, len(e.text), lstart, len(e.labels)})
 }
 
-func (w *wordings) try(cl *Client, sys Syscall, errno int, libc Libc, note string) {
+func (w *wordings) try(cl *Client, sys decode.Syscall, errno int, libc Libc, note string) {
 	if len(cl.Match.errnos) > 0 && !containsInt(cl.Match.errnos, errno) {
 		return
 	}
