@@ -1,6 +1,9 @@
 package explain
 
-import "github.com/eaddr/eaddr/decode"
+import (
+	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/diagnose"
+)
 
 // appendJSONExplained appends ev as appendJSON does, with an "explain"
 // object from x (docs/events.md). With wordings, it lists how every other
@@ -13,12 +16,12 @@ func (e *Explainer) appendJSONExplained(b []byte, ev *decode.Event, node string,
 // AppendEvent appends ev as one JSON object with, when they are not nil, the
 // explain object of x (made by e) and the diagnosis g. It does not allocate
 // once e's buffers have grown.
-func AppendEvent(b []byte, ev *decode.Event, node string, e *Explainer, x *Explanation, wordings bool, g *decode.Diagnosis) []byte {
+func AppendEvent(b []byte, ev *decode.Event, node string, e *Explainer, x *Explanation, wordings bool, g *diagnose.Diagnosis) []byte {
 	b = decode.AppendEventFields(b, ev, node)
 	if e != nil && x != nil {
 		b = e.appendExplain(b, x, wordings)
 	}
-	b = decode.AppendDiagnosisJSON(b, g)
+	b = diagnose.AppendDiagnosisJSON(b, g)
 	return append(b, '}')
 }
 

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/decode/kube"
-	"github.com/eaddr/eaddr/decode/netdiag"
+	"github.com/eaddr/eaddr/diagnose/netdiag"
 )
 
 // CheckFlags are the flags of `eaddr check`.

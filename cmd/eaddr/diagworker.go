@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/tracer"
 )
 
@@ -22,15 +23,15 @@ const (
 // netns through netlink and /proc, which takes milliseconds and, on a busy
 // node, hundreds of them. The reader hands it raw events and never waits.
 type diagWorker struct {
-	d    *decode.Diagnoser
+	d    *diagnose.Diagnoser
 	dec  *decode.Decoder
 	ev   decode.Event
 	reqs chan diagReq
 	done chan struct{}
 
 	mu        sync.Mutex
-	results   map[uint64]*decode.Diagnosis // by ticket; nil: nothing to say
-	abandoned map[uint64]bool              // tickets whose event went out without waiting
+	results   map[uint64]*diagnose.Diagnosis // by ticket; nil: nothing to say
+	abandoned map[uint64]bool                // tickets whose event went out without waiting
 	next      uint64
 
 	// Published for the reader (the Diagnoser itself is the worker's).
@@ -44,9 +45,9 @@ type diagReq struct {
 	raw    tracer.RawEvent
 }
 
-func newDiagWorker(d *decode.Diagnoser) *diagWorker {
+func newDiagWorker(d *diagnose.Diagnoser) *diagWorker {
 	w := &diagWorker{d: d, dec: decode.NewDecoder(nil), reqs: make(chan diagReq, diagQueue), done: make(chan struct{}),
-		results: map[uint64]*decode.Diagnosis{}, abandoned: map[uint64]bool{}}
+		results: map[uint64]*diagnose.Diagnosis{}, abandoned: map[uint64]bool{}}
 	go w.run()
 	return w
 }
@@ -59,7 +60,7 @@ func (w *diagWorker) run() {
 			w.d.Seen(&w.ev)
 			continue
 		}
-		var c *decode.Diagnosis
+		var c *diagnose.Diagnosis
 		if g := w.d.Diagnose(&w.ev); g != nil {
 			cp := *g // the Diagnoser updates its own copy when later events share it
 			c = &cp
@@ -107,7 +108,7 @@ func (w *diagWorker) submit(raw *tracer.RawEvent) (ticket uint64, ok bool) {
 }
 
 // take returns the diagnosis of ticket once it is there.
-func (w *diagWorker) take(ticket uint64) (g *decode.Diagnosis, ok bool) {
+func (w *diagWorker) take(ticket uint64) (g *diagnose.Diagnosis, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	g, ok = w.results[ticket]
@@ -144,8 +145,8 @@ type diagHeld struct {
 }
 
 var (
-	diagLate = &decode.Diagnosis{Err: "the netns snapshot took longer than 300ms (a busy node)",
+	diagLate = &diagnose.Diagnosis{Err: "the netns snapshot took longer than 300ms (a busy node)",
 		Verdict: "no diagnosis yet: the netns snapshot took longer than 300ms (a busy node); later events of this failure carry it"}
-	diagFull = &decode.Diagnosis{Err: "too many diagnoses queued",
+	diagFull = &diagnose.Diagnosis{Err: "too many diagnoses queued",
 		Verdict: "no diagnosis: too many diagnoses were queued (counted as diagnoses_skipped)"}
 )

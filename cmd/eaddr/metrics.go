@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/diagnose"
 )
 
 // metrics are eaddr's Prometheus series. Label sets are capped: past
@@ -167,7 +168,7 @@ func (m *metrics) count(ev *decode.Event) {
 }
 
 // ports sets the port gauges of ev's netns and pod from its diagnosis.
-func (m *metrics) ports(ev *decode.Event, g *decode.Diagnosis) {
+func (m *metrics) ports(ev *decode.Event, g *diagnose.Diagnosis) {
 	if ev.NodePort || g == nil || g.Usable == 0 {
 		return
 	}

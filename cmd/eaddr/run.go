@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/explain"
 	"github.com/eaddr/eaddr/tracer"
 )
@@ -227,7 +228,7 @@ func (r *traceRun) drainDiag() {
 }
 
 // emit explains and writes one event.
-func (r *traceRun) emit(ev *decode.Event, g *decode.Diagnosis) {
+func (r *traceRun) emit(ev *decode.Event, g *diagnose.Diagnosis) {
 	explained := r.explainer != nil && !ev.NodePort
 	if explained {
 		r.explainer.Explain(ev, &r.x)
@@ -256,7 +257,7 @@ func firstOf(s ...string) string {
 }
 
 // render appends one line for ev.
-func (r *traceRun) render(buf []byte, ev *decode.Event, explained bool, g *decode.Diagnosis) []byte {
+func (r *traceRun) render(buf []byte, ev *decode.Event, explained bool, g *diagnose.Diagnosis) []byte {
 	switch {
 	case r.c.table:
 		buf = decode.AppendTable(buf, ev)

@@ -15,7 +15,8 @@ import (
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/decode/kube"
-	"github.com/eaddr/eaddr/decode/netdiag"
+	"github.com/eaddr/eaddr/diagnose"
+	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/explain"
 	"github.com/eaddr/eaddr/tracer"
 )
@@ -399,7 +400,7 @@ func newTraceRun(c traceConfig, t *tracer.Tracer, out io.Writer, log *slog.Logge
 		}
 	}
 	if c.diagnose > 0 {
-		d := decode.NewDiagnoser()
+		d := diagnose.NewDiagnoser()
 		netdiag.SetLogger(log) // says once if sock_diag cannot dump sockets and /proc/net is read instead
 		d.Interval, d.NodePortLo, d.NodePortHi = c.diagnose, c.nodeLo, c.nodeHi
 		d.HostNetNS = host

@@ -1,4 +1,4 @@
-package decode
+package diagnose
 
 import (
 	"bufio"
@@ -15,7 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/eaddr/eaddr/decode/netdiag"
+	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testenv"
 )
@@ -64,8 +65,8 @@ func TestDiagnoserRateLimit(t *testing.T) {
 	now := time.Unix(1000, 0)
 	d.now = func() time.Time { return now }
 	dst := netip.MustParseAddrPort("10.96.0.10:80")
-	ev := &Event{Syscall: Connect, Errno: EADDRNOTAVAIL, NetNS: 1, PID: 1 << 30, PPID: 1 << 30,
-		Remote: Addr{Valid: true, Family: AFInet, IP: dst}}
+	ev := &decode.Event{Syscall: decode.Connect, Errno: decode.EADDRNOTAVAIL, NetNS: 1, PID: 1 << 30, PPID: 1 << 30,
+		Remote: decode.Addr{Valid: true, Family: decode.AFInet, IP: dst}}
 	for range 1000 {
 		g := d.Diagnose(ev)
 		if g == nil || !strings.HasPrefix(g.Verdict, "no diagnosis") {
@@ -83,7 +84,7 @@ func TestDiagnoserRateLimit(t *testing.T) {
 	if d.Unreachable != 3 {
 		t.Errorf("unreachable %d, want 3", d.Unreachable)
 	}
-	if g := d.Diagnose(&Event{Syscall: Connect, Errno: 111}); g != nil {
+	if g := d.Diagnose(&decode.Event{Syscall: decode.Connect, Errno: 111}); g != nil {
 		t.Errorf("ECONNREFUSED diagnosed: %+v", g)
 	}
 }
@@ -164,12 +165,12 @@ time.sleep(600)
 
 // event is the failure named c as the tracer reports it: the errno the
 // real call returned, the python3 process, its netns and mount namespace.
-func (s *unixScene) event(t *testing.T, c string) *Event {
+func (s *unixScene) event(t *testing.T, c string) *decode.Event {
 	t.Helper()
-	sys, path, typ := Bind, "", uint16(unix.SOCK_STREAM)
+	sys, path, typ := decode.Bind, "", uint16(unix.SOCK_STREAM)
 	verb, what, _ := strings.Cut(c, "-")
 	if verb == "connect" {
-		sys = Connect
+		sys = decode.Connect
 	}
 	switch what {
 	case "abstract":
@@ -185,10 +186,10 @@ func (s *unixScene) event(t *testing.T, c string) *Event {
 	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/mnt", s.pid), &st); err != nil {
 		t.Fatal(err)
 	}
-	a := Addr{Valid: true, Family: AFUnix, Path: []byte(path)}
-	ev := &Event{Syscall: sys, Errno: s.errnos[c], PID: uint32(s.pid), PPID: uint32(os.Getpid()), NetNS: uint32(s.ns.Inode()),
-		MntNS: uint32(st.Ino), HasSocket: true, Family: AFUnix, Type: typ}
-	if sys == Bind {
+	a := decode.Addr{Valid: true, Family: decode.AFUnix, Path: []byte(path)}
+	ev := &decode.Event{Syscall: sys, Errno: s.errnos[c], PID: uint32(s.pid), PPID: uint32(os.Getpid()), NetNS: uint32(s.ns.Inode()),
+		MntNS: uint32(st.Ino), HasSocket: true, Family: decode.AFUnix, Type: typ}
+	if sys == decode.Bind {
 		ev.Local = a
 	} else {
 		ev.Remote = a
@@ -274,11 +275,11 @@ func TestDiagnoseProcNetFallback(t *testing.T) {
 	}
 	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
 	dst := netip.MustParseAddrPort("127.0.0.1:8080")
-	connect := &Event{Syscall: Connect, Errno: EADDRNOTAVAIL, NetNS: uint32(ns.Inode()), PID: uint32(sleep.Process.Pid),
-		Remote: Addr{Valid: true, Family: AFInet, IP: dst}}
-	bind := &Event{Syscall: Bind, Errno: EADDRINUSE, NetNS: uint32(ns.Inode()), PID: uint32(sleep.Process.Pid),
-		Local: Addr{Valid: true, Family: AFInet, IP: dst}}
-	for _, ev := range []*Event{connect, bind} {
+	connect := &decode.Event{Syscall: decode.Connect, Errno: decode.EADDRNOTAVAIL, NetNS: uint32(ns.Inode()), PID: uint32(sleep.Process.Pid),
+		Remote: decode.Addr{Valid: true, Family: decode.AFInet, IP: dst}}
+	bind := &decode.Event{Syscall: decode.Bind, Errno: decode.EADDRINUSE, NetNS: uint32(ns.Inode()), PID: uint32(sleep.Process.Pid),
+		Local: decode.Addr{Valid: true, Family: decode.AFInet, IP: dst}}
+	for _, ev := range []*decode.Event{connect, bind} {
 		netlink := NewDiagnoser().Diagnose(ev)
 		netdiag.TestingNoSockDiag.Store(true)
 		t.Cleanup(func() { netdiag.TestingNoSockDiag.Store(false) })
@@ -337,8 +338,8 @@ time.sleep(600)
 	// live: a listener of the netns holds the file; stale: nothing does, so
 	// every other netns of the machine is searched too.
 	for _, file := range []string{"s11.sock", "stale.sock"} {
-		ev := &Event{Syscall: Bind, Errno: EADDRINUSE, PID: uint32(cmd.Process.Pid), NetNS: uint32(ns.Inode()), MntNS: uint32(st.Ino),
-			HasSocket: true, Family: AFUnix, Local: Addr{Valid: true, Family: AFUnix, Path: []byte(dir + "/" + file)}}
+		ev := &decode.Event{Syscall: decode.Bind, Errno: decode.EADDRINUSE, PID: uint32(cmd.Process.Pid), NetNS: uint32(ns.Inode()), MntNS: uint32(st.Ino),
+			HasSocket: true, Family: decode.AFUnix, Local: decode.Addr{Valid: true, Family: decode.AFUnix, Path: []byte(dir + "/" + file)}}
 		for _, mode := range []string{"netlink", "procnet"} {
 			b.Run(strings.TrimSuffix(file, ".sock")+"/"+mode, func(b *testing.B) {
 				netdiag.TestingNoSockDiag.Store(mode == "procnet")

@@ -1,4 +1,4 @@
-package decode
+package diagnose
 
 import (
 	"errors"
@@ -13,7 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/eaddr/eaddr/decode/netdiag"
+	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/diagnose/netdiag"
 )
 
 // Diagnosis is the root cause of one failure, read in the netns of the
@@ -57,7 +58,7 @@ type diagEntry struct {
 
 type diagKey struct {
 	netns   uint32
-	sys     Syscall
+	sys     decode.Syscall
 	errno   int
 	addr    netip.AddrPort
 	nodeprt bool
@@ -99,7 +100,7 @@ func NewDiagnoser() *Diagnoser {
 
 // Seen remembers that pid lives in netns, so the netns stays reachable
 // after the failing process exits. The tracer calls it for every event.
-func (d *Diagnoser) Seen(ev *Event) {
+func (d *Diagnoser) Seen(ev *decode.Event) {
 	// Only a netns not seen before: a snapshot replaces the handle with the
 	// process it entered through, and the failing pid and its parent are
 	// tried first anyway. (A liveness check per event cost 14% of eaddr's
@@ -126,7 +127,7 @@ func (d *Diagnoser) CacheSizes() (snapshots, netnsHandles, bound int) {
 
 // Diagnose returns the diagnosis of ev, or nil for failures it has nothing
 // to say about.
-func (d *Diagnoser) Diagnose(ev *Event) *Diagnosis {
+func (d *Diagnoser) Diagnose(ev *decode.Event) *Diagnosis {
 	key := diagKey{netns: ev.NetNS, sys: ev.Syscall, errno: ev.Errno, nodeprt: ev.NodePort}
 	switch {
 	case unixFailure(ev):
@@ -137,9 +138,9 @@ func (d *Diagnoser) Diagnose(ev *Event) *Diagnosis {
 		key.path, key.mnt = string(path), ev.MntNS
 	case ev.NodePort:
 		key.addr = ev.Local.IP
-	case ev.Syscall == Connect && ev.Errno == EADDRNOTAVAIL, ev.Syscall == Connect && ev.Errno == EADDRINUSE:
+	case ev.Syscall == decode.Connect && ev.Errno == decode.EADDRNOTAVAIL, ev.Syscall == decode.Connect && ev.Errno == decode.EADDRINUSE:
 		key.addr = ev.Remote.IP
-	case ev.Syscall == Bind && (ev.Errno == EADDRINUSE || ev.Errno == EADDRNOTAVAIL):
+	case ev.Syscall == decode.Bind && (ev.Errno == decode.EADDRINUSE || ev.Errno == decode.EADDRNOTAVAIL):
 		key.addr = ev.Local.IP
 	default:
 		return nil
@@ -170,7 +171,7 @@ func (d *Diagnoser) Diagnose(ev *Event) *Diagnosis {
 	return g
 }
 
-func (d *Diagnoser) snapshot(ev *Event, now time.Time) *Diagnosis {
+func (d *Diagnoser) snapshot(ev *decode.Event, now time.Time) *Diagnosis {
 	g := &Diagnosis{At: now, HostNetwork: d.HostNetNS != 0 && uint64(ev.NetNS) == d.HostNetNS}
 	if unixFailure(ev) {
 		d.unixSnapshot(ev, g, now)
@@ -201,9 +202,9 @@ func (d *Diagnoser) snapshot(ev *Event, now time.Time) *Diagnosis {
 		return g
 	}
 	switch {
-	case ev.Syscall == Connect:
+	case ev.Syscall == decode.Connect:
 		d.connect(ev, g, &sc, socks, ns)
-	case ev.Errno == EADDRINUSE:
+	case ev.Errno == decode.EADDRINUSE:
 		d.bindInUse(ev, g, &sc, socks, ns)
 	default:
 		d.bindNotAvail(ev, g, ns)
@@ -213,7 +214,7 @@ func (d *Diagnoser) snapshot(ev *Event, now time.Time) *Diagnosis {
 
 // openNetns opens the netns of ev through the failing process, its parent
 // or a process seen in it before, and counts a snapshot.
-func (d *Diagnoser) openNetns(ev *Event, now time.Time) (*netdiag.Netns, error) {
+func (d *Diagnoser) openNetns(ev *decode.Event, now time.Time) (*netdiag.Netns, error) {
 	hints := []int{int(ev.PID), int(ev.PPID)}
 	if pid, ok := d.pidByNetNS[ev.NetNS]; ok {
 		hints = append(hints, pid)
@@ -238,14 +239,14 @@ func (d *Diagnoser) openNetns(ev *Event, now time.Time) (*netdiag.Netns, error) 
 	return ns, nil
 }
 
-func (d *Diagnoser) noNetns(ev *Event, g *Diagnosis, err error) {
+func (d *Diagnoser) noNetns(ev *decode.Event, g *Diagnosis, err error) {
 	d.Unreachable++
 	g.Err = fmt.Sprintf("network namespace %d is gone or has no live process left: %v", ev.NetNS, err)
 	g.Verdict = "no diagnosis: " + g.Err
 }
 
 // connect EADDRNOTAVAIL / EADDRINUSE: who holds the ports toward the remote.
-func (d *Diagnoser) connect(ev *Event, g *Diagnosis, sc *netdiag.PortSysctls, socks []netdiag.Socket, ns *netdiag.Netns) {
+func (d *Diagnoser) connect(ev *decode.Event, g *Diagnosis, sc *netdiag.PortSysctls, socks []netdiag.Socket, ns *netdiag.Netns) {
 	remote := ev.Remote.IP
 	ports := map[uint16]bool{}
 	states := map[string]int{}
@@ -274,7 +275,7 @@ func (d *Diagnoser) connect(ev *Event, g *Diagnosis, sc *netdiag.PortSysctls, so
 		return
 	}
 	switch {
-	case ev.Local.Valid && ev.Local.IP.Addr().IsValid() && !ev.Local.IP.Addr().IsUnspecified() && ev.Errno == EADDRNOTAVAIL:
+	case ev.Local.Valid && ev.Local.IP.Addr().IsValid() && !ev.Local.IP.Addr().IsUnspecified() && ev.Errno == decode.EADDRNOTAVAIL:
 		g.Verdict = fmt.Sprintf("the socket was bound to %s, which is not an address of this network namespace", ev.Local.IP.Addr())
 		g.Fix = append(g.Fix, "bind to an address the netns has, or to 0.0.0.0 / ::")
 	case ev.Local.Valid && ev.Local.IP.Port() != 0:
@@ -286,7 +287,7 @@ func (d *Diagnoser) connect(ev *Event, g *Diagnosis, sc *netdiag.PortSysctls, so
 	}
 }
 
-func (d *Diagnoser) exhaustedFix(ev *Event, g *Diagnosis) {
+func (d *Diagnoser) exhaustedFix(ev *decode.Event, g *Diagnosis) {
 	if len(g.States) > 0 && g.States[0].State == "TIME_WAIT" {
 		g.Fix = append(g.Fix, "most ports are in TIME_WAIT: net.ipv4.tcp_tw_reuse=1 in this netns lets new outgoing connections reuse them; or let the server close first, or keep connections open")
 	}
@@ -302,7 +303,7 @@ func (d *Diagnoser) exhaustedFix(ev *Event, g *Diagnosis) {
 }
 
 // bind EADDRINUSE: who holds the address:port, or range exhaustion for port 0.
-func (d *Diagnoser) bindInUse(ev *Event, g *Diagnosis, sc *netdiag.PortSysctls, socks []netdiag.Socket, ns *netdiag.Netns) {
+func (d *Diagnoser) bindInUse(ev *decode.Event, g *Diagnosis, sc *netdiag.PortSysctls, socks []netdiag.Socket, ns *netdiag.Netns) {
 	want := ev.Local.IP
 	states := map[string]int{}
 	inodes := map[uint64]bool{}
@@ -346,7 +347,7 @@ func (d *Diagnoser) bindInUse(ev *Event, g *Diagnosis, sc *netdiag.PortSysctls, 
 }
 
 // bind EADDRNOTAVAIL: the address is not in the netns.
-func (d *Diagnoser) bindNotAvail(ev *Event, g *Diagnosis, ns *netdiag.Netns) {
+func (d *Diagnoser) bindNotAvail(ev *decode.Event, g *Diagnosis, ns *netdiag.Netns) {
 	addrs, err := ns.Addrs()
 	if err != nil {
 		g.Err = err.Error()
@@ -358,7 +359,7 @@ func (d *Diagnoser) bindNotAvail(ev *Event, g *Diagnosis, ns *netdiag.Netns) {
 	g.Fix = append(g.Fix, "bind to one of the netns's addresses or to 0.0.0.0 / ::; a pod's IP changes when the pod is recreated")
 }
 
-func (d *Diagnoser) nodePort(ev *Event, g *Diagnosis) {
+func (d *Diagnoser) nodePort(ev *decode.Event, g *Diagnosis) {
 	g.Verdict = fmt.Sprintf("source port %d is inside the NodePort range %d-%d: since Kubernetes 1.22 kube-proxy no longer holds NodePorts, so the reply to this connection can be caught by a NodePort rule and sent to a Service backend (kubelet health checks then fail at random)",
 		ev.Local.IP.Port(), d.NodePortLo, d.NodePortHi)
 	g.Fix = append(g.Fix, fmt.Sprintf("keep net.ipv4.ip_local_port_range out of %d-%d on the node, or reserve it: sysctl -w net.ipv4.ip_local_reserved_ports=%d-%d", d.NodePortLo, d.NodePortHi, d.NodePortLo, d.NodePortHi))
@@ -437,7 +438,7 @@ func AppendDiagnosisJSON(b []byte, g *Diagnosis) []byte {
 		return b
 	}
 	b = append(b, `,"diagnosis":{"verdict":`...)
-	b = AppendString(b, g.Verdict)
+	b = decode.AppendString(b, g.Verdict)
 	if g.RangeHi > 0 {
 		b = append(b, `,"port_range":"`...)
 		b = strconv.AppendInt(b, int64(g.RangeLo), 10)
@@ -449,7 +450,7 @@ func AppendDiagnosisJSON(b []byte, g *Diagnosis) []byte {
 		b = strconv.AppendInt(b, int64(g.InUse), 10)
 		if g.Reserved != "" {
 			b = append(b, `,"reserved_ports":`...)
-			b = AppendString(b, g.Reserved)
+			b = decode.AppendString(b, g.Reserved)
 		}
 	}
 	if len(g.States) > 0 {
@@ -458,7 +459,7 @@ func AppendDiagnosisJSON(b []byte, g *Diagnosis) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = AppendString(b, c.State)
+			b = decode.AppendString(b, c.State)
 			b = append(b, ':')
 			b = strconv.AppendInt(b, int64(c.N), 10)
 		}
@@ -473,7 +474,7 @@ func AppendDiagnosisJSON(b []byte, g *Diagnosis) []byte {
 			b = append(b, `{"pid":`...)
 			b = strconv.AppendInt(b, int64(h.PID), 10)
 			b = append(b, `,"comm":`...)
-			b = AppendString(b, h.Comm)
+			b = decode.AppendString(b, h.Comm)
 			b = append(b, `,"sockets":`...)
 			b = strconv.AppendInt(b, int64(h.Sockets), 10)
 			b = append(b, '}')
@@ -486,7 +487,7 @@ func AppendDiagnosisJSON(b []byte, g *Diagnosis) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = AppendString(b, a)
+			b = decode.AppendString(b, a)
 		}
 		b = append(b, ']')
 	}
@@ -496,7 +497,7 @@ func AppendDiagnosisJSON(b []byte, g *Diagnosis) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = AppendString(b, f)
+			b = decode.AppendString(b, f)
 		}
 		b = append(b, ']')
 	}
@@ -513,15 +514,15 @@ func AppendDiagnosisJSON(b []byte, g *Diagnosis) []byte {
 
 // unixFailure reports whether ev is a failure of a unix-domain socket: its
 // diagnosis is about a socket file or an abstract name, never about ports.
-func unixFailure(ev *Event) bool {
+func unixFailure(ev *decode.Event) bool {
 	if ev.NodePort {
 		return false
 	}
-	return (ev.HasSocket && ev.Family == AFUnix) || unixAddr(ev).Family == AFUnix
+	return (ev.HasSocket && ev.Family == decode.AFUnix) || unixAddr(ev).Family == decode.AFUnix
 }
 
-func unixAddr(ev *Event) *Addr {
-	if ev.Syscall == Bind {
+func unixAddr(ev *decode.Event) *decode.Addr {
+	if ev.Syscall == decode.Bind {
 		return &ev.Local
 	}
 	return &ev.Remote
@@ -529,20 +530,20 @@ func unixAddr(ev *Event) *Addr {
 
 // unixPath is the path or "@name" that bind() or connect() was given, nil
 // when it could not be read.
-func unixPath(ev *Event) []byte {
+func unixPath(ev *decode.Event) []byte {
 	a := unixAddr(ev)
-	if !a.Valid || a.Unreadable || a.Family != AFUnix || len(a.Path) == 0 {
+	if !a.Valid || a.Unreadable || a.Family != decode.AFUnix || len(a.Path) == 0 {
 		return nil
 	}
 	return a.Path
 }
 
 // unixErrno: the unix failures with a diagnosis.
-func unixErrno(ev *Event) bool {
+func unixErrno(ev *decode.Event) bool {
 	switch ev.Syscall {
-	case Bind:
-		return ev.Errno == EADDRINUSE
-	case Connect:
+	case decode.Bind:
+		return ev.Errno == decode.EADDRINUSE
+	case decode.Connect:
 		return ev.Errno == int(unix.ECONNREFUSED) || ev.Errno == int(unix.ENOENT)
 	}
 	return false
@@ -570,7 +571,7 @@ var errNoFile = errors.New("no such file")
 // or ENOENT: the file at the path (in the failing process's filesystem),
 // and the sockets of the netns bound to the path or abstract name (their
 // file's inode must be the file's), with their states and holders.
-func (d *Diagnoser) unixSnapshot(ev *Event, g *Diagnosis, now time.Time) {
+func (d *Diagnoser) unixSnapshot(ev *decode.Event, g *Diagnosis, now time.Time) {
 	u := unixLook{name: string(unixPath(ev))}
 	u.abstract = u.name[0] == '@'
 	var st unix.Stat_t
@@ -601,7 +602,7 @@ func (d *Diagnoser) unixSnapshot(ev *Event, g *Diagnosis, now time.Time) {
 		d.Snapshots++ // the file is the whole answer
 	}
 	switch {
-	case ev.Syscall == Bind:
+	case ev.Syscall == decode.Bind:
 		unixBindInUse(g, &u)
 	case ev.Errno == int(unix.ECONNREFUSED):
 		unixRefused(g, &u)
@@ -713,7 +714,7 @@ func fileKind(mode uint32) string {
 // stands in, if in the same mount namespace (absolute paths only). The
 // error is errNoFile when the path does not exist; dirGone says whether its
 // directory does not exist either.
-func (d *Diagnoser) statUnixPath(ev *Event, path string) (st unix.Stat_t, full string, err error, dirGone bool) {
+func (d *Diagnoser) statUnixPath(ev *decode.Event, path string) (st unix.Stat_t, full string, err error, dirGone bool) {
 	pids := []int{int(ev.PID)}
 	if strings.HasPrefix(path, "/") {
 		pids = append(pids, int(ev.PPID))
