@@ -9,7 +9,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/eaddr/eaddr/decode/kube"
 	"github.com/eaddr/eaddr/tracer"
 )
 
@@ -98,7 +97,7 @@ type Event struct {
 	// was attributed by its network namespace. PodUnresolved says why eaddr
 	// cannot tell whether or which pod; PodNamesUnresolved why the pod has a
 	// UID and container ID but no names.
-	Pod                *kube.PodInfo
+	Pod                *Pod
 	PodVia             string
 	PodUnresolved      string
 	PodNamesUnresolved string
@@ -127,6 +126,20 @@ type Event struct {
 	addr [len(tracer.RawEvent{}.Addr)]byte
 }
 
+// Pod is what eaddr reports of a pod and container (package pod fills it).
+type Pod struct {
+	UID         string
+	Name        string
+	Namespace   string
+	Container   string // empty for the pod's sandbox (pause) process
+	ContainerID string
+	Image       string
+	QoS         string
+	Labels      map[string]string // the pod's labels, without the runtime's io.kubernetes.* ones
+	NetNS       uint64            // inode of the pod's network namespace, when known
+	NetNSCookie uint64            // its cookie (never reused), when known
+}
+
 // Kind is "failure", or "nodeport_collision" for a NodePort event.
 func (e *Event) Kind() string {
 	if e.NodePort {
@@ -138,14 +151,20 @@ func (e *Event) Kind() string {
 // Decoder turns raw events into Events. It is not safe for concurrent use.
 type Decoder struct {
 	Clock   *BootClock
-	Cgroups *CgroupResolver // nil: no cgroup paths, and NoCgroups says why
+	Cgroups CgroupNamer // nil: no cgroup paths, and NoCgroups says why
 	// NoCgroups is why there is no resolver, given as each event's
 	// CgroupUnresolved.
 	NoCgroups string
 }
 
+// CgroupNamer names cgroup ids (package pod's CgroupResolver): the path, or
+// "" and why it is not known.
+type CgroupNamer interface {
+	Path(id uint64) (path, why string)
+}
+
 // NewDecoder returns a Decoder with a fresh boot clock; cgroups may be nil.
-func NewDecoder(cgroups *CgroupResolver) *Decoder {
+func NewDecoder(cgroups CgroupNamer) *Decoder {
 	return &Decoder{Clock: NewBootClock(), Cgroups: cgroups}
 }
 

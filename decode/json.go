@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
-
-	"github.com/eaddr/eaddr/decode/kube"
 )
 
 // appendJSON appends ev as one JSON object (no newline) in the schema of
@@ -218,7 +216,7 @@ func appendASCII(b []byte, c byte) []byte {
 func appendInt(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) }
 
 // appendPod appends `,"pod":{...}`; empty fields are left out.
-func appendPod(b []byte, p *kube.PodInfo, via, namesUnresolved string) []byte {
+func appendPod(b []byte, p *Pod, via, namesUnresolved string) []byte {
 	b = append(b, `,"pod":{`...)
 	comma := false
 	b = appendStrField(b, &comma, "uid", p.UID)

@@ -16,8 +16,8 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
-	"github.com/eaddr/eaddr/decode/kube"
 	"github.com/eaddr/eaddr/diagnose/netdiag"
+	"github.com/eaddr/eaddr/pod/kube"
 )
 
 // CheckFlags are the flags of `eaddr check`.

@@ -14,10 +14,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/eaddr/eaddr/decode"
-	"github.com/eaddr/eaddr/decode/kube"
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/explain"
+	"github.com/eaddr/eaddr/pod"
+	"github.com/eaddr/eaddr/pod/kube"
 	"github.com/eaddr/eaddr/tracer"
 )
 
@@ -358,10 +359,10 @@ type traceRun struct {
 	met   *metrics
 	hooks traceHooks
 
-	cg        *decode.CgroupResolver // nil without cgroup2
+	cg        *pod.CgroupResolver // nil without cgroup2
 	dec       *decode.Decoder
 	cri       *kube.Resolver
-	pods      *decode.PodMapper
+	pods      *pod.PodMapper
 	hold      holdQueue
 	explainer *explain.Explainer
 	diag      *diagWorker // nil: --diagnose=false
@@ -381,7 +382,7 @@ type traceRun struct {
 
 func newTraceRun(c traceConfig, t *tracer.Tracer, out io.Writer, log *slog.Logger, met *metrics, hooks traceHooks) (*traceRun, error) {
 	r := &traceRun{c: c, t: t, log: log, met: met, hooks: hooks, limiter: newRateLimiter(c.rate), hold: newHoldQueue(holdMax)}
-	cg, err := decode.NewCgroupResolver(t)
+	cg, err := pod.NewCgroupResolver(t)
 	r.dec = decode.NewDecoder(nil)
 	if err != nil {
 		log.Warn("cgroup paths unavailable, events carry cgroup ids only", "err", err)
@@ -391,8 +392,8 @@ func newTraceRun(c traceConfig, t *tracer.Tracer, out io.Writer, log *slog.Logge
 	}
 	r.cri = kube.NewResolver(c.cri, log)
 	host, _ := netdiag.HostInode()
-	r.pods = decode.NewPodMapper(r.cri, host)
-	r.pods.CgroupV1 = decode.CgroupV1Mounted()
+	r.pods = pod.NewPodMapper(r.cri, host)
+	r.pods.CgroupV1 = pod.CgroupV1Mounted()
 	if c.explain > 0 {
 		if r.explainer, err = explain.NewExplainer(); err != nil {
 			r.close()

@@ -1,11 +1,10 @@
-package decode
+package pod
 
 import (
-	"encoding/json"
 	"os"
 	"testing"
 
-	"github.com/eaddr/eaddr/decode/kube"
+	"github.com/eaddr/eaddr/decode"
 )
 
 const (
@@ -22,33 +21,33 @@ const (
 func TestPodMapper(t *testing.T) {
 	m := NewPodMapper(nil, hostNS)
 	m.Proc = t.TempDir() // no /proc/PID to fall back to
-	ev := &Event{CgroupID: 7, NetNS: 4026532001, NetNSCookie: 501, PID: 1 << 30, CgroupPath: podPath}
+	ev := &decode.Event{CgroupID: 7, NetNS: 4026532001, NetNSCookie: 501, PID: 1 << 30, CgroupPath: podPath}
 	m.Map(ev, false)
 	if ev.Pod == nil || ev.Pod.UID != podUID || ev.Pod.QoS != "burstable" || ev.HostNetwork || ev.PodVia != "" {
 		t.Fatalf("pod %+v host %v via %q", ev.Pod, ev.HostNetwork, ev.PodVia)
 	}
 	// Same netns, a process whose cgroup is known and not a pod's: the pod
 	// of the netns, without a container, marked as such.
-	other := &Event{CgroupID: 8, CgroupPath: "/system.slice/ssh.service", NetNS: 4026532001, NetNSCookie: 501, PID: 1 << 30}
+	other := &decode.Event{CgroupID: 8, CgroupPath: "/system.slice/ssh.service", NetNS: 4026532001, NetNSCookie: 501, PID: 1 << 30}
 	m.Map(other, false)
 	if other.Pod == nil || other.Pod.UID != podUID || other.Pod.ContainerID != "" || other.PodVia != "netns" {
 		t.Errorf("same netns: %+v via %q", other.Pod, other.PodVia)
 	}
 	// The netns inode reused by a new netns (another cookie): no pod.
-	reused := &Event{CgroupID: 8, CgroupPath: "/system.slice/ssh.service", NetNS: 4026532001, NetNSCookie: 777, PID: 1 << 30}
+	reused := &decode.Event{CgroupID: 8, CgroupPath: "/system.slice/ssh.service", NetNS: 4026532001, NetNSCookie: 777, PID: 1 << 30}
 	m.Map(reused, false)
 	if reused.Pod != nil {
 		t.Errorf("reused netns inode inherited %+v", reused.Pod)
 	}
 	// Unknown cgroup, process gone: no pod, a reason; never the netns's pod.
-	unknown := &Event{CgroupID: 9, CgroupUnresolved: "gone", NetNS: 4026532001, NetNSCookie: 501, PID: 1 << 30, StartBoottime: 5}
+	unknown := &decode.Event{CgroupID: 9, CgroupUnresolved: "gone", NetNS: 4026532001, NetNSCookie: 501, PID: 1 << 30, StartBoottime: 5}
 	m.Map(unknown, false)
 	if unknown.Pod != nil || unknown.PodUnresolved == "" {
 		t.Errorf("unknown cgroup: pod %+v, reason %q", unknown.Pod, unknown.PodUnresolved)
 	}
 	// A second pod seen in the same netns: each keeps its own pod, and the
 	// netns is no longer used for processes outside pod cgroups.
-	ev2 := &Event{CgroupID: 10, NetNS: 4026532001, NetNSCookie: 501, PID: 1 << 30, CgroupPath: pod2Path}
+	ev2 := &decode.Event{CgroupID: 10, NetNS: 4026532001, NetNSCookie: 501, PID: 1 << 30, CgroupPath: pod2Path}
 	m.Map(ev2, false)
 	if ev2.Pod == nil || ev2.Pod.UID != pod2UID {
 		t.Fatalf("second pod: %+v", ev2.Pod)
@@ -58,7 +57,7 @@ func TestPodMapper(t *testing.T) {
 		t.Errorf("ambiguous netns still attributed: %+v", other.Pod)
 	}
 	// Host netns: never a pod by netns.
-	host := &Event{CgroupID: 8, CgroupPath: "/system.slice/ssh.service", NetNS: hostNS, NetNSCookie: 1, PID: 1 << 30}
+	host := &decode.Event{CgroupID: 8, CgroupPath: "/system.slice/ssh.service", NetNS: hostNS, NetNSCookie: 1, PID: 1 << 30}
 	m.Map(host, false)
 	if host.Pod != nil || !host.HostNetwork {
 		t.Errorf("host: %+v %v", host.Pod, host.HostNetwork)
@@ -66,7 +65,7 @@ func TestPodMapper(t *testing.T) {
 	// The v2 root on a host with v1 controllers: /proc/PID/cgroup only while
 	// PID is the same process; here it is gone.
 	m.CgroupV1 = true
-	root := &Event{CgroupID: 1, CgroupPath: "/", NetNS: 4026532001, NetNSCookie: 501, PID: 1 << 30, StartBoottime: 5}
+	root := &decode.Event{CgroupID: 1, CgroupPath: "/", NetNS: 4026532001, NetNSCookie: 501, PID: 1 << 30, StartBoottime: 5}
 	m.Map(root, false)
 	if root.Pod != nil || root.PodUnresolved == "" {
 		t.Errorf("v2 root on a v1 host: pod %+v, reason %q", root.Pod, root.PodUnresolved)
@@ -95,33 +94,14 @@ func TestPodMapperProcFallback(t *testing.T) {
 	}
 	m := NewPodMapper(nil, hostNS)
 	m.Proc, m.CgroupV1 = proc, true
-	same := &Event{CgroupID: 1, CgroupPath: "/", NetNS: 4026532001, PID: 4242, StartBoottime: 12_345_000_000}
+	same := &decode.Event{CgroupID: 1, CgroupPath: "/", NetNS: 4026532001, PID: 4242, StartBoottime: 12_345_000_000}
 	m.Map(same, false)
 	if same.Pod == nil || same.Pod.UID != pod2UID {
 		t.Fatalf("same process: %+v (%s)", same.Pod, same.PodUnresolved)
 	}
-	reusedPID := &Event{CgroupID: 1, CgroupPath: "/", NetNS: 4026532001, PID: 4242, StartBoottime: 99_000_000_000}
+	reusedPID := &decode.Event{CgroupID: 1, CgroupPath: "/", NetNS: 4026532001, PID: 4242, StartBoottime: 99_000_000_000}
 	m.Map(reusedPID, false)
 	if reusedPID.Pod != nil || reusedPID.PodUnresolved == "" {
 		t.Fatalf("reused pid: %+v (%q)", reusedPID.Pod, reusedPID.PodUnresolved)
-	}
-}
-
-func TestPodJSON(t *testing.T) {
-	ev := Event{Pod: &kube.PodInfo{UID: "u", Name: "client", Namespace: "shop", Container: "app", ContainerID: "c", Image: "i", QoS: "besteffort",
-		Labels: map[string]string{"b": "2", "a": "1"}}, HostNetwork: false}
-	b := appendJSON(nil, &ev, "n")
-	var m struct {
-		Pod map[string]any `json:"pod"`
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("%v: %s", err, b)
-	}
-	if m.Pod["name"] != "client" || m.Pod["namespace"] != "shop" || m.Pod["container"] != "app" || m.Pod["labels"].(map[string]any)["a"] != "1" {
-		t.Errorf("pod JSON %s", b)
-	}
-	buf := make([]byte, 0, 4096)
-	if n := testing.AllocsPerRun(100, func() { buf = appendJSON(buf[:0], &ev, "n") }); n != 0 {
-		t.Errorf("pod JSON allocates %.1f times", n)
 	}
 }

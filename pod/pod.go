@@ -1,4 +1,4 @@
-package decode
+package pod
 
 import (
 	"bufio"
@@ -7,7 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/eaddr/eaddr/decode/kube"
+	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/pod/kube"
 )
 
 // PodMapper attributes events to Kubernetes pods, and never guesses:
@@ -46,13 +47,13 @@ type pidKey struct {
 type cgroupEntry struct {
 	parsed kube.CgroupPod
 	ok     bool
-	base   *kube.PodInfo // from the cgroup alone
-	named  *kube.PodInfo // with the runtime's names, once known
+	base   *decode.Pod // from the cgroup alone
+	named  *decode.Pod // with the runtime's names, once known
 }
 
 type netnsEntry struct {
-	pod       *kube.PodInfo // pod-level: no container
-	ambiguous bool          // seen with two pods: never used
+	pod       *decode.Pod // pod-level: no container
+	ambiguous bool        // seen with two pods: never used
 }
 
 // NamesWait is the reason given when the runtime had not answered by the time
@@ -71,7 +72,7 @@ func NewPodMapper(cri *kube.Resolver, hostNetNS uint64) *PodMapper {
 // yet are reported as unresolved instead of asked for. Map returns true when
 // it asked the runtime for names that may come soon: the caller may hold the
 // event and Map it again. It does not allocate once a cgroup's answer is cached.
-func (m *PodMapper) Map(ev *Event, final bool) (pending bool) {
+func (m *PodMapper) Map(ev *decode.Event, final bool) (pending bool) {
 	ev.Pod, ev.PodVia, ev.PodUnresolved, ev.PodNamesUnresolved = nil, "", "", ""
 	ev.HostNetwork = m.HostNetNS != 0 && uint64(ev.NetNS) == m.HostNetNS
 	e, why := m.cgroup(ev)
@@ -89,7 +90,7 @@ func (m *PodMapper) Map(ev *Event, final bool) (pending bool) {
 }
 
 // cgroup is what the event's cgroup says, or nil and why nothing can be said.
-func (m *PodMapper) cgroup(ev *Event) (*cgroupEntry, string) {
+func (m *PodMapper) cgroup(ev *decode.Event) (*cgroupEntry, string) {
 	if e := m.byCgroup[ev.CgroupID]; e != nil {
 		return e, ""
 	}
@@ -115,12 +116,12 @@ func (m *PodMapper) cgroup(ev *Event) (*cgroupEntry, string) {
 	return e, ""
 }
 
-func basePod(p kube.CgroupPod) *kube.PodInfo {
-	return &kube.PodInfo{UID: p.UID, ContainerID: p.ContainerID, QoS: p.QoS}
+func basePod(p kube.CgroupPod) *decode.Pod {
+	return &decode.Pod{UID: p.UID, ContainerID: p.ContainerID, QoS: p.QoS}
 }
 
 // fromCgroup sets the pod from the cgroup and the runtime's names.
-func (m *PodMapper) fromCgroup(ev *Event, e *cgroupEntry, final bool) (pending bool) {
+func (m *PodMapper) fromCgroup(ev *decode.Event, e *cgroupEntry, final bool) (pending bool) {
 	if e.named != nil {
 		ev.Pod = e.named
 		return false
@@ -152,7 +153,7 @@ func (m *PodMapper) fromCgroup(ev *Event, e *cgroupEntry, final bool) (pending b
 }
 
 // learn remembers the pod of the event's netns, by cookie.
-func (m *PodMapper) learn(ev *Event) {
+func (m *PodMapper) learn(ev *decode.Event) {
 	if ev.HostNetwork || ev.NetNSCookie == 0 || ev.Pod == nil {
 		return
 	}
@@ -179,7 +180,7 @@ func (m *PodMapper) learn(ev *Event) {
 
 // fromNetNS attributes a process outside any pod cgroup to the pod that owns
 // its netns, when that is certain.
-func (m *PodMapper) fromNetNS(ev *Event) {
+func (m *PodMapper) fromNetNS(ev *decode.Event) {
 	if ev.HostNetwork || ev.NetNSCookie == 0 {
 		return
 	}
@@ -206,7 +207,7 @@ func (m *PodMapper) CacheSizes() (cgroups, netns, pids, bound, pidBound int) {
 
 // pidCgroup reads /proc/PID/cgroup for a pod path, if PID is still the
 // process of the event (same start time); otherwise nil and why not.
-func (m *PodMapper) pidCgroup(ev *Event) (*cgroupEntry, string) {
+func (m *PodMapper) pidCgroup(ev *decode.Event) (*cgroupEntry, string) {
 	if ev.StartBoottime == 0 {
 		return nil, "the kernel did not give the process's start time to check /proc/PID against"
 	}

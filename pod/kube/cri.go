@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eaddr/eaddr/decode"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -20,20 +22,6 @@ import (
 
 	"github.com/eaddr/eaddr/internal/netns"
 )
-
-// PodInfo is what eaddr reports of a pod and container.
-type PodInfo struct {
-	UID         string
-	Name        string
-	Namespace   string
-	Container   string // empty for the pod's sandbox (pause) process
-	ContainerID string
-	Image       string
-	QoS         string
-	Labels      map[string]string // the pod's labels, without the runtime's io.kubernetes.* ones
-	NetNS       uint64            // inode of the pod's network namespace, when known
-	NetNSCookie uint64            // its cookie (never reused), when known
-}
 
 // DefaultEndpoints are the CRI sockets tried, in order, when none is given:
 // containerd, k3s's containerd, CRI-O, cri-dockerd.
@@ -73,10 +61,10 @@ type Resolver struct {
 	stop context.CancelFunc
 
 	mu       sync.Mutex
-	byID     map[string]*PodInfo // container and sandbox IDs
-	byUID    map[string]*PodInfo // pod UID -> its sandbox
-	byCookie map[uint64]*PodInfo // sandbox netns cookie -> its sandbox
-	neg      map[string]negative // IDs the runtime does not know, for negativeTTL
+	byID     map[string]*decode.Pod // container and sandbox IDs
+	byUID    map[string]*decode.Pod // pod UID -> its sandbox
+	byCookie map[uint64]*decode.Pod // sandbox netns cookie -> its sandbox
+	neg      map[string]negative    // IDs the runtime does not know, for negativeTTL
 	inflight map[string]bool
 	err      error     // why the runtime cannot be asked, nil when it can
 	downTill time.Time // no calls before this (back-off)
@@ -110,8 +98,8 @@ func NewResolver(endpoint string, log *slog.Logger) *Resolver {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Resolver{Timeout: time.Second, MaxEntries: 65536, log: log, reqs: make(chan string, 1024),
-		done: make(chan struct{}), byID: map[string]*PodInfo{}, byUID: map[string]*PodInfo{},
-		byCookie: map[uint64]*PodInfo{}, neg: map[string]negative{}, inflight: map[string]bool{}, now: time.Now}
+		done: make(chan struct{}), byID: map[string]*decode.Pod{}, byUID: map[string]*decode.Pod{},
+		byCookie: map[uint64]*decode.Pod{}, neg: map[string]negative{}, inflight: map[string]bool{}, now: time.Now}
 	path := strings.TrimPrefix(endpoint, "unix://")
 	if path == "" {
 		for _, p := range DefaultEndpoints {
@@ -165,7 +153,7 @@ func (r *Resolver) Close() error {
 // an empty id, the pod of uid. It never waits: a miss is asked in the
 // background (Pending) unless the runtime is down or the ID is known not to
 // exist (Unavailable, with why).
-func (r *Resolver) Names(id, uid string) (p *PodInfo, st Status, why string) {
+func (r *Resolver) Names(id, uid string) (p *decode.Pod, st Status, why string) {
 	key := id
 	if key == "" {
 		key = "uid:" + uid
@@ -201,7 +189,7 @@ func (r *Resolver) Names(id, uid string) (p *PodInfo, st Status, why string) {
 
 // PodByNetNSCookie returns the pod whose sandbox owns the network namespace
 // with that cookie, from what the runtime said; it never waits.
-func (r *Resolver) PodByNetNSCookie(cookie uint64) (*PodInfo, bool) {
+func (r *Resolver) PodByNetNSCookie(cookie uint64) (*decode.Pod, bool) {
 	if cookie == 0 {
 		return nil, false
 	}
@@ -357,7 +345,7 @@ func (r *Resolver) container(ctx context.Context, id string) (*runtimeapi.Contai
 
 // sandbox returns the pod of a sandbox ID, from the cache or PodSandboxStatus;
 // nil when the runtime does not know it.
-func (r *Resolver) sandbox(ctx context.Context, id string) (*PodInfo, error) {
+func (r *Resolver) sandbox(ctx context.Context, id string) (*decode.Pod, error) {
 	r.mu.Lock()
 	p := r.byID[id]
 	r.mu.Unlock()
@@ -377,7 +365,7 @@ func (r *Resolver) sandbox(ctx context.Context, id string) (*PodInfo, error) {
 		return nil, nil
 	}
 	m := st.Status.Metadata
-	p = &PodInfo{UID: m.Uid, Name: m.Name, Namespace: m.Namespace, ContainerID: id, Labels: podLabels(st.Status.Labels)}
+	p = &decode.Pod{UID: m.Uid, Name: m.Name, Namespace: m.Namespace, ContainerID: id, Labels: podLabels(st.Status.Labels)}
 	if st.Status.State == runtimeapi.PodSandboxState_SANDBOX_READY {
 		p.NetNS, p.NetNSCookie = sandboxNetNS(st.Info)
 	}
@@ -387,7 +375,7 @@ func (r *Resolver) sandbox(ctx context.Context, id string) (*PodInfo, error) {
 	return p, nil
 }
 
-func containerInfo(pod *PodInfo, c *runtimeapi.Container) *PodInfo {
+func containerInfo(pod *decode.Pod, c *runtimeapi.Container) *decode.Pod {
 	p := *pod
 	p.Container, p.ContainerID = c.Metadata.Name, c.Id
 	if c.Image != nil {
@@ -401,7 +389,7 @@ func containerInfo(pod *PodInfo, c *runtimeapi.Container) *PodInfo {
 
 // storeLocked caches p under id (and, for a sandbox, under its UID and
 // netns cookie); the caches are cleared when full.
-func (r *Resolver) storeLocked(id string, p *PodInfo) {
+func (r *Resolver) storeLocked(id string, p *decode.Pod) {
 	if len(r.byID) >= r.MaxEntries {
 		clear(r.byID)
 		clear(r.byUID)
@@ -436,7 +424,7 @@ func (r *Resolver) list(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("CRI ListContainers on %s: %w", r.Endpoint, err)
 	}
-	pods := map[string]*PodInfo{}
+	pods := map[string]*decode.Pod{}
 	for _, sb := range sbs.Items {
 		if sb.Metadata == nil {
 			continue
@@ -499,7 +487,7 @@ func sandboxNetNS(info map[string]string) (inode, cookie uint64) {
 // listing the runtime first (blocking, with the CRI deadline) when the last
 // list is older than a second. For `eaddr check`, which names the pod of each
 // netns it audits now; the event path uses PodByNetNSCookie, which never waits.
-func (r *Resolver) PodByNetNS(inode uint64) (*PodInfo, bool) {
+func (r *Resolver) PodByNetNS(inode uint64) (*decode.Pod, bool) {
 	if r.rt == nil || inode == 0 {
 		return nil, false
 	}
