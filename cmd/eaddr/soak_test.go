@@ -33,7 +33,11 @@ func TestSoakBoundedMemory(t *testing.T) {
 		testenv.Skip(t, "gcc is not installed")
 	}
 	dir := t.TempDir()
-	churn := filepath.Join(dir, "churn")
+	// A name of its own (comm keeps 15 bytes): --comm then keeps this run's
+	// processes only, not those of a soak running beside it on the node.
+	tag := make([]byte, 4)
+	rand.Read(tag)
+	churn := filepath.Join(dir, "churn-"+hex.EncodeToString(tag))
 	if out, err := exec.Command(gcc, "-O2", "-o", churn, "../../testdata/clients/churn.c").CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
