@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -589,9 +590,9 @@ print(s.getsockname()[1])
 
 // sentinel makes this test process fail one syscall in the host netns and
 // waits up to 5s for the trace to report it: "bind" fails bind() with
-// EADDRNOTAVAIL (192.0.2.1 is on no interface), "connect" fails a blocking
-// connect() with ECONNREFUSED (a loopback port nothing listens on; reported
-// only with --errno all or ECONNREFUSED selected). The pipeline writes
+// EADDRNOTAVAIL (192.0.2.1, on no interface, at a random port), "connect"
+// fails a blocking connect() with ECONNREFUSED (a loopback port nothing
+// listens on; reported only with --errno all). The pipeline writes
 // events in the ring's order, so once the sentinel's event is out every
 // event of an earlier failure is too: a "nothing arrived" check after it
 // means nothing, not "not yet". Fails the test if the sentinel is not seen.
@@ -607,7 +608,9 @@ func (p *traceProc) sentinel(t *testing.T, kind string) {
 	want := unix.EADDRNOTAVAIL
 	switch kind {
 	case "bind":
-		err = unix.Bind(fd, &unix.SockaddrInet4{Port: 4242, Addr: [4]byte{192, 0, 2, 1}})
+		// A port of its own: the rate limit keys on the address, and other
+		// tests on the node fail bind() to 192.0.2.1 too.
+		err = unix.Bind(fd, &unix.SockaddrInet4{Port: 1024 + mrand.IntN(64000), Addr: [4]byte{192, 0, 2, 1}})
 	case "connect":
 		want = unix.ECONNREFUSED
 		err = unix.Connect(fd, &unix.SockaddrInet4{Port: closedPort(t), Addr: [4]byte{127, 0, 0, 1}})
