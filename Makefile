@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BIN     := bin/eaddr
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build run demo test generate check-generated vet clean
+.PHONY: all build run demo test test-race generate check-generated vet clean
 
 all: build
 
@@ -26,6 +26,36 @@ demo: build
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
+
+# The tests that need no root, under the race detector, as an unprivileged user (uid
+# RACE_UID; root drops to it with setpriv, anyone else runs as themselves). The tracked tree is
+# copied to a world-readable temporary directory and the test binaries are built there, so the
+# checkout's own permissions (e.g. under /root) do not matter, with the modules vendored into
+# it (the go command the tests run then needs no module cache). Tests that need root skip here:
+# EADDR_REQUIRE_BPF is unset for this tier; `make test` as root runs them (docs/testing.md).
+# The eaddr binary that cmd/eaddr's TestMain builds is not itself built with -race.
+RACE_PKGS ?= ./...
+RACE_UID  ?= 65534
+test-race:
+	@set -eu; \
+	work=$$(mktemp -d "$${TMPDIR:-/tmp}/eaddr-race-XXXXXX"); trap 'rm -rf "$$work"' EXIT; \
+	git ls-files -z | tar -c --null -T - -f - | tar -x -C "$$work"; \
+	(cd "$$work" && $(GO) mod vendor); \
+	chmod -R a+rX "$$work"; \
+	mkdir "$$work/.home"; uid=$$(id -u); drop=; \
+	if [ "$$uid" = 0 ]; then uid=$(RACE_UID); chown $(RACE_UID):$(RACE_UID) "$$work/.home"; \
+		drop="setpriv --reuid=$(RACE_UID) --regid=$(RACE_UID) --clear-groups"; fi; \
+	cd "$$work"; \
+	pkgs=$$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' $(RACE_PKGS)); \
+	if [ -z "$$pkgs" ]; then echo "test-race: no package with tests in $(RACE_PKGS)" >&2; exit 1; fi; \
+	for p in $$pkgs; do \
+		bin="$$p/race.test"; \
+		$(GO) test -race -c -o "$$bin" "$$p"; chmod a+rx "$$bin"; \
+		echo "== go test -race $${p#$$work/} (uid $$uid)"; \
+		(cd "$$p" && $$drop env -u EADDR_REQUIRE_BPF HOME="$$work/.home" GOCACHE="$$work/.home/cache" \
+			GOMODCACHE="$$work/.home/mod" GOPROXY=off GOTOOLCHAIN=local PATH="$$(dirname "$$(command -v $(GO))"):$$PATH" \
+			./race.test -test.count=1 -test.timeout=10m); \
+	done
 
 # Rebuild the committed BPF objects and Go bindings (amd64 and arm64) with the pinned clang.
 generate:

@@ -222,49 +222,51 @@ func TestDetectorAfterExit(t *testing.T) {
 		path    string
 		runtime string
 	}{{"/usr/bin/python3", "python"}, {"/usr/bin/curl", "c"}} {
-		real, err := filepath.EvalSymlinks(tc.path)
-		if err != nil {
-			t.Logf("%s not installed", tc.path)
-			continue
-		}
-		var st unix.Stat_t
-		if err := unix.Stat(real, &st); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(tc.path, "--version")
-		if err := cmd.Run(); err != nil {
-			t.Fatal(err)
-		}
-		// The process has exited and been reaped: /proc/PID/exe is gone.
-		pid := cmd.Process.Pid
-		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid), "exe")); err == nil {
-			t.Fatalf("pid %d still exists", pid)
-		}
-		ev := &decode.Event{PID: uint32(pid), PPID: uint32(os.Getpid()), ExeName: []byte(filepath.Base(real)),
-			ExeIno: st.Ino, ExeDev: st.Dev, Args: []byte(tc.path + "\x00--version")}
-		d := NewDetector()
-		info, source, ok := d.Binary(ev)
-		if !ok || info.Runtime != tc.runtime || info.Libc != LibcGlibc || source != "path" {
-			t.Errorf("%s after exit: %+v from %q (ok %v), want runtime %s glibc from path", tc.path, info, source, ok, tc.runtime)
-		}
-		if _, source, ok := d.Binary(ev); !ok || source != "cache" || d.Lookups != 1 {
-			t.Errorf("second event: source %q ok %v lookups %d, want the cache and 1 lookup", source, ok, d.Lookups)
-		}
-		// A live process is read through /proc/PID/exe.
-		live := exec.Command(tc.path, "-c", "import time; time.sleep(5)")
-		if tc.runtime != "python" {
-			continue
-		}
-		if err := live.Start(); err != nil {
-			t.Fatal(err)
-		}
-		ev.PID = uint32(live.Process.Pid)
-		d2 := NewDetector()
-		if info, source, ok := d2.Binary(ev); !ok || source != "exe" || info.Runtime != "python" {
-			t.Errorf("live process: %+v from %q (ok %v)", info, source, ok)
-		}
-		live.Process.Kill()
-		live.Wait()
+		t.Run(filepath.Base(tc.path), func(t *testing.T) { testDetectorAfterExit(t, tc.path, tc.runtime) })
+	}
+}
+
+func testDetectorAfterExit(t *testing.T, path, runtime string) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		testenv.Skip(t, path+" is not installed: "+err.Error())
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(real, &st); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(path, "--version")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	// The process has exited and been reaped: /proc/PID/exe is gone.
+	pid := cmd.Process.Pid
+	if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid), "exe")); err == nil {
+		t.Fatalf("pid %d still exists", pid)
+	}
+	ev := &decode.Event{PID: uint32(pid), PPID: uint32(os.Getpid()), ExeName: []byte(filepath.Base(real)),
+		ExeIno: st.Ino, ExeDev: st.Dev, Args: []byte(path + "\x00--version")}
+	d := NewDetector()
+	info, source, ok := d.Binary(ev)
+	if !ok || info.Runtime != runtime || info.Libc != LibcGlibc || source != "path" {
+		t.Errorf("%s after exit: %+v from %q (ok %v), want runtime %s glibc from path", path, info, source, ok, runtime)
+	}
+	if _, source, ok := d.Binary(ev); !ok || source != "cache" || d.Lookups != 1 {
+		t.Errorf("second event: source %q ok %v lookups %d, want the cache and 1 lookup", source, ok, d.Lookups)
+	}
+	if runtime != "python" {
+		return
+	}
+	// A live process is read through /proc/PID/exe.
+	live := exec.Command(path, "-c", "import time; time.sleep(30)")
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { live.Process.Kill(); live.Wait() })
+	ev.PID = uint32(live.Process.Pid)
+	d2 := NewDetector()
+	if info, source, ok := d2.Binary(ev); !ok || source != "exe" || info.Runtime != "python" {
+		t.Errorf("live process: %+v from %q (ok %v)", info, source, ok)
 	}
 }
 

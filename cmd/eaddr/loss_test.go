@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -52,7 +53,11 @@ func totals(t *testing.T, stderr string) map[string]int {
 func (p *traceProc) stop(t *testing.T) map[string]int {
 	t.Helper()
 	p.cmd.Process.Signal(syscall.SIGINT)
-	<-p.done
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("eaddr trace did not close its stdout within 30s of SIGINT")
+	}
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		p.mu.Lock()
 		s := p.stderr.String()
@@ -138,42 +143,17 @@ func TestStalledStdout(t *testing.T) {
 	defer r.Close()
 	cmd := exec.Command(eaddrBin, "trace", "--netns", strconv.FormatUint(ns.Inode(), 10), "--rate-limit", "0", "--diagnose=false")
 	cmd.Stdout = w // nobody reads r: the pipe fills and stays full
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	log := startLogged(t, cmd)
 	w.Close()
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	var log strings.Builder
-	attached := make(chan struct{})
-	go func() {
-		s := bufio.NewScanner(stderr)
-		once := false
-		for s.Scan() {
-			log.WriteString(s.Text() + "\n")
-			if !once && strings.Contains(s.Text(), "attached") {
-				once = true
-				close(attached)
-			}
-		}
-	}()
-	<-attached
+	log.waitFor(t, "attached", 30*time.Second)
 	const n = 20000
 	flood(t, ns, n)
 	time.Sleep(300 * time.Millisecond)
 	start := time.Now()
 	cmd.Process.Signal(syscall.SIGINT)
-	errc := make(chan error, 1)
-	go func() { errc <- cmd.Wait() }()
-	select {
-	case err := <-errc:
-		if err != nil {
-			t.Errorf("exit: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("a stalled stdout kept eaddr from stopping")
+	if err := log.wait(t, 15*time.Second, "a stalled stdout kept eaddr from stopping"); err != nil {
+		t.Errorf("exit: %v", err)
 	}
-	time.Sleep(100 * time.Millisecond)
 	c := totals(t, log.String())
 	t.Logf("stalled stdout, %d failures: stopped in %v, %v", n, time.Since(start).Round(time.Millisecond), c)
 	if c["events"]+c["lost"] != n || c["dropped"] == 0 || c["delivered"]+c["dropped"] != c["events"] {
@@ -192,42 +172,104 @@ func TestClosedStdout(t *testing.T) {
 	}
 	cmd := exec.Command(eaddrBin, "trace", "--netns", strconv.FormatUint(ns.Inode(), 10))
 	cmd.Stdout = w
-	var stderr strings.Builder
-	ready := make(chan struct{})
-	pr, pw, _ := os.Pipe()
-	cmd.Stderr = pw
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stderr := startLogged(t, cmd)
 	w.Close()
-	pw.Close()
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	go func() {
-		s := bufio.NewScanner(pr)
-		once := false
-		for s.Scan() {
-			stderr.WriteString(s.Text() + "\n")
-			if !once && strings.Contains(s.Text(), "attached") {
-				once = true
-				close(ready)
-			}
-		}
-	}()
-	<-ready
+	stderr.waitFor(t, "attached", 30*time.Second)
 	r.Close() // the consumer goes away
 	failConnect(t, ns, "127.0.0.1")
-	errc := make(chan error, 1)
-	go func() { errc <- cmd.Wait() }()
-	select {
-	case err := <-errc:
-		if err != nil {
-			t.Errorf("exit after EPIPE: %v (want 0)", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("eaddr did not stop when its stdout was closed")
+	if err := stderr.wait(t, 10*time.Second, "eaddr did not stop when its stdout was closed"); err != nil {
+		t.Errorf("exit after EPIPE: %v (want 0)", err)
 	}
-	time.Sleep(100 * time.Millisecond)
 	if !strings.Contains(stderr.String(), "stdout was closed") || !strings.Contains(stderr.String(), "msg=stopped") {
 		t.Errorf("stderr:\n%s", stderr.String())
+	}
+}
+
+// stderrLog collects the stderr of a process line by line; String and the
+// waits may be called while it is still being written.
+type stderrLog struct {
+	mu     sync.Mutex
+	b      strings.Builder
+	done   chan struct{} // closed at EOF
+	exited chan struct{} // closed when cmd.Wait returned, with err
+	err    error
+}
+
+// startLogged starts cmd with its stderr read into a stderrLog through a
+// pipe of its own, reaps it in one place (stderrLog.wait), and kills it when
+// the test ends.
+func startLogged(t *testing.T, cmd *exec.Cmd) *stderrLog {
+	t.Helper()
+	testenv.RequireRoot(t)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = pw
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		t.Fatal(err)
+	}
+	pw.Close()
+	l := &stderrLog{done: make(chan struct{}), exited: make(chan struct{})}
+	go func() { l.err = cmd.Wait(); close(l.exited) }()
+	go func() {
+		defer close(l.done)
+		s := bufio.NewScanner(pr)
+		for s.Scan() {
+			l.mu.Lock()
+			l.b.WriteString(s.Text() + "\n")
+			l.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		select {
+		case <-l.exited:
+		case <-time.After(10 * time.Second):
+			t.Errorf("eaddr (pid %d) not reaped 10s after SIGKILL", cmd.Process.Pid)
+		}
+		pr.Close()
+	})
+	return l
+}
+
+func (l *stderrLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// wait returns cmd.Wait's error once the process has exited and its stderr
+// is read to the end; it fails the test with msg when that takes over d.
+func (l *stderrLog) wait(t *testing.T, d time.Duration, msg string) error {
+	t.Helper()
+	deadline := time.After(d)
+	for _, c := range []chan struct{}{l.exited, l.done} {
+		select {
+		case <-c:
+		case <-deadline:
+			t.Fatalf("%s (waited %v):\n%s", msg, d, l.String())
+		}
+	}
+	return l.err
+}
+
+// waitFor fails the test unless s appears within d.
+func (l *stderrLog) waitFor(t *testing.T, s string, d time.Duration) {
+	t.Helper()
+	deadline := time.After(d)
+	for !strings.Contains(l.String(), s) {
+		select {
+		case <-l.done:
+			if strings.Contains(l.String(), s) {
+				return
+			}
+			t.Fatalf("stderr ended without %q:\n%s", s, l.String())
+		case <-deadline:
+			t.Fatalf("no %q on stderr within %v:\n%s", s, d, l.String())
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }

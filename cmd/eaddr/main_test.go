@@ -216,9 +216,20 @@ func startTrace(t *testing.T, args ...string) *traceProc {
 		case <-time.After(30 * time.Second):
 			t.Errorf("eaddr trace did not stop within 30s of SIGINT; killing it")
 			_ = p.cmd.Process.Kill()
-			<-p.done
+			select {
+			case <-p.done:
+			case <-time.After(10 * time.Second):
+				t.Errorf("eaddr trace (pid %d): stdout still open 10s after SIGKILL", p.cmd.Process.Pid)
+				return
+			}
 		}
-		<-stderrDone
+		select {
+		case <-stderrDone:
+		case <-time.After(10 * time.Second):
+			t.Errorf("eaddr trace (pid %d): stderr still open 10s after stdout closed", p.cmd.Process.Pid)
+			_ = p.cmd.Process.Kill()
+			return
+		}
 		err := p.cmd.Wait()
 		if err != nil {
 			t.Errorf("eaddr trace after SIGINT: %v; stderr:\n%s", err, p.stderr.String())

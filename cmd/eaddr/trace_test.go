@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -20,6 +22,7 @@ import (
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testenv"
+	"golang.org/x/sys/unix"
 )
 
 // exhausted returns a fresh netns whose two-port range is held by two
@@ -79,10 +82,11 @@ func testClients(t *testing.T, network, host string) {
 		t.Run(cl.Name, func(t *testing.T) {
 			pid, out := runInNS(t, ns, cl.Argv...)
 			t.Logf("%s said: %s", cl.Name, strings.TrimSpace(out))
-			evs := p.forPID(pid, 1, 5*time.Second)
-			// Give a second event, if any, the time to arrive before counting.
-			time.Sleep(100 * time.Millisecond)
-			evs = p.forPID(pid, 2, 0)
+			p.forPID(pid, 1, 5*time.Second)
+			// A second event of the client, if any, is written before the
+			// sentinel's: count once the sentinel is out.
+			p.sentinel(t, "bind")
+			evs := p.forPID(pid, 2, 0)
 			if len(evs) != 1 {
 				t.Fatalf("%d events for pid %d, want exactly 1: %+v", len(evs), pid, evs)
 			}
@@ -557,7 +561,8 @@ func TestNodePortCollisions(t *testing.T) {
 	}()
 	inode := strconv.FormatUint(ns.Inode(), 10)
 	on := startTrace(t, "--nodeport-collisions", "--nodeport-netns", inode)
-	off := startTrace(t, "--errno", "all")
+	// The same netns without --nodeport-collisions: the check is off.
+	off := startTrace(t, "--errno", "all", "--nodeport-netns", inode)
 	pid, out := runInNS(t, ns, py, "-c", `import socket
 s = socket.create_connection(("127.0.0.1", 8080), timeout=5)
 print(s.getsockname()[1])
@@ -575,7 +580,63 @@ print(s.getsockname()[1])
 		ev.Remote == nil || ev.Remote.Port != 8080 || ev.NetNS != ns.Inode() {
 		t.Errorf("collision event %+v local %+v remote %+v", ev, ev.Local, ev.Remote)
 	}
-	if evs := off.forPID(pid, 1, 300*time.Millisecond); len(evs) != 0 {
+	// The refused connect after python's is off's sentinel: its connect
+	// program was listening, and python's event would have come first.
+	off.sentinel(t, "connect")
+	if evs := off.forPID(pid, 1, 0); len(evs) != 0 {
 		t.Errorf("without the flag: %+v", evs)
 	}
+}
+
+// sentinel makes this test process fail one syscall in the host netns and
+// waits up to 5s for the trace to report it: "bind" fails bind() with
+// EADDRNOTAVAIL (192.0.2.1, on no interface, at a random port), "connect"
+// fails a blocking connect() with ECONNREFUSED (a loopback port nothing
+// listens on; reported only with --errno all). The pipeline writes
+// events in the ring's order, so once the sentinel's event is out every
+// event of an earlier failure is too: a "nothing arrived" check after it
+// means nothing, not "not yet". Fails the test if the sentinel is not seen.
+func (p *traceProc) sentinel(t *testing.T, kind string) {
+	t.Helper()
+	self := os.Getpid()
+	n := len(p.forPID(self, 0, 0))
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	want := unix.EADDRNOTAVAIL
+	switch kind {
+	case "bind":
+		// A port of its own: the rate limit keys on the address, and other
+		// tests on the node fail bind() to 192.0.2.1 too.
+		err = unix.Bind(fd, &unix.SockaddrInet4{Port: 1024 + mrand.IntN(64000), Addr: [4]byte{192, 0, 2, 1}})
+	case "connect":
+		want = unix.ECONNREFUSED
+		err = unix.Connect(fd, &unix.SockaddrInet4{Port: closedPort(t), Addr: [4]byte{127, 0, 0, 1}})
+	default:
+		t.Fatalf("sentinel %q: not bind or connect", kind)
+	}
+	if !errors.Is(err, want) {
+		t.Fatalf("sentinel %s: %v, want %v", kind, err, want)
+	}
+	evs := p.forPID(self, n+1, 5*time.Second)
+	if len(evs) <= n {
+		t.Fatalf("the sentinel %s (%v) was not reported within 5s: the trace was not listening", kind, want)
+	}
+	if ev := evs[n]; ev.Syscall != kind || ev.ErrnoNum != int(want) {
+		t.Fatalf("sentinel event %s %s, want %s %v", ev.Syscall, ev.Errno, kind, want)
+	}
+}
+
+// closedPort returns a loopback TCP port of the host netns that nothing
+// listens on: it was bound and released again.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
