@@ -139,7 +139,12 @@ func TestDiagnoseTimeWait(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := <-accepted
+		var s net.Conn
+		select {
+		case s = <-accepted:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the listener accepted nothing within 10s")
+		}
 		c.Close() // the client closes first: its side goes to TIME_WAIT
 		time.Sleep(20 * time.Millisecond)
 		s.Close()
@@ -260,7 +265,11 @@ for i in range(50000):
 	took := time.Since(start)
 	// Stop the tracer now to read its totals.
 	p.cmd.Process.Signal(syscall.SIGINT)
-	<-p.done
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("eaddr trace did not stop within 30s of SIGINT")
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	var line string
 	for time.Now().Before(deadline) && line == "" {

@@ -2,6 +2,7 @@ package netdiag
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -255,7 +256,9 @@ func compareWithSS(t *testing.T, ns *netns.NS, socks []Socket, args ...string) {
 	if err != nil {
 		testenv.Skip(t, "ss (iproute2) not installed: "+err.Error())
 	}
-	cmd := exec.Command(path, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, args...) // a hung ss fails the test, not the run
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := ns.Start(cmd); err != nil {
