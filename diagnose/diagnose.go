@@ -56,6 +56,10 @@ type diagEntry struct {
 	tried time.Time // last snapshot attempt, successful or not
 }
 
+// Key identifies the snapshot an event shares with the others of its
+// interval: netns, syscall, errno and address (unix: path and mount namespace).
+type Key = diagKey
+
 type diagKey struct {
 	netns   uint32
 	sys     decode.Syscall
@@ -128,21 +132,8 @@ func (d *Diagnoser) CacheSizes() (snapshots, netnsHandles, bound int) {
 // Diagnose returns the diagnosis of ev, or nil for failures it has nothing
 // to say about.
 func (d *Diagnoser) Diagnose(ev *decode.Event) *Diagnosis {
-	key := diagKey{netns: ev.NetNS, sys: ev.Syscall, errno: ev.Errno, nodeprt: ev.NodePort}
-	switch {
-	case unixFailure(ev):
-		path := unixPath(ev)
-		if path == nil || !unixErrno(ev) {
-			return nil // never port advice for a unix socket
-		}
-		key.path, key.mnt = string(path), ev.MntNS
-	case ev.NodePort:
-		key.addr = ev.Local.IP
-	case ev.Syscall == decode.Connect && ev.Errno == decode.EADDRNOTAVAIL, ev.Syscall == decode.Connect && ev.Errno == decode.EADDRINUSE:
-		key.addr = ev.Remote.IP
-	case ev.Syscall == decode.Bind && (ev.Errno == decode.EADDRINUSE || ev.Errno == decode.EADDRNOTAVAIL):
-		key.addr = ev.Local.IP
-	default:
+	key, ok := KeyOf(ev)
+	if !ok {
 		return nil
 	}
 	now := d.now()
@@ -169,6 +160,28 @@ func (d *Diagnoser) Diagnose(ev *decode.Event) *Diagnosis {
 	}
 	e.g, e.tried = g, now
 	return g
+}
+
+// KeyOf is the snapshot key of ev; false when there is nothing to diagnose.
+func KeyOf(ev *decode.Event) (Key, bool) {
+	key := diagKey{netns: ev.NetNS, sys: ev.Syscall, errno: ev.Errno, nodeprt: ev.NodePort}
+	switch {
+	case unixFailure(ev):
+		path := unixPath(ev)
+		if path == nil || !unixErrno(ev) {
+			return key, false // never port advice for a unix socket
+		}
+		key.path, key.mnt = string(path), ev.MntNS
+	case ev.NodePort:
+		key.addr = ev.Local.IP
+	case ev.Syscall == decode.Connect && ev.Errno == decode.EADDRNOTAVAIL, ev.Syscall == decode.Connect && ev.Errno == decode.EADDRINUSE:
+		key.addr = ev.Remote.IP
+	case ev.Syscall == decode.Bind && (ev.Errno == decode.EADDRINUSE || ev.Errno == decode.EADDRNOTAVAIL):
+		key.addr = ev.Local.IP
+	default:
+		return key, false
+	}
+	return key, true
 }
 
 func (d *Diagnoser) snapshot(ev *decode.Event, now time.Time) *Diagnosis {

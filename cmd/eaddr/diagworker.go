@@ -5,8 +5,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose"
+
+	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/tracer"
 )
 
@@ -107,19 +108,16 @@ func (w *diagWorker) submit(raw *tracer.RawEvent) (ticket uint64, ok bool) {
 	}
 }
 
-// take returns the diagnosis of ticket once it is there.
-func (w *diagWorker) take(ticket uint64) (g *diagnose.Diagnosis, ok bool) {
+// peek returns the diagnosis of ticket once it is there.
+func (w *diagWorker) peek(ticket uint64) (g *diagnose.Diagnosis, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	g, ok = w.results[ticket]
-	if ok {
-		delete(w.results, ticket)
-	}
 	return g, ok
 }
 
-// forget gives up on ticket: its result, when it comes, is dropped.
-func (w *diagWorker) forget(ticket uint64) {
+// drop forgets ticket: its result, when it comes, is dropped.
+func (w *diagWorker) drop(ticket uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if _, ok := w.results[ticket]; ok {
@@ -142,6 +140,87 @@ type diagHeld struct {
 	ticket     uint64
 	suppressed uint64
 	until      time.Time
+}
+
+// diagShare is the reader's side of the sharing: the events of one key in
+// one interval share one snapshot, asked of the worker once, so a storm sends
+// the worker one request per key and interval, not one per event.
+type diagShare struct {
+	interval time.Duration
+	recent   map[diagnose.Key]recentDiag // the last snapshot of each key
+	inflight map[diagnose.Key]uint64     // the ticket asked for each key
+	waiting  map[uint64]*ticketState     // held events per ticket
+	shared   uint64                      // events answered from recent or a ticket's result
+	late     uint64                      // events that went out before their snapshot
+}
+
+type recentDiag struct {
+	g  *diagnose.Diagnosis
+	at time.Time
+}
+
+type ticketState struct {
+	key  diagnose.Key
+	refs int
+	used bool // the result went to one event: the others share it
+}
+
+func newDiagShare(interval time.Duration) *diagShare {
+	return &diagShare{interval: interval, recent: map[diagnose.Key]recentDiag{}, inflight: map[diagnose.Key]uint64{},
+		waiting: map[uint64]*ticketState{}}
+}
+
+// fresh returns a copy of the key's snapshot marked shared, if it is of
+// this interval.
+func (s *diagShare) fresh(k diagnose.Key, now time.Time) (*diagnose.Diagnosis, bool) {
+	r, ok := s.recent[k]
+	if !ok || now.Sub(r.at) >= s.interval {
+		return nil, false
+	}
+	s.shared++
+	g := *r.g
+	g.Shared = true
+	return &g, true
+}
+
+// answered hands ticket's result to one held event: the first gets it as
+// taken, the others as shared; the last one frees the ticket.
+func (s *diagShare) answered(w *diagWorker, ticket uint64, g *diagnose.Diagnosis, now time.Time) *diagnose.Diagnosis {
+	st := s.waiting[ticket]
+	if g != nil && !st.used {
+		if len(s.recent) >= 4096 {
+			clear(s.recent)
+		}
+		s.recent[st.key] = recentDiag{g: g, at: now}
+	}
+	out := g
+	if st.used && g != nil {
+		s.shared++
+		cp := *g
+		cp.Shared = true
+		out = &cp
+	}
+	st.used = true
+	s.done(w, ticket, st)
+	return out
+}
+
+// gaveUp is an event that goes out before its ticket's result.
+func (s *diagShare) gaveUp(w *diagWorker, ticket uint64) {
+	s.late++
+	s.done(w, ticket, s.waiting[ticket])
+}
+
+func (s *diagShare) done(w *diagWorker, ticket uint64, st *ticketState) {
+	st.refs--
+	if st.refs > 0 {
+		return
+	}
+	delete(s.waiting, ticket)
+	if s.inflight[st.key] == ticket {
+		delete(s.inflight, st.key)
+	}
+	w.drop(ticket)
 }
 
 var (

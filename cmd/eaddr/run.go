@@ -183,12 +183,33 @@ func (r *traceRun) process(raw *tracer.RawEvent, ev *decode.Event) {
 		r.emit(ev, nil)
 		return
 	}
-	ticket, ok := r.diag.submit(raw)
+	r.askDiagnosis(raw, ev)
+}
+
+// askDiagnosis writes ev with the snapshot its key already has in this
+// interval, or holds it for the snapshot asked (once per key) of the worker.
+func (r *traceRun) askDiagnosis(raw *tracer.RawEvent, ev *decode.Event) {
+	k, ok := diagnose.KeyOf(ev)
 	if !ok {
-		r.emit(ev, diagFull)
+		r.emit(ev, nil) // nothing to diagnose
 		return
 	}
-	r.diagHold = append(r.diagHold, diagHeld{raw: *raw, ticket: ticket, suppressed: suppressed, until: time.Now().Add(diagWait)})
+	now := time.Now()
+	if g, ok := r.share.fresh(k, now); ok {
+		r.emit(ev, g)
+		return
+	}
+	ticket, ok := r.share.inflight[k]
+	if !ok {
+		if ticket, ok = r.diag.submit(raw); !ok {
+			r.emit(ev, diagFull)
+			return
+		}
+		r.share.inflight[k] = ticket
+		r.share.waiting[ticket] = &ticketState{key: k}
+	}
+	r.share.waiting[ticket].refs++
+	r.diagHold = append(r.diagHold, diagHeld{raw: *raw, ticket: ticket, suppressed: ev.Suppressed, until: now.Add(diagWait)})
 }
 
 // releaseDiag writes the events whose diagnosis is there or whose wait is
@@ -198,13 +219,17 @@ func (r *traceRun) releaseDiag(final bool) {
 	n := 0
 	for ; n < len(r.diagHold); n++ {
 		h := &r.diagHold[n]
-		g, ok := r.diag.take(h.ticket)
+		g, ok := r.diag.peek(h.ticket)
+		switch {
+		case ok:
+			g = r.share.answered(r.diag, h.ticket, g, now)
+		case !final && now.Before(h.until):
+		default:
+			r.share.gaveUp(r.diag, h.ticket)
+			g, ok = diagLate, true
+		}
 		if !ok {
-			if !final && now.Before(h.until) {
-				break
-			}
-			r.diag.forget(h.ticket)
-			g = diagLate
+			break
 		}
 		r.dec.Decode(&h.raw, &r.ev)
 		r.pods.Map(&r.ev, true)
@@ -339,10 +364,8 @@ func (r *traceRun) finish() error {
 		attrs = append(attrs, "names_not_awaited", r.hold.overflow)
 	}
 	if w := r.diag; w != nil {
-		attrs = append(attrs, "netns_snapshots", w.snapshots.Load(), "snapshots_shared", w.shared.Load(), "netns_unreachable", w.unreachable.Load())
-		if w.full > 0 {
-			attrs = append(attrs, "diagnoses_skipped", w.full)
-		}
+		attrs = append(attrs, "netns_snapshots", w.snapshots.Load(), "snapshots_shared", uint64(w.shared.Load())+r.share.shared,
+			"netns_unreachable", w.unreachable.Load(), "diagnoses_late", r.share.late, "diagnoses_skipped", w.full)
 	}
 	r.log.Info("stopped", attrs...)
 	if err := r.sk.Err(); err != nil {

@@ -367,6 +367,7 @@ type traceRun struct {
 	explainer *explain.Explainer
 	diag      *diagWorker // nil: --diagnose=false
 	diagHold  []diagHeld
+	share     *diagShare
 	seenNetNS map[uint32]bool // netns already told to the diagnosis
 	limiter   *rateLimiter
 	sk        *sink
@@ -405,7 +406,7 @@ func newTraceRun(c traceConfig, t *tracer.Tracer, out io.Writer, log *slog.Logge
 		netdiag.SetLogger(log) // says once if sock_diag cannot dump sockets and /proc/net is read instead
 		d.Interval, d.NodePortLo, d.NodePortHi = c.diagnose, c.nodeLo, c.nodeHi
 		d.HostNetNS = host
-		r.diag, r.seenNetNS = newDiagWorker(d), map[uint32]bool{}
+		r.diag, r.seenNetNS, r.share = newDiagWorker(d), map[uint32]bool{}, newDiagShare(c.diagnose)
 	}
 	r.sum = summary{start: time.Now(), every: c.summary, enabled: c.summary > 0 && !c.table}
 	// Lines are batched and handed to a writer goroutine whenever the ring
