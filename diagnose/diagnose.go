@@ -267,7 +267,7 @@ func (d *Diagnoser) connect(ev *decode.Event, g *Diagnosis, sc *netdiag.PortSysc
 	perInode := map[uint64]int{}
 	for _, s := range socks {
 		p := int(s.Local.Port())
-		if s.Remote != remote || p < sc.RangeLo || p > sc.RangeHi || sc.IsReserved(p) {
+		if s.Remote != remote || !Ephemeral(sc, p) || s.State == netdiag.StateListen {
 			continue
 		}
 		ports[s.Local.Port()] = true
@@ -309,7 +309,7 @@ func (d *Diagnoser) exhaustedFix(ev *decode.Event, g *Diagnosis) {
 		g.Fix = append(g.Fix, fmt.Sprintf("pid %d (%s) holds %d connections to this destination: reuse connections (HTTP keep-alive, a connection pool) instead of opening new ones", h.PID, h.Comm, h.Sockets))
 	}
 	if g.HostNetwork {
-		g.Fix = append(g.Fix, fmt.Sprintf("this is the host network namespace (node daemons, hostNetwork pods): a wider net.ipv4.ip_local_port_range must not overlap the NodePort range %d-%d, or reserve it with net.ipv4.ip_local_reserved_ports=%d-%d", d.NodePortLo, d.NodePortHi, d.NodePortLo, d.NodePortHi))
+		g.Fix = append(g.Fix, "this is the host network namespace (node daemons, hostNetwork pods): if you widen the range, keep NodePorts out of it: "+NodePortFix(d.NodePortLo, d.NodePortHi))
 	} else {
 		g.Fix = append(g.Fix, `widen the pod's range: spec.securityContext.sysctls: [{name: net.ipv4.ip_local_port_range, value: "1024 65535"}] (1024 keeps clear of privileged ports)`)
 	}
@@ -670,7 +670,7 @@ func (d *Diagnoser) unixIn(ns *netdiag.Netns, u *unixLook, st *unix.Stat_t, g *D
 			continue
 		}
 		u.bound++
-		if s.State == 10 {
+		if s.State == netdiag.StateListen {
 			u.listen++
 		}
 		states[unixStateName(s.State)]++

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
+	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/pod/kube"
 )
@@ -159,25 +159,10 @@ Flags:
 	if err != nil {
 		return err
 	}
-	var inodes []uint64
-	for _, n := range f.NetNS {
-		inodes = append(inodes, uint64(n))
-	}
-	if len(inodes) == 0 {
-		for inode := range members {
-			inodes = append(inodes, inode)
-		}
-	}
-	sort.Slice(inodes, func(i, j int) bool {
-		if (inodes[i] == f.HostNetNS) != (inodes[j] == f.HostNetNS) {
-			return inodes[i] == f.HostNetNS
-		}
-		return inodes[i] < inodes[j]
-	})
 	rep := checkReport{NodePortRange: fmt.Sprintf("%d-%d", npLo, npHi)}
 	cri := kube.NewResolver(f.CRIEndpoint, log)
 	defer cri.Close()
-	for _, inode := range inodes {
+	for _, inode := range checkedNetNS(f, members) {
 		r := checkNetNS(inode, members[inode], f, npLo, npHi)
 		if p, ok := cri.PodByNetNS(inode); ok && !r.Host {
 			r.Pod = &checkPod{Name: p.Name, Namespace: p.Namespace, UID: p.UID}
@@ -224,6 +209,26 @@ func checkPrivilege() error {
 	return privilegeError{fmt.Errorf("check needs root, or CAP_SYS_ADMIN and CAP_SYS_PTRACE, to see every network namespace; missing %s: nothing was audited (exit 3)", strings.Join(missing, " and "))}
 }
 
+// checkedNetNS are the netns to audit (--netns, else all), the host's first.
+func checkedNetNS(f CheckFlags, members map[uint64]int) []uint64 {
+	var inodes []uint64
+	for _, n := range f.NetNS {
+		inodes = append(inodes, uint64(n))
+	}
+	if len(inodes) == 0 {
+		for inode := range members {
+			inodes = append(inodes, inode)
+		}
+	}
+	sort.Slice(inodes, func(i, j int) bool {
+		if (inodes[i] == f.HostNetNS) != (inodes[j] == f.HostNetNS) {
+			return inodes[i] == f.HostNetNS
+		}
+		return inodes[i] < inodes[j]
+	})
+	return inodes
+}
+
 // netnsMembers maps each netns inode to a live process in it.
 func netnsMembers() (map[uint64]int, error) {
 	dirs, err := os.ReadDir("/proc")
@@ -256,12 +261,6 @@ func isKernelThread(pid int) bool {
 
 func checkNetNS(inode uint64, pid int, f CheckFlags, npLo, npHi int) netnsReport {
 	r := netnsReport{Inode: inode, PID: pid, Host: inode == f.HostNetNS}
-	add := func(s severity, format string, a ...any) {
-		r.Findings = append(r.Findings, finding{s, fmt.Sprintf(format, a...)})
-		if s > r.Worst {
-			r.Worst = s
-		}
-	}
 	ns, err := netdiag.OpenNetns(inode, pid)
 	if err != nil {
 		r.Error = err.Error()
@@ -275,68 +274,57 @@ func checkNetNS(inode uint64, pid int, f CheckFlags, npLo, npHi int) netnsReport
 	sc, err := ns.Sysctls()
 	if err != nil {
 		r.Error = err.Error()
-		add(sevWarning, "cannot read the port sysctls: %v", err)
+		r.add(sevWarning, "cannot read the port sysctls: %v", err)
 		return r
 	}
+	r.auditRange(&sc, npLo, npHi)
+	socks, err := ns.DumpSockets(false)
+	if err != nil {
+		r.Error = err.Error()
+		r.add(sevWarning, "cannot list sockets: %v", err)
+		return r
+	}
+	r.auditBudget(diagnose.CountBudget(&sc, socks), f)
+	return r
+}
+
+func (r *netnsReport) add(s severity, format string, a ...any) {
+	r.Findings = append(r.Findings, finding{s, fmt.Sprintf(format, a...)})
+	if s > r.Worst {
+		r.Worst = s
+	}
+}
+
+// auditRange: the range's shape, and its overlap with the NodePort range.
+func (r *netnsReport) auditRange(sc *netdiag.PortSysctls, npLo, npHi int) {
 	r.PortRange = fmt.Sprintf("%d-%d", sc.RangeLo, sc.RangeHi)
 	r.Reserved = netdiag.FormatSpans(sc.Reserved)
 	r.UnprivilegedPort = sc.UnprivilegedStart
 	r.Usable = sc.Usable()
-
 	if sc.RangeLo%2 == sc.RangeHi%2 {
-		add(sevInfo, "ip_local_port_range %d %d: ip-sysctl.txt advises numbers of different parity (one even, one odd), as in the default 32768 60999", sc.RangeLo, sc.RangeHi)
+		r.add(sevInfo, "ip_local_port_range %d %d: ip-sysctl.txt advises numbers of different parity (one even, one odd), as in the default 32768 60999", sc.RangeLo, sc.RangeHi)
 	}
 	if sc.RangeLo < sc.UnprivilegedStart {
-		add(sevInfo, "the range starts at %d, below ip_unprivileged_port_start %d: outgoing connections can take privileged ports that a service expects to bind", sc.RangeLo, sc.UnprivilegedStart)
+		r.add(sevInfo, "the range starts at %d, below ip_unprivileged_port_start %d: outgoing connections can take privileged ports that a service expects to bind", sc.RangeLo, sc.UnprivilegedStart)
 	}
 	// NodePorts live in the host's netns: there, a source port taken from
 	// the NodePort range breaks replies to that connection.
-	overlap := 0
-	for p := max(sc.RangeLo, npLo); p <= min(sc.RangeHi, npHi); p++ {
-		if !sc.IsReserved(p) {
-			overlap++
-		}
-	}
-	if overlap > 0 {
+	if overlap := diagnose.NodePortOverlap(sc, npLo, npHi); overlap > 0 {
 		sev, where := sevInfo, "harmless outside the host network namespace"
 		if r.Host {
 			sev, where = sevWarning, "this is the host network namespace: the kernel can hand out NodePorts as source ports, and since Kubernetes 1.22 replies to them (kubelet health checks) can be captured by NodePort rules"
 		}
-		add(sev, "ip_local_port_range %d-%d overlaps the NodePort range %d-%d in %d unreserved ports; %s. Fix: net.ipv4.ip_local_reserved_ports=%d-%d, or a range outside it",
-			sc.RangeLo, sc.RangeHi, npLo, npHi, overlap, where, npLo, npHi)
+		r.add(sev, "ip_local_port_range %d-%d overlaps the NodePort range %d-%d in %d unreserved ports; %s. Fix: %s",
+			sc.RangeLo, sc.RangeHi, npLo, npHi, overlap, where, diagnose.NodePortFix(npLo, npHi))
 	}
+}
 
-	socks, err := ns.DumpSockets(false)
-	if err != nil {
-		r.Error = err.Error()
-		add(sevWarning, "cannot list sockets: %v", err)
-		return r
-	}
-	inRange := func(p int) bool { return p >= sc.RangeLo && p <= sc.RangeHi && !sc.IsReserved(p) }
-	used := map[uint16]bool{}
-	perDest := map[netip.AddrPort]map[uint16]bool{}
-	for _, s := range socks {
-		p := int(s.Local.Port())
-		if !inRange(p) {
-			continue
-		}
-		if s.State == 10 { // LISTEN
-			r.Listeners = append(r.Listeners, s.Local.String())
-			continue
-		}
-		used[s.Local.Port()] = true
-		if s.Remote.Port() != 0 {
-			m := perDest[s.Remote]
-			if m == nil {
-				m = map[uint16]bool{}
-				perDest[s.Remote] = m
-			}
-			m[s.Local.Port()] = true
-		}
-	}
-	r.InUse = len(used)
-	for remote, ports := range perDest {
-		r.Destinations = append(r.Destinations, destination{Remote: remote.String(), Ports: len(ports), Percent: percent(len(ports), r.Usable)})
+// auditBudget: the busiest destinations against --warn/--crit, and the
+// listeners inside the range.
+func (r *netnsReport) auditBudget(b diagnose.Budget, f CheckFlags) {
+	r.InUse, r.Listeners = b.InUse, b.Listeners
+	for remote, ports := range b.PerDest {
+		r.Destinations = append(r.Destinations, destination{Remote: remote.String(), Ports: ports, Percent: percent(ports, r.Usable)})
 	}
 	sort.Slice(r.Destinations, func(i, j int) bool {
 		if r.Destinations[i].Ports != r.Destinations[j].Ports {
@@ -351,17 +339,15 @@ func checkNetNS(inode uint64, pid int, f CheckFlags, npLo, npHi int) netnsReport
 		d := r.Destinations[0]
 		switch {
 		case d.Percent >= f.Crit:
-			add(sevCritical, "%d of %d usable ports (%d%%) are held toward %s: new connections to it fail with EADDRNOTAVAIL at 100%%", d.Ports, r.Usable, d.Percent, d.Remote)
+			r.add(sevCritical, "%d of %d usable ports (%d%%) are held toward %s: new connections to it fail with EADDRNOTAVAIL at 100%%", d.Ports, r.Usable, d.Percent, d.Remote)
 		case d.Percent >= f.Warn:
-			add(sevWarning, "%d of %d usable ports (%d%%) are held toward %s", d.Ports, r.Usable, d.Percent, d.Remote)
+			r.add(sevWarning, "%d of %d usable ports (%d%%) are held toward %s", d.Ports, r.Usable, d.Percent, d.Remote)
 		}
 	}
-	sort.Strings(r.Listeners)
 	if len(r.Listeners) > 0 {
-		add(sevInfo, "%d listening socket(s) inside the ephemeral range (%s): an outgoing connection can take the port while the listener restarts; reserve it in ip_local_reserved_ports",
+		r.add(sevInfo, "%d listening socket(s) inside the ephemeral range (%s): an outgoing connection can take the port while the listener restarts; reserve it in ip_local_reserved_ports",
 			len(r.Listeners), strings.Join(r.Listeners, ", "))
 	}
-	return r
 }
 
 func percent(n, of int) int {

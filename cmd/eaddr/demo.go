@@ -61,73 +61,16 @@ Flags:
 		return usageErrorf("--port %d is not a port", f.Port)
 	}
 
-	ns, err := netns.New()
-	if err != nil {
-		return fmt.Errorf("creating the demo network namespace: %w", err)
-	}
-	defer ns.Close()
-	host, network := "127.0.0.1", "tcp4"
-	if f.IPv6 {
-		host, network = "::1", "tcp6"
-	}
-	// A process that lives in the namespace for the whole demo, as a pod's
-	// pause process does: eaddr reaches the netns through it to diagnose a
-	// client that has already exited.
-	if sleep, err := exec.LookPath("sleep"); err == nil {
-		sb := exec.Command(sleep, "3600")
-		if err := ns.Start(sb); err == nil {
-			defer func() { sb.Process.Kill(); sb.Wait() }()
-		}
-	}
-	ex, err := netns.Exhaust(ns, network, joinHostPort(host, f.Port), 40000, 40001)
-	if err != nil {
-		return fmt.Errorf("exhausting the demo namespace's ports: %w", err)
-	}
-	defer ex.Close()
-
-	// Trace only this namespace, so the demo shows what its clients did and
-	// nothing else on the node.
-	var tf TraceFlags
-	tf.SetFlags(pflag.NewFlagSet("demo-trace", pflag.ContinueOnError)) // trace's defaults
-	tf.Output, tf.NetNS, tf.RingSize, tf.Explain = f.Output, uint32(ns.Inode()), 1<<20, "short"
-	c, err := tf.config()
+	ns, host, cleanup, err := demoScene(f)
 	if err != nil {
 		return err
 	}
-	var (
-		mu       sync.Mutex
-		byPID    = map[uint32][]demoEvent{}
-		attached = make(chan struct{})
-	)
-	hooks := traceHooks{
-		attached: func() { close(attached) },
-		event: func(ev *decode.Event, x *explain.Explanation, line []byte) {
-			de := demoEvent{line: strings.TrimRight(string(line), "\n"), client: "unknown program"}
-			if msg, ok := x.AppendClientMessage(nil); ok {
-				de.predicted = string(msg)
-			}
-			if x.Client != nil {
-				de.client = x.Client.Name
-			}
-			if x.Binary != nil && x.Binary.Libc != "" {
-				de.client += ", " + string(x.Binary.Libc)
-			}
-			mu.Lock()
-			byPID[ev.PID] = append(byPID[ev.PID], de)
-			mu.Unlock()
-		},
-	}
-	tctx, stopTrace := context.WithCancel(ctx)
-	defer stopTrace()
-	traceDone := make(chan error, 1)
-	go func() { traceDone <- trace(tctx, c, io.Discard, log, hooks) }()
-	select {
-	case <-attached:
-	case err := <-traceDone:
+	defer cleanup()
+	w, err := startDemoTrace(ctx, f, ns, log)
+	if err != nil || w == nil {
 		return err
-	case <-ctx.Done():
-		return nil
 	}
+	defer w.stop()
 
 	clients, missing := findClients(host, f.Port)
 	fmt.Fprintf(stdout, "eaddr demo: network namespace %d, ip_local_port_range %q, both ports held by connections to %s.\n",
@@ -140,45 +83,156 @@ Flags:
 		if ctx.Err() != nil {
 			break
 		}
-		fmt.Fprintf(stdout, "\n$ %s\n", strings.Join(append([]string{commOf(cl.Argv[0])}, cl.Argv[1:]...), " "))
-		out, pid, err := runIn(ctx, ns, cl.Argv)
-		for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
-			if l != "" {
-				fmt.Fprintf(stdout, "  %s\n", l)
-			}
-		}
-		if err != nil {
-			fmt.Fprintf(stdout, "  (%v)\n", err)
-		}
-		var lines []demoEvent
-		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			mu.Lock()
-			lines = byPID[uint32(pid)]
-			mu.Unlock()
-			if len(lines) > 0 {
-				break
-			}
-		}
-		if len(lines) == 0 {
-			fmt.Fprintf(stdout, "eaddr: no failed connect() or bind() from pid %d\n", pid)
-			continue
-		}
-		caught++
-		for _, l := range lines {
-			if l.predicted != "" {
-				fmt.Fprintf(stdout, "eaddr predicted (%s):\n  %s\n", l.client, l.predicted)
-			} else {
-				fmt.Fprintf(stdout, "eaddr: %s; it prints no predictable line\n", l.client)
-			}
-			fmt.Fprintf(stdout, "eaddr event: %s\n", l.line)
+		if demoClient(ctx, stdout, ns, cl, w) {
+			caught++
 		}
 	}
-	stopTrace()
-	if err := <-traceDone; err != nil {
+	if err := w.stop(); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "\n%d of %d clients failed with an event from eaddr. The namespace is gone; to watch the node: sudo eaddr trace\n", caught, len(clients))
 	return nil
+}
+
+// demoScene makes the throwaway netns: a two-port range, both ports held by
+// connections to a local listener, and a process living in it as a pod's
+// pause process does (eaddr reaches the netns through it to diagnose a
+// client that has already exited).
+func demoScene(f DemoFlags) (ns *netns.NS, host string, cleanup func(), err error) {
+	ns, err = netns.New()
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("creating the demo network namespace: %w", err)
+	}
+	var undo []func()
+	cleanup = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	undo = append(undo, func() { ns.Close() })
+	host, network := "127.0.0.1", "tcp4"
+	if f.IPv6 {
+		host, network = "::1", "tcp6"
+	}
+	if sleep, err := exec.LookPath("sleep"); err == nil {
+		sb := exec.Command(sleep, "3600")
+		if err := ns.Start(sb); err == nil {
+			undo = append(undo, func() { sb.Process.Kill(); sb.Wait() })
+		}
+	}
+	ex, err := netns.Exhaust(ns, network, joinHostPort(host, f.Port), 40000, 40001)
+	if err != nil {
+		cleanup()
+		return nil, "", nil, fmt.Errorf("exhausting the demo namespace's ports: %w", err)
+	}
+	undo = append(undo, func() { ex.Close() })
+	return ns, host, cleanup, nil
+}
+
+// demoWatch is the demo's trace of its netns: the events it caught, by pid.
+type demoWatch struct {
+	mu      sync.Mutex
+	byPID   map[uint32][]demoEvent
+	cancel  context.CancelFunc
+	done    chan error
+	stopped bool
+	err     error
+}
+
+// startDemoTrace traces only the demo's netns, so the demo shows what its
+// clients did and nothing else on the node. nil, nil: ctx ended first.
+func startDemoTrace(ctx context.Context, f DemoFlags, ns *netns.NS, log *slog.Logger) (*demoWatch, error) {
+	var tf TraceFlags
+	tf.SetFlags(pflag.NewFlagSet("demo-trace", pflag.ContinueOnError)) // trace's defaults
+	tf.Output, tf.NetNS, tf.RingSize, tf.Explain = f.Output, uint32(ns.Inode()), 1<<20, "short"
+	c, err := tf.config()
+	if err != nil {
+		return nil, err
+	}
+	w := &demoWatch{byPID: map[uint32][]demoEvent{}, done: make(chan error, 1)}
+	attached := make(chan struct{})
+	hooks := traceHooks{attached: func() { close(attached) }, event: w.record}
+	tctx, cancel := context.WithCancel(ctx)
+	w.cancel = cancel
+	go func() { w.done <- trace(tctx, c, io.Discard, log, hooks) }()
+	select {
+	case <-attached:
+		return w, nil
+	case err := <-w.done:
+		cancel()
+		return nil, err
+	case <-ctx.Done():
+		cancel()
+		<-w.done
+		return nil, nil
+	}
+}
+
+func (w *demoWatch) record(ev *decode.Event, x *explain.Explanation, line []byte) {
+	de := demoEvent{line: strings.TrimRight(string(line), "\n"), client: "unknown program"}
+	if msg, ok := x.AppendClientMessage(nil); ok {
+		de.predicted = string(msg)
+	}
+	if x.Client != nil {
+		de.client = x.Client.Name
+	}
+	if x.Binary != nil && x.Binary.Libc != "" {
+		de.client += ", " + string(x.Binary.Libc)
+	}
+	w.mu.Lock()
+	w.byPID[ev.PID] = append(w.byPID[ev.PID], de)
+	w.mu.Unlock()
+}
+
+// events waits up to d for the events of pid.
+func (w *demoWatch) events(pid int, d time.Duration) []demoEvent {
+	for deadline := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
+		w.mu.Lock()
+		lines := w.byPID[uint32(pid)]
+		w.mu.Unlock()
+		if len(lines) > 0 || time.Now().After(deadline) {
+			return lines
+		}
+	}
+}
+
+// stop ends the trace (once) and returns its error.
+func (w *demoWatch) stop() error {
+	if !w.stopped {
+		w.stopped = true
+		w.cancel()
+		w.err = <-w.done
+	}
+	return w.err
+}
+
+// demoClient runs one client in the netns and prints what it said next to
+// what eaddr caught; true when eaddr caught it.
+func demoClient(ctx context.Context, stdout io.Writer, ns *netns.NS, cl client, w *demoWatch) bool {
+	fmt.Fprintf(stdout, "\n$ %s\n", strings.Join(append([]string{commOf(cl.Argv[0])}, cl.Argv[1:]...), " "))
+	out, pid, err := runIn(ctx, ns, cl.Argv)
+	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		if l != "" {
+			fmt.Fprintf(stdout, "  %s\n", l)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stdout, "  (%v)\n", err)
+	}
+	lines := w.events(pid, 2*time.Second)
+	if len(lines) == 0 {
+		fmt.Fprintf(stdout, "eaddr: no failed connect() or bind() from pid %d\n", pid)
+		return false
+	}
+	for _, l := range lines {
+		if l.predicted != "" {
+			fmt.Fprintf(stdout, "eaddr predicted (%s):\n  %s\n", l.client, l.predicted)
+		} else {
+			fmt.Fprintf(stdout, "eaddr: %s; it prints no predictable line\n", l.client)
+		}
+		fmt.Fprintf(stdout, "eaddr event: %s\n", l.line)
+	}
+	return true
 }
 
 // demoEvent is what the demo shows of one event.

@@ -115,20 +115,23 @@ type traceConfig struct {
 
 func (f *TraceFlags) config() (traceConfig, error) {
 	var c traceConfig
-	switch f.Output {
-	case "json":
-	case "table":
-		c.table = true
-	default:
-		return c, usageErrorf("--output must be json or table, not %q", f.Output)
+	for _, step := range []func(*traceConfig) error{f.kernelOptions, f.filters, f.output, f.diagnosis} {
+		if err := step(&c); err != nil {
+			return c, err
+		}
 	}
+	return c, nil
+}
+
+// kernelOptions: what the BPF program reports and filters, and the ring.
+func (f *TraceFlags) kernelOptions(c *traceConfig) error {
 	if strings.EqualFold(strings.TrimSpace(f.Errno), "all") {
 		c.opts.AllErrnos = true
 	} else {
 		for _, s := range strings.Split(f.Errno, ",") {
 			n, err := decode.ParseErrno(s)
 			if err != nil {
-				return c, usageErrorf("--errno: %v", err)
+				return usageErrorf("--errno: %v", err)
 			}
 			c.opts.Errnos = append(c.opts.Errnos, n)
 		}
@@ -140,22 +143,38 @@ func (f *TraceFlags) config() (traceConfig, error) {
 		case "bind":
 			c.opts.Syscalls = append(c.opts.Syscalls, tracer.SysBind)
 		default:
-			return c, usageErrorf("--syscall: %q is not connect or bind", s)
+			return usageErrorf("--syscall: %q is not connect or bind", s)
 		}
 	}
 	c.opts.PID = f.PID
 	if err := checkNetNSFlag(f.NetNS); err != nil {
-		return c, err
+		return err
 	}
 	c.opts.NetNS = f.NetNS
+	if f.RingSize <= 0 || f.RingSize&(f.RingSize-1) != 0 || f.RingSize < os.Getpagesize() || f.RingSize > maxRingSize {
+		return usageErrorf("--ring-size %d is not a power of two from %d to %d (256 MiB)", f.RingSize, os.Getpagesize(), maxRingSize)
+	}
+	c.opts.RingSize = f.RingSize
+	if f.Flush < 0 {
+		return usageErrorf("--flush-interval must not be negative")
+	}
+	c.flush = f.Flush
+	if f.Flush > 0 {
+		c.opts.WakeupBytes = min(64<<10, f.RingSize/4)
+	}
+	return nil
+}
+
+// filters: what user space drops after attribution.
+func (f *TraceFlags) filters(c *traceConfig) error {
 	if err := checkCgroupFlag(f.Cgroup); err != nil {
-		return c, err
+		return err
 	}
 	if err := checkCRIFlag(f.CRIEndpoint); err != nil {
-		return c, err
+		return err
 	}
 	if len(f.Comm) > 15 {
-		return c, usageErrorf("--comm: %q is longer than the 15 bytes the kernel keeps of a comm", f.Comm)
+		return usageErrorf("--comm: %q is longer than the 15 bytes the kernel keeps of a comm", f.Comm)
 	}
 	c.comm = f.Comm
 	c.cg = f.Cgroup
@@ -165,56 +184,27 @@ func (f *TraceFlags) config() (traceConfig, error) {
 		for _, kv := range strings.Split(f.Selector, ",") {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || strings.TrimSpace(k) == "" {
-				return c, usageErrorf("--selector: %q is not key=value", kv)
+				return usageErrorf("--selector: %q is not key=value", kv)
 			}
 			c.selector[strings.TrimSpace(k)] = strings.TrimSpace(v)
 		}
 	}
-	if f.RingSize <= 0 || f.RingSize&(f.RingSize-1) != 0 || f.RingSize < os.Getpagesize() || f.RingSize > maxRingSize {
-		return c, usageErrorf("--ring-size %d is not a power of two from %d to %d (256 MiB)", f.RingSize, os.Getpagesize(), maxRingSize)
-	}
-	c.opts.RingSize = f.RingSize
-	if f.Flush < 0 {
-		return c, usageErrorf("--flush-interval must not be negative")
-	}
-	c.flush = f.Flush
-	if f.MetricsMaxSeries < 1 {
-		return c, usageErrorf("--metrics-max-series must be at least 1")
-	}
-	if f.SummaryInterval < 0 {
-		return c, usageErrorf("--summary-interval must not be negative")
-	}
-	c.metrics, c.series, c.summary = f.MetricsAddr, f.MetricsMaxSeries, f.SummaryInterval
 	rate, err := parseRate(f.RateLimit)
 	if err != nil {
-		return c, usageErrorf("--rate-limit: %v", err)
+		return usageErrorf("--rate-limit: %v", err)
 	}
 	c.rate = rate
-	if f.Flush > 0 {
-		c.opts.WakeupBytes = min(64<<10, f.RingSize/4)
-	}
-	c.node = nodeName(f.Node)
-	lo, hi, err := parsePortRange(f.NodePortRange)
-	if err != nil {
-		return c, usageErrorf("--node-port-range: %v", err)
-	}
-	c.nodeLo, c.nodeHi = lo, hi
-	if f.Diagnose {
-		if f.DiagnoseInterval <= 0 {
-			return c, usageErrorf("--diagnose-interval must be positive, not %v", f.DiagnoseInterval)
-		}
-		c.diagnose = f.DiagnoseInterval
-	}
-	if f.NodePortCollisions {
-		inode := f.NodePortNetNS
-		if inode == 0 {
-			host, err := netdiag.HostInode()
-			if err != nil {
-				return c, fmt.Errorf("--nodeport-collisions: finding the host network namespace: %w", err)
-			}
-			inode = uint32(host)
-		}
-		c.opts.NodePort = &tracer.NodePortCheck{NetNS: inode, Lo: uint16(lo), Hi: uint16(hi)}
+	return nil
+}
+
+// output: the stream's form, the explanation, metrics and summaries.
+func (f *TraceFlags) output(c *traceConfig) error {
+	switch f.Output {
+	case "json":
+	case "table":
+		c.table = true
+	default:
+		return usageErrorf("--output must be json or table, not %q", f.Output)
 	}
 	switch f.Explain {
 	case "off":
@@ -223,9 +213,44 @@ func (f *TraceFlags) config() (traceConfig, error) {
 	case "full":
 		c.explain = 2
 	default:
-		return c, usageErrorf("--explain must be full, short or off, not %q", f.Explain)
+		return usageErrorf("--explain must be full, short or off, not %q", f.Explain)
 	}
-	return c, nil
+	if f.MetricsMaxSeries < 1 {
+		return usageErrorf("--metrics-max-series must be at least 1")
+	}
+	if f.SummaryInterval < 0 {
+		return usageErrorf("--summary-interval must not be negative")
+	}
+	c.metrics, c.series, c.summary = f.MetricsAddr, f.MetricsMaxSeries, f.SummaryInterval
+	c.node = nodeName(f.Node)
+	return nil
+}
+
+// diagnosis: snapshots and the NodePort check.
+func (f *TraceFlags) diagnosis(c *traceConfig) error {
+	lo, hi, err := parsePortRange(f.NodePortRange)
+	if err != nil {
+		return usageErrorf("--node-port-range: %v", err)
+	}
+	c.nodeLo, c.nodeHi = lo, hi
+	if f.Diagnose {
+		if f.DiagnoseInterval <= 0 {
+			return usageErrorf("--diagnose-interval must be positive, not %v", f.DiagnoseInterval)
+		}
+		c.diagnose = f.DiagnoseInterval
+	}
+	if f.NodePortCollisions {
+		inode := f.NodePortNetNS
+		if inode == 0 {
+			host, err := netdiag.HostInode()
+			if err != nil {
+				return fmt.Errorf("--nodeport-collisions: finding the host network namespace: %w", err)
+			}
+			inode = uint32(host)
+		}
+		c.opts.NodePort = &tracer.NodePortCheck{NetNS: inode, Lo: uint16(lo), Hi: uint16(hi)}
+	}
+	return nil
 }
 
 func nodeName(flag string) string {

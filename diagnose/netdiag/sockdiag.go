@@ -55,6 +55,9 @@ var stateNames = [...]string{
 // StateName returns "ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT1",
 // "FIN_WAIT2", "TIME_WAIT", "CLOSE", "CLOSE_WAIT", "LAST_ACK", "LISTEN",
 // "CLOSING", "NEW_SYN_RECV", or "unknown:N".
+// StateListen is the state of a listening TCP socket.
+const StateListen = 10
+
 func StateName(s uint8) string {
 	if int(s) < len(stateNames) && stateNames[s] != "" {
 		return stateNames[s]
