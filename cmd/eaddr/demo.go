@@ -16,6 +16,7 @@ import (
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/explain"
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/pipeline"
 )
 
 // DemoFlags are the flags of `eaddr demo`.
@@ -151,10 +152,10 @@ func startDemoTrace(ctx context.Context, f DemoFlags, ns *netns.NS, log *slog.Lo
 	}
 	w := &demoWatch{byPID: map[uint32][]demoEvent{}, done: make(chan error, 1)}
 	attached := make(chan struct{})
-	hooks := traceHooks{attached: func() { close(attached) }, event: w.record}
+	hooks := pipeline.Hooks{Attached: func() { close(attached) }, Event: w.record}
 	tctx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
-	go func() { w.done <- trace(tctx, c, io.Discard, log, hooks) }()
+	go func() { w.done <- pipeline.Run(tctx, c, io.Discard, log, hooks) }()
 	select {
 	case <-attached:
 		return w, nil

@@ -19,15 +19,16 @@ import (
 
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/pipeline"
 )
 
 // traceConfigOf parses args as `eaddr trace` would and checks them.
-func traceConfigOf(args ...string) (traceConfig, error) {
+func traceConfigOf(args ...string) (pipeline.Config, error) {
 	var f TraceFlags
 	fs := pflag.NewFlagSet("trace", pflag.ContinueOnError)
 	f.SetFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		return traceConfig{}, err
+		return pipeline.Config{}, err
 	}
 	return f.config()
 }

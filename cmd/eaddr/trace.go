@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,11 +13,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/eaddr/eaddr/decode"
-	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/diagnose/netdiag"
-	"github.com/eaddr/eaddr/explain"
-	"github.com/eaddr/eaddr/pod"
-	"github.com/eaddr/eaddr/pod/kube"
+	"github.com/eaddr/eaddr/pipeline"
 	"github.com/eaddr/eaddr/tracer"
 )
 
@@ -89,33 +85,9 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 // tens of thousands of events).
 const maxRingSize = 256 << 20
 
-// traceConfig is what the flags mean, checked.
-type traceConfig struct {
-	table bool
-	opts  tracer.Options
-	comm  string
-	cg    string
-	node  string
-	// explain: 0 off, 1 short, 2 full
-	explain int
-	cri     string
-	flush   time.Duration
-	metrics string
-	series  int
-	summary time.Duration
-	rate    float64
-	// pod filters
-	namespace, pod, container string
-	selector                  map[string]string
-	// diagnose interval; 0: no diagnosis
-	diagnose time.Duration
-	nodeLo   int
-	nodeHi   int
-}
-
-func (f *TraceFlags) config() (traceConfig, error) {
-	var c traceConfig
-	for _, step := range []func(*traceConfig) error{f.kernelOptions, f.filters, f.output, f.diagnosis} {
+func (f *TraceFlags) config() (pipeline.Config, error) {
+	var c pipeline.Config
+	for _, step := range []func(*pipeline.Config) error{f.kernelOptions, f.filters, f.output, f.diagnosis} {
 		if err := step(&c); err != nil {
 			return c, err
 		}
@@ -124,49 +96,49 @@ func (f *TraceFlags) config() (traceConfig, error) {
 }
 
 // kernelOptions: what the BPF program reports and filters, and the ring.
-func (f *TraceFlags) kernelOptions(c *traceConfig) error {
+func (f *TraceFlags) kernelOptions(c *pipeline.Config) error {
 	if strings.EqualFold(strings.TrimSpace(f.Errno), "all") {
-		c.opts.AllErrnos = true
+		c.Tracer.AllErrnos = true
 	} else {
 		for _, s := range strings.Split(f.Errno, ",") {
 			n, err := decode.ParseErrno(s)
 			if err != nil {
 				return usageErrorf("--errno: %v", err)
 			}
-			c.opts.Errnos = append(c.opts.Errnos, n)
+			c.Tracer.Errnos = append(c.Tracer.Errnos, n)
 		}
 	}
 	for _, s := range strings.Split(f.Syscall, ",") {
 		switch strings.TrimSpace(s) {
 		case "connect":
-			c.opts.Syscalls = append(c.opts.Syscalls, tracer.SysConnect)
+			c.Tracer.Syscalls = append(c.Tracer.Syscalls, tracer.SysConnect)
 		case "bind":
-			c.opts.Syscalls = append(c.opts.Syscalls, tracer.SysBind)
+			c.Tracer.Syscalls = append(c.Tracer.Syscalls, tracer.SysBind)
 		default:
 			return usageErrorf("--syscall: %q is not connect or bind", s)
 		}
 	}
-	c.opts.PID = f.PID
+	c.Tracer.PID = f.PID
 	if err := checkNetNSFlag(f.NetNS); err != nil {
 		return err
 	}
-	c.opts.NetNS = f.NetNS
+	c.Tracer.NetNS = f.NetNS
 	if f.RingSize <= 0 || f.RingSize&(f.RingSize-1) != 0 || f.RingSize < os.Getpagesize() || f.RingSize > maxRingSize {
 		return usageErrorf("--ring-size %d is not a power of two from %d to %d (256 MiB)", f.RingSize, os.Getpagesize(), maxRingSize)
 	}
-	c.opts.RingSize = f.RingSize
+	c.Tracer.RingSize = f.RingSize
 	if f.Flush < 0 {
 		return usageErrorf("--flush-interval must not be negative")
 	}
-	c.flush = f.Flush
+	c.Flush = f.Flush
 	if f.Flush > 0 {
-		c.opts.WakeupBytes = min(64<<10, f.RingSize/4)
+		c.Tracer.WakeupBytes = min(64<<10, f.RingSize/4)
 	}
 	return nil
 }
 
 // filters: what user space drops after attribution.
-func (f *TraceFlags) filters(c *traceConfig) error {
+func (f *TraceFlags) filters(c *pipeline.Config) error {
 	if err := checkCgroupFlag(f.Cgroup); err != nil {
 		return err
 	}
@@ -176,42 +148,42 @@ func (f *TraceFlags) filters(c *traceConfig) error {
 	if len(f.Comm) > 15 {
 		return usageErrorf("--comm: %q is longer than the 15 bytes the kernel keeps of a comm", f.Comm)
 	}
-	c.comm = f.Comm
-	c.cg = f.Cgroup
-	c.cri, c.namespace, c.pod, c.container = f.CRIEndpoint, f.Namespace, f.Pod, f.Container
+	c.Comm = f.Comm
+	c.Cgroup = f.Cgroup
+	c.CRIEndpoint, c.Namespace, c.Pod, c.Container = f.CRIEndpoint, f.Namespace, f.Pod, f.Container
 	if f.Selector != "" {
-		c.selector = map[string]string{}
+		c.Selector = map[string]string{}
 		for _, kv := range strings.Split(f.Selector, ",") {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || strings.TrimSpace(k) == "" {
 				return usageErrorf("--selector: %q is not key=value", kv)
 			}
-			c.selector[strings.TrimSpace(k)] = strings.TrimSpace(v)
+			c.Selector[strings.TrimSpace(k)] = strings.TrimSpace(v)
 		}
 	}
-	rate, err := parseRate(f.RateLimit)
+	rate, err := pipeline.ParseRate(f.RateLimit)
 	if err != nil {
 		return usageErrorf("--rate-limit: %v", err)
 	}
-	c.rate = rate
+	c.Rate = rate
 	return nil
 }
 
 // output: the stream's form, the explanation, metrics and summaries.
-func (f *TraceFlags) output(c *traceConfig) error {
+func (f *TraceFlags) output(c *pipeline.Config) error {
 	switch f.Output {
 	case "json":
 	case "table":
-		c.table = true
+		c.Table = true
 	default:
 		return usageErrorf("--output must be json or table, not %q", f.Output)
 	}
 	switch f.Explain {
 	case "off":
 	case "short":
-		c.explain = 1
+		c.Explain = 1
 	case "full":
-		c.explain = 2
+		c.Explain = 2
 	default:
 		return usageErrorf("--explain must be full, short or off, not %q", f.Explain)
 	}
@@ -221,23 +193,23 @@ func (f *TraceFlags) output(c *traceConfig) error {
 	if f.SummaryInterval < 0 {
 		return usageErrorf("--summary-interval must not be negative")
 	}
-	c.metrics, c.series, c.summary = f.MetricsAddr, f.MetricsMaxSeries, f.SummaryInterval
-	c.node = nodeName(f.Node)
+	c.MetricsAddr, c.MetricsMaxSeries, c.SummaryEvery = f.MetricsAddr, f.MetricsMaxSeries, f.SummaryInterval
+	c.Node = nodeName(f.Node)
 	return nil
 }
 
 // diagnosis: snapshots and the NodePort check.
-func (f *TraceFlags) diagnosis(c *traceConfig) error {
+func (f *TraceFlags) diagnosis(c *pipeline.Config) error {
 	lo, hi, err := parsePortRange(f.NodePortRange)
 	if err != nil {
 		return usageErrorf("--node-port-range: %v", err)
 	}
-	c.nodeLo, c.nodeHi = lo, hi
+	c.NodePortLo, c.NodePortHi = lo, hi
 	if f.Diagnose {
 		if f.DiagnoseInterval <= 0 {
 			return usageErrorf("--diagnose-interval must be positive, not %v", f.DiagnoseInterval)
 		}
-		c.diagnose = f.DiagnoseInterval
+		c.DiagnoseEvery = f.DiagnoseInterval
 	}
 	if f.NodePortCollisions {
 		inode := f.NodePortNetNS
@@ -248,7 +220,7 @@ func (f *TraceFlags) diagnosis(c *traceConfig) error {
 			}
 			inode = uint32(host)
 		}
-		c.opts.NodePort = &tracer.NodePortCheck{NetNS: inode, Lo: uint16(lo), Hi: uint16(hi)}
+		c.Tracer.NodePort = &tracer.NodePortCheck{NetNS: inode, Lo: uint16(lo), Hi: uint16(hi)}
 	}
 	return nil
 }
@@ -278,180 +250,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 	if err != nil {
 		return err
 	}
-	return trace(ctx, c, stdout, log, traceHooks{})
-}
-
-// keep is what user space drops after the kernel's own filters, applied after
-// attribution. unresolved: the filter could not decide, because the event's
-// cgroup or pod is not known; such events are dropped and counted
-// (filtered_unresolved), never passed as if they matched.
-func (c *traceConfig) keep(ev *decode.Event) (keep, unresolved bool) {
-	if c.comm != "" && string(ev.Comm) != c.comm {
-		return false, false
-	}
-	if c.cg != "" {
-		if ev.CgroupPath == "" {
-			return false, true
-		}
-		if !strings.HasPrefix(ev.CgroupPath, c.cg) {
-			return false, false
-		}
-	}
-	if c.namespace == "" && c.pod == "" && c.container == "" && c.selector == nil {
-		return true, false
-	}
-	p := ev.Pod
-	if p == nil {
-		return false, ev.PodUnresolved != ""
-	}
-	if ev.PodNamesUnresolved != "" {
-		return false, true
-	}
-	if (c.namespace != "" && p.Namespace != c.namespace) || (c.pod != "" && p.Name != c.pod) || (c.container != "" && p.Container != c.container) {
-		return false, false
-	}
-	for k, v := range c.selector {
-		if p.Labels[k] != v {
-			return false, false
-		}
-	}
-	return true, false
-}
-
-// traceHooks let the demo watch a trace; nil hooks are skipped.
-type traceHooks struct {
-	attached func()                                                      // after the probes are attached
-	event    func(ev *decode.Event, x *explain.Explanation, line []byte) // after each event was written; line is reused
-}
-
-// trace attaches, streams events to out until ctx is done, then detaches,
-// drains what is queued and logs the totals.
-func trace(ctx context.Context, c traceConfig, out io.Writer, log *slog.Logger, hooks traceHooks) error {
-	c.opts.Logger = log
-	var met *metrics
-	if c.metrics != "" {
-		met = newMetrics(c.series)
-		addr, err := met.serve(ctx, c.metrics, log)
-		if err != nil {
-			return err
-		}
-		log.Info("serving metrics", "url", "http://"+addr+"/metrics")
-	}
-	t, err := tracer.New(c.opts)
-	if err != nil {
-		return err
-	}
-	defer t.Close()
-	stopWatching := t.StopOnDone(ctx)
-	defer stopWatching()
-
-	r, err := newTraceRun(c, t, out, log, met, hooks)
-	if err != nil {
-		return err
-	}
-	defer r.close()
-	log.Info("attached", "syscalls", syscallNames(c.opts.Syscalls), "errnos", errnoNames(c.opts), "output", map[bool]string{true: "table", false: "json"}[c.table])
-	if hooks.attached != nil {
-		hooks.attached()
-	}
-	if met != nil {
-		met.healthy.Store(true)
-		defer met.healthy.Store(false)
-	}
-	if err := r.loop(); err != nil {
-		return err
-	}
-	return r.finish()
-}
-
-func errnoNames(o tracer.Options) string {
-	if o.AllErrnos {
-		return "all"
-	}
-	var names []string
-	for _, n := range o.Errnos {
-		names = append(names, decode.ErrnoName(n))
-	}
-	return strings.Join(slices.Compact(names), ",")
-}
-
-// traceRun is one trace: the stages an event goes through, in order, and
-// their counters.
-type traceRun struct {
-	c     traceConfig
-	t     *tracer.Tracer
-	log   *slog.Logger
-	met   *metrics
-	hooks traceHooks
-
-	cg        *pod.CgroupResolver // nil without cgroup2
-	dec       *decode.Decoder
-	cri       *kube.Resolver
-	pods      *pod.PodMapper
-	hold      holdQueue
-	explainer *explain.Explainer
-	diag      *diagWorker // nil: --diagnose=false
-	diagHold  []diagHeld
-	share     *diagShare
-	seenNetNS map[uint32]bool // netns already told to the diagnosis
-	limiter   *rateLimiter
-	sk        *sink
-	sum       summary
-
-	raw      tracer.RawEvent
-	ev       decode.Event
-	x        explain.Explanation
-	lastTick time.Time
-
-	written, filtered, filteredUnresolved uint64
-}
-
-func newTraceRun(c traceConfig, t *tracer.Tracer, out io.Writer, log *slog.Logger, met *metrics, hooks traceHooks) (*traceRun, error) {
-	r := &traceRun{c: c, t: t, log: log, met: met, hooks: hooks, limiter: newRateLimiter(c.rate), hold: newHoldQueue(holdMax)}
-	cg, err := pod.NewCgroupResolver(t)
-	r.dec = decode.NewDecoder(nil)
-	if err != nil {
-		log.Warn("cgroup paths unavailable, events carry cgroup ids only", "err", err)
-		r.dec.NoCgroups = err.Error()
-	} else {
-		r.cg, r.dec.Cgroups = cg, cg
-	}
-	r.cri = kube.NewResolver(c.cri, log)
-	host, _ := netdiag.HostInode()
-	r.pods = pod.NewPodMapper(r.cri, host)
-	r.pods.CgroupV1 = pod.CgroupV1Mounted()
-	if c.explain > 0 {
-		if r.explainer, err = explain.NewExplainer(); err != nil {
-			r.close()
-			return nil, err
-		}
-	}
-	if c.diagnose > 0 {
-		d := diagnose.NewDiagnoser()
-		netdiag.SetLogger(log) // says once if sock_diag cannot dump sockets and /proc/net is read instead
-		d.Interval, d.NodePortLo, d.NodePortHi = c.diagnose, c.nodeLo, c.nodeHi
-		d.HostNetNS = host
-		r.diag, r.seenNetNS, r.share = newDiagWorker(d), map[uint32]bool{}, newDiagShare(c.diagnose)
-	}
-	r.sum = summary{start: time.Now(), every: c.summary, enabled: c.summary > 0 && !c.table}
-	// Lines are batched and handed to a writer goroutine whenever the ring
-	// is drained; a stalled stdout makes batches drop (counted), never the
-	// reader block. A closed stdout (EPIPE) stops the trace.
-	r.sk = newSink(out, 64<<10, 64, t.Stop) // at most 4 MiB waiting for stdout
-	if c.table {
-		r.sk.add(append(r.sk.buf(), decode.TableHeader+"\n"...), 0)
-	}
-	return r, nil
-}
-func syscallNames(s []uint8) string {
-	if len(s) == 0 {
-		return "connect,bind"
-	}
-	var names []string
-	for _, n := range s {
-		names = append(names, decode.Syscall(n).String())
-	}
-	return strings.Join(names, ",")
+	return pipeline.Run(ctx, c, stdout, log, pipeline.Hooks{})
 }
 
 // parsePortRange reads "LO-HI" (or "LO HI", as the sysctl prints it).
@@ -466,84 +265,4 @@ func parsePortRange(s string) (int, int, error) {
 		return 0, 0, fmt.Errorf("%q is not a port range LO-HI within 1-65535", s)
 	}
 	return lo, hi, nil
-}
-
-// summary counts what the JSON stream carried between summary records.
-type summary struct {
-	enabled     bool
-	every       time.Duration
-	start       time.Time
-	events      uint64
-	nodeport    uint64
-	suppr       uint64 // held back by the rate limit in this interval
-	errnos      [256]uint64
-	lostSeen    uint64 // kernel drops at the last record
-	droppedSeen uint64 // output drops at the last record
-}
-
-func (s *summary) suppress() { s.suppr++ }
-
-func (s *summary) count(ev *decode.Event) {
-	if !s.enabled {
-		return
-	}
-	s.events++
-	switch {
-	case ev.NodePort:
-		s.nodeport++
-	case ev.Errno > 0 && ev.Errno < len(s.errnos):
-		s.errnos[ev.Errno]++
-	}
-}
-
-// append writes the record and starts the next interval.
-func (s *summary) append(b []byte, now time.Time, node string, lostTotal, droppedTotal, suppressedTotal uint64) []byte {
-	b = append(b, `{"schema":`...)
-	b = strconv.AppendInt(b, decode.Schema, 10)
-	b = append(b, `,"kind":"summary","time":"`...)
-	b = now.UTC().AppendFormat(b, time.RFC3339Nano)
-	b = append(b, `","since":"`...)
-	b = s.start.UTC().AppendFormat(b, time.RFC3339Nano)
-	b = append(b, '"')
-	if node != "" {
-		b = append(b, `,"node":`...)
-		b = decode.AppendString(b, node)
-	}
-	b = append(b, `,"events":`...)
-	b = strconv.AppendUint(b, s.events, 10)
-	b = append(b, `,"errnos":{`...)
-	first := true
-	for n, c := range s.errnos {
-		if c == 0 {
-			continue
-		}
-		if !first {
-			b = append(b, ',')
-		}
-		first = false
-		b = append(b, '"')
-		b = decode.AppendErrnoName(b, n)
-		b = append(b, `":`...)
-		b = strconv.AppendUint(b, c, 10)
-	}
-	b = append(b, '}')
-	if s.nodeport > 0 {
-		b = append(b, `,"nodeport_collisions":`...)
-		b = strconv.AppendUint(b, s.nodeport, 10)
-	}
-	b = append(b, `,"lost":`...)
-	b = strconv.AppendUint(b, lostTotal-s.lostSeen, 10)
-	b = append(b, `,"lost_total":`...)
-	b = strconv.AppendUint(b, lostTotal, 10)
-	b = append(b, `,"dropped":`...)
-	b = strconv.AppendUint(b, droppedTotal-s.droppedSeen, 10)
-	b = append(b, `,"dropped_total":`...)
-	b = strconv.AppendUint(b, droppedTotal, 10)
-	b = append(b, `,"suppressed":`...)
-	b = strconv.AppendUint(b, s.suppr, 10)
-	b = append(b, `,"suppressed_total":`...)
-	b = strconv.AppendUint(b, suppressedTotal, 10)
-	b = append(b, '}')
-	*s = summary{enabled: s.enabled, every: s.every, start: now, lostSeen: lostTotal, droppedSeen: droppedTotal}
-	return b
 }

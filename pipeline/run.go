@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"errors"
@@ -54,7 +54,7 @@ func (h *holdQueue) push(raw *tracer.RawEvent, until time.Time) bool {
 
 // loop reads until the tracer is stopped and drained.
 func (r *traceRun) loop() error {
-	wait := r.c.flush
+	wait := r.c.Flush
 	if wait == 0 && (r.met != nil || r.sum.enabled) {
 		wait = time.Second
 	}
@@ -132,7 +132,7 @@ func (r *traceRun) release(final bool) {
 		return
 	}
 	now := time.Now()
-	answered := r.cri.Answered.Load()
+	answered := r.names.Answered.Load()
 	all := final || answered != r.hold.answered
 	r.hold.answered = answered
 	kept := r.hold.q[:0]
@@ -261,8 +261,8 @@ func (r *traceRun) emit(ev *decode.Event, g *diagnose.Diagnosis) {
 	buf := r.sk.buf()
 	start := len(buf)
 	buf = r.render(buf, ev, explained, g)
-	if r.hooks.event != nil {
-		r.hooks.event(ev, &r.x, buf[start:])
+	if r.hooks.Event != nil {
+		r.hooks.Event(ev, &r.x, buf[start:])
 	}
 	r.sk.add(buf, 1)
 	r.written++
@@ -284,7 +284,7 @@ func firstOf(s ...string) string {
 // render appends one line for ev.
 func (r *traceRun) render(buf []byte, ev *decode.Event, explained bool, g *diagnose.Diagnosis) []byte {
 	switch {
-	case r.c.table:
+	case r.c.Table:
 		buf = decode.AppendTable(buf, ev)
 		if explained {
 			buf = append(buf, '\n')
@@ -295,9 +295,9 @@ func (r *traceRun) render(buf []byte, ev *decode.Event, explained bool, g *diagn
 			buf = append(buf, g.Verdict...)
 		}
 	case explained:
-		buf = explain.AppendEvent(buf, ev, r.c.node, r.explainer, &r.x, r.c.explain == 2, g)
+		buf = explain.AppendEvent(buf, ev, r.c.Node, r.explainer, &r.x, r.c.Explain == 2, g)
 	default:
-		buf = explain.AppendEvent(buf, ev, r.c.node, nil, nil, false, g)
+		buf = explain.AppendEvent(buf, ev, r.c.Node, nil, nil, false, g)
 	}
 	return append(buf, '\n')
 }
@@ -313,7 +313,7 @@ func (r *traceRun) tick(now time.Time) {
 		r.updateMetrics(st)
 	}
 	if r.sum.enabled && now.Sub(r.sum.start) >= r.sum.every {
-		b := r.sum.append(r.sk.buf(), now, r.c.node, st.KernelLost, r.sk.dropped.Load(), r.limiter.total)
+		b := r.sum.append(r.sk.buf(), now, r.c.Node, st.KernelLost, r.sk.dropped.Load(), r.limiter.total)
 		r.sk.add(append(b, '\n'), 0)
 		r.sk.flush()
 	}
@@ -326,26 +326,31 @@ func (r *traceRun) updateMetrics(st tracer.Stats) {
 	m.dropped.Store(r.sk.dropped.Load())
 	m.suppressed.Store(r.limiter.total)
 	m.filteredUnresolved.Store(r.filteredUnresolved)
-	m.criFailures.Store(r.cri.Failures.Load())
-	_, why := r.cri.Healthy()
+	m.criFailures.Store(r.names.Failures.Load())
+	_, why := r.names.Healthy()
 	m.criDown.Store(&why)
-	if r.cg != nil {
-		m.setCache(0, r.cg.Len(), r.cg.Cap())
+	m.caches.Store(r.cacheSizes())
+}
+
+// cacheSizes samples every bounded cache of the trace.
+func (r *traceRun) cacheSizes() *Caches {
+	var c Caches
+	if r.cgroups != nil {
+		c.CgroupPaths = Size{r.cgroups.Len(), r.cgroups.Cap()}
 	}
 	byCg, byNS, byPID, bound, pidBound := r.pods.CacheSizes()
-	m.setCache(1, byCg, bound)
-	m.setCache(2, byNS, bound)
-	m.setCache(3, byPID, pidBound)
+	c.PodsByCgroup, c.PodsByNetNS, c.PodsByPID = Size{byCg, bound}, Size{byNS, bound}, Size{byPID, pidBound}
 	if r.explainer != nil {
 		n, b := r.explainer.Detector.CacheSizes()
-		m.setCache(4, n, b)
+		c.Binaries = Size{n, b}
 	}
 	if w := r.diag; w != nil {
-		m.setCache(5, int(w.cacheSnaps.Load()), int(w.cacheBound.Load()))
-		m.setCache(6, int(w.cacheHandles.Load()), int(w.cacheBound.Load()))
+		b := int(w.cacheBound.Load())
+		c.Diagnoses, c.NetNSHandles = Size{int(w.cacheSnaps.Load()), b}, Size{int(w.cacheHandles.Load()), b}
 	}
-	m.setCache(7, len(r.limiter.keys), r.limiter.max)
-	m.setCache(8, r.cri.Len(), r.cri.MaxEntries)
+	c.RateLimitKeys = Size{len(r.limiter.keys), r.limiter.max}
+	c.CRIIDs = Size{r.names.Len(), r.names.MaxEntries}
+	return &c
 }
 
 // finish writes what is queued and logs the totals.
@@ -387,8 +392,8 @@ func (r *traceRun) close() {
 		}
 	}
 	r.sk.close(2 * time.Second)
-	r.cri.Close()
-	if r.cg != nil {
-		r.cg.Close()
+	r.names.Close()
+	if r.cgroups != nil {
+		r.cgroups.Close()
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"context"
@@ -46,12 +46,33 @@ type metrics struct {
 
 	// Cache sizes, sampled by the trace loop (the caches are not safe to
 	// read from the HTTP goroutine).
-	cacheLen, cacheCap [len(cacheNames)]atomic.Int64
+	caches atomic.Pointer[Caches]
 }
 
-// cacheNames are the bounded caches of the trace loop, in metrics order.
-var cacheNames = [...]string{"cgroup_paths", "pods_by_cgroup", "pods_by_netns", "pods_by_pid", "binaries",
-	"diagnoses", "netns_handles", "rate_limit_keys", "cri_ids"}
+// Size is the entries of one bounded cache and its bound.
+type Size struct{ Len, Cap int }
+
+// Caches are the bounded caches of the trace loop, by name.
+type Caches struct {
+	CgroupPaths, PodsByCgroup, PodsByNetNS, PodsByPID, Binaries Size
+	Diagnoses, NetNSHandles, RateLimitKeys, CRIIDs              Size
+}
+
+// cacheSeries names each cache in eaddr_cache_entries and _capacity.
+var cacheSeries = []struct {
+	name string
+	size func(*Caches) Size
+}{
+	{"cgroup_paths", func(c *Caches) Size { return c.CgroupPaths }},
+	{"pods_by_cgroup", func(c *Caches) Size { return c.PodsByCgroup }},
+	{"pods_by_netns", func(c *Caches) Size { return c.PodsByNetNS }},
+	{"pods_by_pid", func(c *Caches) Size { return c.PodsByPID }},
+	{"binaries", func(c *Caches) Size { return c.Binaries }},
+	{"diagnoses", func(c *Caches) Size { return c.Diagnoses }},
+	{"netns_handles", func(c *Caches) Size { return c.NetNSHandles }},
+	{"rate_limit_keys", func(c *Caches) Size { return c.RateLimitKeys }},
+	{"cri_ids", func(c *Caches) Size { return c.CRIIDs }},
+}
 
 type errKey struct {
 	sys            decode.Syscall
@@ -81,12 +102,12 @@ func newMetrics(maxSeries int) *metrics {
 		Name: "eaddr_ephemeral_ports_usable",
 		Help: "Ports of net.ipv4.ip_local_port_range not reserved, at the last diagnosis, per netns and pod.",
 	}, []string{"netns", "namespace", "pod"})
-	for i, name := range cacheNames {
+	for _, cs := range cacheSeries {
 		m.reg.MustRegister(
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_cache_entries", Help: "Entries in one of eaddr's caches.", ConstLabels: prometheus.Labels{"cache": name}},
-				func() float64 { return float64(m.cacheLen[i].Load()) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_cache_capacity", Help: "The most entries that cache keeps.", ConstLabels: prometheus.Labels{"cache": name}},
-				func() float64 { return float64(m.cacheCap[i].Load()) }))
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_cache_entries", Help: "Entries in one of eaddr's caches.", ConstLabels: prometheus.Labels{"cache": cs.name}},
+				func() float64 { return float64(m.cacheSize(cs.size).Len) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_cache_capacity", Help: "The most entries that cache keeps.", ConstLabels: prometheus.Labels{"cache": cs.name}},
+				func() float64 { return float64(m.cacheSize(cs.size).Cap) }))
 	}
 	m.reg.MustRegister(m.errors, m.inUse, m.usable,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -228,8 +249,10 @@ func (m *metrics) serve(ctx context.Context, addr string, log *slog.Logger) (str
 	return ln.Addr().String(), nil
 }
 
-// setCache records the size and bound of cache i (an index of cacheNames).
-func (m *metrics) setCache(i, n, capacity int) {
-	m.cacheLen[i].Store(int64(n))
-	m.cacheCap[i].Store(int64(capacity))
+// cacheSize reads one cache's size from the last sample.
+func (m *metrics) cacheSize(size func(*Caches) Size) Size {
+	if c := m.caches.Load(); c != nil {
+		return size(c)
+	}
+	return Size{}
 }

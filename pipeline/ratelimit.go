@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"fmt"
@@ -72,8 +72,8 @@ func (r *rateLimiter) allow(ev *decode.Event, now time.Time) (ok bool, suppresse
 	return true, s
 }
 
-// parseRate reads "100/s", "100", "0" or "off".
-func parseRate(s string) (float64, error) {
+// ParseRate reads "100/s", "100", "0" or "off".
+func ParseRate(s string) (float64, error) {
 	s = strings.TrimSpace(s)
 	if s == "off" || s == "0" {
 		return 0, nil

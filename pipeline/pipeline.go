@@ -1,0 +1,215 @@
+package pipeline
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/diagnose"
+	"github.com/eaddr/eaddr/diagnose/netdiag"
+	"github.com/eaddr/eaddr/explain"
+	"github.com/eaddr/eaddr/pod"
+	"github.com/eaddr/eaddr/pod/kube"
+	"github.com/eaddr/eaddr/tracer"
+)
+
+// Config is what a trace does, from `eaddr trace`'s flags, checked.
+type Config struct {
+	Table  bool           // a table for a person, not JSON lines
+	Tracer tracer.Options // what the kernel reports
+	Comm   string         // only this comm
+	Cgroup string         // only cgroup paths with this prefix
+	Node   string         // the node's name in each record
+	// Explain: 0 off, 1 short, 2 full (with every other client's wording).
+	Explain          int
+	CRIEndpoint      string
+	Flush            time.Duration // the longest an event waits in the ring
+	MetricsAddr      string        // serve /metrics and /healthz here ("": off)
+	MetricsMaxSeries int
+	SummaryEvery     time.Duration // 0: no summary records
+	Rate             float64       // events per second per key; 0: no limit
+	// Pod filters.
+	Namespace, Pod, Container string
+	Selector                  map[string]string
+	// DiagnoseEvery: one snapshot per key in this interval; 0: no diagnosis.
+	DiagnoseEvery          time.Duration
+	NodePortLo, NodePortHi int
+}
+
+// keep is what user space drops after the kernel's own filters, applied after
+// attribution. unresolved: the filter could not decide, because the event's
+// cgroup or pod is not known; such events are dropped and counted
+// (filtered_unresolved), never passed as if they matched.
+func (c *Config) keep(ev *decode.Event) (keep, unresolved bool) {
+	if c.Comm != "" && string(ev.Comm) != c.Comm {
+		return false, false
+	}
+	if c.Cgroup != "" {
+		if ev.CgroupPath == "" {
+			return false, true
+		}
+		if !strings.HasPrefix(ev.CgroupPath, c.Cgroup) {
+			return false, false
+		}
+	}
+	if c.Namespace == "" && c.Pod == "" && c.Container == "" && c.Selector == nil {
+		return true, false
+	}
+	p := ev.Pod
+	if p == nil {
+		return false, ev.PodUnresolved != ""
+	}
+	if ev.PodNamesUnresolved != "" {
+		return false, true
+	}
+	if (c.Namespace != "" && p.Namespace != c.Namespace) || (c.Pod != "" && p.Name != c.Pod) || (c.Container != "" && p.Container != c.Container) {
+		return false, false
+	}
+	for k, v := range c.Selector {
+		if p.Labels[k] != v {
+			return false, false
+		}
+	}
+	return true, false
+}
+
+// Hooks let the demo watch a trace; nil hooks are skipped.
+type Hooks struct {
+	Attached func()                                                      // after the probes are attached
+	Event    func(ev *decode.Event, x *explain.Explanation, line []byte) // after each event was written; line is reused
+}
+
+// Run attaches, streams events to out until ctx is done, then detaches,
+// drains what is queued and logs the totals. It is the one trace loop:
+// `eaddr trace` and `eaddr demo` call it.
+func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks Hooks) error {
+	c.Tracer.Logger = log
+	var met *metrics
+	if c.MetricsAddr != "" {
+		met = newMetrics(c.MetricsMaxSeries)
+		addr, err := met.serve(ctx, c.MetricsAddr, log)
+		if err != nil {
+			return err
+		}
+		log.Info("serving metrics", "url", "http://"+addr+"/metrics")
+	}
+	t, err := tracer.New(c.Tracer)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	stopWatching := t.StopOnDone(ctx)
+	defer stopWatching()
+
+	r, err := newTraceRun(c, t, out, log, met, hooks)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	if met != nil { // healthy before "attached" is logged: a probe that waits for the line sees 200
+		met.healthy.Store(true)
+		defer met.healthy.Store(false)
+	}
+	log.Info("attached", "syscalls", syscallNames(c.Tracer.Syscalls), "errnos", errnoNames(c.Tracer), "output", map[bool]string{true: "table", false: "json"}[c.Table])
+	if hooks.Attached != nil {
+		hooks.Attached()
+	}
+	if err := r.loop(); err != nil {
+		return err
+	}
+	return r.finish()
+}
+
+func errnoNames(o tracer.Options) string {
+	if o.AllErrnos {
+		return "all"
+	}
+	var names []string
+	for _, n := range o.Errnos {
+		names = append(names, decode.ErrnoName(n))
+	}
+	return strings.Join(slices.Compact(names), ",")
+}
+
+// traceRun is one trace: the stages an event goes through, in order, and
+// their counters.
+type traceRun struct {
+	c     Config
+	t     *tracer.Tracer
+	log   *slog.Logger
+	met   *metrics
+	hooks Hooks
+
+	cgroups   *pod.CgroupResolver // nil without cgroup2
+	dec       *decode.Decoder
+	names     *kube.Resolver
+	pods      *pod.PodMapper
+	hold      holdQueue
+	explainer *explain.Explainer
+	diag      *diagWorker // nil: --diagnose=false
+	diagHold  []diagHeld
+	share     *diagShare
+	seenNetNS map[uint32]bool // netns already told to the diagnosis
+	limiter   *rateLimiter
+	sk        *sink
+	sum       summary
+
+	raw      tracer.RawEvent
+	ev       decode.Event
+	x        explain.Explanation
+	lastTick time.Time
+
+	written, filtered, filteredUnresolved uint64
+}
+
+func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, met *metrics, hooks Hooks) (*traceRun, error) {
+	r := &traceRun{c: c, t: t, log: log, met: met, hooks: hooks, limiter: newRateLimiter(c.Rate), hold: newHoldQueue(holdMax)}
+	cg, err := pod.NewCgroupResolver(t)
+	r.dec = decode.NewDecoder(nil)
+	if err != nil {
+		log.Warn("cgroup paths unavailable, events carry cgroup ids only", "err", err)
+		r.dec.NoCgroups = err.Error()
+	} else {
+		r.cgroups, r.dec.Cgroups = cg, cg
+	}
+	r.names = kube.NewResolver(c.CRIEndpoint, log)
+	host, _ := netdiag.HostInode()
+	r.pods = pod.NewPodMapper(r.names, host)
+	r.pods.CgroupV1 = pod.CgroupV1Mounted()
+	if c.Explain > 0 {
+		if r.explainer, err = explain.NewExplainer(); err != nil {
+			r.close()
+			return nil, err
+		}
+	}
+	if c.DiagnoseEvery > 0 {
+		d := diagnose.NewDiagnoser()
+		netdiag.SetLogger(log) // says once if sock_diag cannot dump sockets and /proc/net is read instead
+		d.Interval, d.NodePortLo, d.NodePortHi = c.DiagnoseEvery, c.NodePortLo, c.NodePortHi
+		d.HostNetNS = host
+		r.diag, r.seenNetNS, r.share = newDiagWorker(d), map[uint32]bool{}, newDiagShare(c.DiagnoseEvery)
+	}
+	r.sum = summary{start: time.Now(), every: c.SummaryEvery, enabled: c.SummaryEvery > 0 && !c.Table}
+	// Lines are batched and handed to a writer goroutine whenever the ring
+	// is drained; a stalled stdout makes batches drop (counted), never the
+	// reader block. A closed stdout (EPIPE) stops the trace.
+	r.sk = newSink(out, 64<<10, 64, t.Stop) // at most 4 MiB waiting for stdout
+	if c.Table {
+		r.sk.add(append(r.sk.buf(), decode.TableHeader+"\n"...), 0)
+	}
+	return r, nil
+}
+func syscallNames(s []uint8) string {
+	if len(s) == 0 {
+		return "connect,bind"
+	}
+	var names []string
+	for _, n := range s {
+		names = append(names, decode.Syscall(n).String())
+	}
+	return strings.Join(names, ",")
+}
