@@ -8,8 +8,9 @@ import re
 import sys
 
 console, qemu_rc, kver, cgbase, pod1, cid1, pod2, cid2 = sys.argv[1:9]
-# the console carries the firmware's terminal escapes (ESC c, ESC [...) in front of the guest's lines
-text = re.sub(r"\x1b(\[[0-9;?]*[A-Za-z]|c)", "", open(console, errors="replace").read())
+# the console has CR LF line ends and the firmware's terminal escapes (ESC c, ESC [...) in
+# front of the guest's lines
+text = re.sub(r"\x1b(\[[0-9;?]*[A-Za-z]|c)", "", open(console, errors="replace").read().replace("\r", ""))
 failed = []
 
 

@@ -27,8 +27,18 @@ need go 'go(PATH)'
 [ -z "$missing" ] || die "missing:$missing (apt-get install qemu-system-x86 busybox-static cpio)"
 
 work=$(mktemp -d /tmp/eaddr-kernels.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-chmod 755 "$work"   # apt-get download runs as _apt; the guest reads it over 9p
+qpid= tpid=
+cleanup() { # stops qemu (timeout passes the signal on) and the console tail, removes $work
+	set +e
+	[ -z "$qpid" ] || kill "$qpid" 2>/dev/null
+	[ -z "$tpid" ] || kill "$tpid" 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+chmod 755 "$work"   # the guest reads it over 9p
+mkdir "$work/dl" && { chown _apt "$work/dl" 2>/dev/null || true; }   # apt-get download runs as _apt
 start=$(date +%s)
 
 # modorder DIR: the modules in DIR (*.ko), each after the ones its .modinfo depends= names (the
@@ -100,9 +110,9 @@ pkg=$(apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-amd64-unsigned$
 [ -n "$pkg" ] || die "no linux-image-6.1.0-*-amd64-unsigned package in the apt lists (Debian 12 sources, apt-get update?)"
 kver=${pkg#linux-image-}; kver=${kver%-unsigned}
 echo "== kernel package $pkg ($(apt-cache policy "$pkg" | awk '/Candidate:/{print $2}'))"
-(cd "$work" && timeout 600 apt-get download -q "$pkg" >/dev/null)
-dpkg -x "$work"/"$pkg"_*.deb "$work/k"
-rm -f "$work"/"$pkg"_*.deb
+(cd "$work/dl" && timeout 600 apt-get download -q "$pkg" >/dev/null)
+dpkg -x "$work/dl/$pkg"_*.deb "$work/k"
+rm -rf "$work/dl"
 vmlinuz=$work/k/boot/vmlinuz-$kver
 mods=$work/k/lib/modules/$kver/kernel
 [ -f "$vmlinuz" ] || die "no $vmlinuz in $pkg"
@@ -121,13 +131,20 @@ hex64() { echo "$(uuid)$(uuid)" | tr -d '-'; }
 pod1=$(uuid) cid1=$(hex64) pod2=$(uuid) cid2=$(hex64) cgbase=eaddr-k$(uuid | cut -c1-8)
 timeout=${KERNELS_TIMEOUT:-300}
 echo "== boot $kver under qemu (TCG, -nic none, at most $timeout s)"
-rc=0
 timeout "$timeout" qemu-system-x86_64 -accel tcg -cpu max -smp 2 -m 1024 \
 	-nographic -no-reboot -nic none \
 	-kernel "$vmlinuz" -initrd "$work/initramfs.cpio.gz" \
 	-virtfs local,path=/,mount_tag=root,security_model=none,readonly=on,multidevs=remap \
 	-append "console=ttyS0 panic=-1 quiet loglevel=4 guest_init=$repo/testdata/kernels/guest-init.sh kdir=$work cgbase=$cgbase pod1=$pod1 cid1=$cid1 pod2=$pod2 cid2=$cid2" \
-	</dev/null | tr -d '\r' | tee "$work/console.log" || rc=$?
+	</dev/null >"$work/console.log" 2>&1 &
+qpid=$!
+tail -n +1 --pid="$qpid" -f "$work/console.log" &   # the console, live; ends with qemu
+tpid=$!
+rc=0
+wait "$qpid" || rc=$?   # a wait, not a foreground command, so INT/TERM act at once
+qpid=
+wait "$tpid" || true
+tpid=
 echo "== qemu exited $rc after $(($(date +%s) - start)) s in all"
 
 python3 testdata/kernels/check.py "$work/console.log" "$rc" "$kver" "$cgbase" "$pod1" "$cid1" "$pod2" "$cid2"
