@@ -93,3 +93,11 @@ image:
 	GO='$(GO)' BUILDAH='$(BUILDAH)' LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' IMAGE_NAME='$(IMAGE_NAME)' \
 	IMAGE_ARCHIVE='$(IMAGE_ARCHIVE)' IMAGE_EPOCH='$(IMAGE_EPOCH)' IMAGE_REVISION='$(IMAGE_REVISION)' \
 		./deploy/build-image.sh
+
+# Other kernels (docs/testing.md): boots the newest Linux 6.1 amd64 kernel package Debian serves
+# under qemu (TCG, no network device) and checks that eaddr's BPF programs load and report there.
+# Needs root, apt sources for Debian 12, qemu-system-x86, busybox-static, cpio, gcc, python3.
+# About half a minute to a few minutes (TCG); the VM is bounded by KERNELS_TIMEOUT (300 s).
+.PHONY: test-kernels
+test-kernels:
+	./testdata/kernels/run.sh
