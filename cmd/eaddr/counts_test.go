@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -177,33 +176,9 @@ func TestSlowReaderWholeLines(t *testing.T) {
 	defer r.Close()
 	cmd := exec.Command(eaddrBin, "trace", "--netns", strconv.FormatUint(ns.Inode(), 10), "--rate-limit", "0", "--summary-interval", "0")
 	cmd.Stdout = w
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	log := startLogged(t, cmd)
 	w.Close()
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	var logMu sync.Mutex
-	var log strings.Builder
-	attached := make(chan struct{})
-	go func() {
-		s := bufio.NewScanner(stderr)
-		once := false
-		for s.Scan() {
-			logMu.Lock()
-			log.WriteString(s.Text() + "\n")
-			logMu.Unlock()
-			if !once && strings.Contains(s.Text(), "attached") {
-				once = true
-				close(attached)
-			}
-		}
-	}()
-	select {
-	case <-attached:
-	case <-time.After(30 * time.Second):
-		t.Fatal("eaddr did not attach within 30s")
-	}
+	log.waitFor(t, "attached", 30*time.Second)
 	rd := &slowReader{reading: true}
 	readerDone := make(chan struct{})
 	go func() { rd.run(r); close(readerDone) }()
@@ -213,15 +188,8 @@ func TestSlowReaderWholeLines(t *testing.T) {
 	rd.set(false)                       // then stuck
 	time.Sleep(300 * time.Millisecond)
 	cmd.Process.Signal(syscall.SIGINT)
-	errc := make(chan error, 1)
-	go func() { errc <- cmd.Wait() }()
-	select {
-	case err := <-errc:
-		if err != nil {
-			t.Errorf("exit: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("a stuck reader kept eaddr from stopping")
+	if err := log.wait(t, 20*time.Second, "a stuck reader kept eaddr from stopping"); err != nil {
+		t.Errorf("exit: %v", err)
 	}
 	rd.set(true) // what eaddr left in the pipe counts as received
 	select {
@@ -229,9 +197,7 @@ func TestSlowReaderWholeLines(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the pipe did not reach EOF after eaddr exited")
 	}
-	logMu.Lock()
 	c := totals(t, log.String())
-	logMu.Unlock()
 	got := rd.got.Bytes()
 	lines := bytes.Split(got, []byte("\n"))
 	if last := lines[len(lines)-1]; len(last) != 0 {

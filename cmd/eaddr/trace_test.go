@@ -272,23 +272,17 @@ func TestTableOutput(t *testing.T) {
 	testenv.RequireRoot(t)
 	cmd := exec.Command(eaddrBin, "trace", "-o", "table", "--netns", strconv.FormatUint(ns.Inode(), 10))
 	stdout, _ := cmd.StdoutPipe()
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	watchdog := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() }) // a hang fails, not blocks
+	log := startLogged(t, cmd)
+	watchdog := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() }) // a stdout that never comes fails, not blocks
 	t.Cleanup(func() {
 		watchdog.Stop()
 		cmd.Process.Signal(syscall.SIGINT)
 		go io.Copy(io.Discard, stdout)
-		if err := cmd.Wait(); err != nil {
+		if err := log.wait(t, 30*time.Second, "eaddr trace -o table did not stop within 30s of SIGINT"); err != nil {
 			t.Errorf("eaddr trace -o table after SIGINT: %v", err)
 		}
 	})
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() && !strings.Contains(sc.Text(), "attached") {
-	}
-	go io.Copy(io.Discard, stderr)
+	log.waitFor(t, "attached", 30*time.Second)
 	pid, _ := runInNS(t, ns, py, "-c", `import socket
 try:
     socket.create_connection(("127.0.0.1", 8080), timeout=5)
