@@ -5,6 +5,7 @@ package decode
 import (
 	"encoding/binary"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -23,6 +24,15 @@ const (
 	Connect Syscall = Syscall(tracer.SysConnect)
 	Bind    Syscall = Syscall(tracer.SysBind)
 )
+
+// AppendTo appends the name without allocating, also for unknown ones.
+func (s Syscall) AppendTo(b []byte) []byte {
+	switch s {
+	case Connect, Bind:
+		return append(b, s.String()...)
+	}
+	return strconv.AppendUint(append(b, "unknown:"...), uint64(s), 10)
+}
 
 func (s Syscall) String() string {
 	switch s {
@@ -295,5 +305,5 @@ func cstring(dst []byte, src []int8) []byte {
 
 func itoa(n int) string {
 	var b [20]byte
-	return string(appendInt(b[:0], int64(n)))
+	return string(strconv.AppendInt(b[:0], int64(n), 10))
 }

@@ -37,27 +37,6 @@ func TestDiagnosisStrings(t *testing.T) {
 	}
 }
 
-func TestDiagnosisJSON(t *testing.T) {
-	g := &Diagnosis{Verdict: `exhausted "quoted"`, RangeLo: 40000, RangeHi: 40001, Usable: 2, InUse: 2, Reserved: "40001",
-		States: []Count{{"ESTABLISHED", 2}}, Holders: []Holder{{PID: 1, Comm: "a\x01b", Sockets: 2}},
-		Addresses: []string{"127.0.0.1/8"}, Fix: []string{"x"}, HostNetwork: true, Shared: true, At: time.Unix(0, 0)}
-	b := append([]byte("{\"x\":1"), AppendDiagnosisJSON(nil, g)...)
-	b = append(b, '}')
-	var m struct {
-		Diagnosis map[string]any `json:"diagnosis"`
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("%v: %s", err, b)
-	}
-	d := m.Diagnosis
-	if d["verdict"] != `exhausted "quoted"` || d["port_range"] != "40000-40001" || d["in_use"] != 2.0 || d["host_network"] != true || d["reserved_ports"] != "40001" {
-		t.Errorf("diagnosis JSON %s", b)
-	}
-	if got := AppendDiagnosisJSON(nil, nil); len(got) != 0 {
-		t.Errorf("nil diagnosis appended %q", got)
-	}
-}
-
 // Events inside one interval share a snapshot, per netns and destination;
 // a netns with no live process is reported as unreachable, once per interval.
 func TestDiagnoserRateLimit(t *testing.T) {

@@ -1,7 +1,6 @@
 package explain
 
 import (
-	"encoding/json"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -184,15 +183,8 @@ func TestClientMessageFromRecordedEvents(t *testing.T) {
 			if !ok || string(got) != tc.want {
 				t.Errorf("predicted %q (ok %v), want %q", got, ok, tc.want)
 			}
-			line := x.appendJSONExplained(nil, ev, "n", &ex, true)
-			testenv.ValidateLine(t, string(line))
-			var m map[string]any
-			if err := json.Unmarshal(line, &m); err != nil {
-				t.Fatalf("invalid JSON %v: %s", err, line)
-			}
-			e := m["explain"].(map[string]any)
-			if e["client_message"] != tc.want || e["meaning"] == nil || len(e["other_wordings"].([]any)) < 10 {
-				t.Errorf("explain object %v", e)
+			if ex.Meaning == nil || len(x.Wordings(&ex)) < 10 {
+				t.Errorf("no meaning, or fewer than 10 other wordings: %+v", ex)
 			}
 		})
 	}
@@ -206,7 +198,10 @@ func TestExplainDoesNotAllocate(t *testing.T) {
 	for _, full := range []bool{false, true} {
 		n := testing.AllocsPerRun(200, func() {
 			x.Explain(ev, &ex)
-			buf = x.appendJSONExplained(buf[:0], ev, "node-a", &ex, full)
+			buf, _ = ex.AppendClientMessage(buf[:0])
+			if full {
+				_ = x.Wordings(&ex)
+			}
 		})
 		if n != 0 {
 			t.Errorf("explain (wordings %v) allocates %.1f times per event, want 0", full, n)

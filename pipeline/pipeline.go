@@ -12,6 +12,7 @@ import (
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/explain"
+	"github.com/eaddr/eaddr/output"
 	"github.com/eaddr/eaddr/pod"
 	"github.com/eaddr/eaddr/pod/kube"
 	"github.com/eaddr/eaddr/tracer"
@@ -150,7 +151,8 @@ type traceRun struct {
 	pods      *pod.PodMapper
 	hold      holdQueue
 	explainer *explain.Explainer
-	diag      *diagWorker // nil: --diagnose=false
+	events    output.Events // writes event records
+	diag      *diagWorker   // nil: --diagnose=false
 	diagHold  []diagHeld
 	share     *diagShare
 	seenNetNS map[uint32]bool // netns already told to the diagnosis
@@ -185,6 +187,7 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 			r.close()
 			return nil, err
 		}
+		r.events.Explainer = r.explainer
 	}
 	if c.DiagnoseEvery > 0 {
 		d := diagnose.NewDiagnoser()
@@ -199,7 +202,7 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 	// reader block. A closed stdout (EPIPE) stops the trace.
 	r.sk = newSink(out, 64<<10, 64, t.Stop) // at most 4 MiB waiting for stdout
 	if c.Table {
-		r.sk.add(append(r.sk.buf(), decode.TableHeader+"\n"...), 0)
+		r.sk.add(append(r.sk.buf(), output.TableHeader+"\n"...), 0)
 	}
 	return r, nil
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose"
-	"github.com/eaddr/eaddr/explain"
+	"github.com/eaddr/eaddr/output"
 	"github.com/eaddr/eaddr/tracer"
 )
 
@@ -285,19 +285,19 @@ func firstOf(s ...string) string {
 func (r *traceRun) render(buf []byte, ev *decode.Event, explained bool, g *diagnose.Diagnosis) []byte {
 	switch {
 	case r.c.Table:
-		buf = decode.AppendTable(buf, ev)
+		buf = output.AppendTable(buf, ev)
 		if explained {
 			buf = append(buf, '\n')
-			buf = r.x.AppendTableExplained(buf)
+			buf = output.AppendTableExplained(buf, &r.x)
 		}
 		if g != nil {
 			buf = append(buf, "\n    ⚑ "...)
 			buf = append(buf, g.Verdict...)
 		}
 	case explained:
-		buf = explain.AppendEvent(buf, ev, r.c.Node, r.explainer, &r.x, r.c.Explain == 2, g)
+		buf = r.events.Append(buf, ev, r.c.Node, &r.x, r.c.Explain == 2, g)
 	default:
-		buf = explain.AppendEvent(buf, ev, r.c.Node, nil, nil, false, g)
+		buf = r.events.Append(buf, ev, r.c.Node, nil, false, g)
 	}
 	return append(buf, '\n')
 }

@@ -1,10 +1,10 @@
 package pipeline
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/output"
 )
 
 // summary counts what the JSON stream carried between summary records.
@@ -37,52 +37,9 @@ func (s *summary) count(ev *decode.Event) {
 
 // append writes the record and starts the next interval.
 func (s *summary) append(b []byte, now time.Time, node string, lostTotal, droppedTotal, suppressedTotal uint64) []byte {
-	b = append(b, `{"schema":`...)
-	b = strconv.AppendInt(b, decode.Schema, 10)
-	b = append(b, `,"kind":"summary","time":"`...)
-	b = now.UTC().AppendFormat(b, time.RFC3339Nano)
-	b = append(b, `","since":"`...)
-	b = s.start.UTC().AppendFormat(b, time.RFC3339Nano)
-	b = append(b, '"')
-	if node != "" {
-		b = append(b, `,"node":`...)
-		b = decode.AppendString(b, node)
-	}
-	b = append(b, `,"events":`...)
-	b = strconv.AppendUint(b, s.events, 10)
-	b = append(b, `,"errnos":{`...)
-	first := true
-	for n, c := range s.errnos {
-		if c == 0 {
-			continue
-		}
-		if !first {
-			b = append(b, ',')
-		}
-		first = false
-		b = append(b, '"')
-		b = decode.AppendErrnoName(b, n)
-		b = append(b, `":`...)
-		b = strconv.AppendUint(b, c, 10)
-	}
-	b = append(b, '}')
-	if s.nodeport > 0 {
-		b = append(b, `,"nodeport_collisions":`...)
-		b = strconv.AppendUint(b, s.nodeport, 10)
-	}
-	b = append(b, `,"lost":`...)
-	b = strconv.AppendUint(b, lostTotal-s.lostSeen, 10)
-	b = append(b, `,"lost_total":`...)
-	b = strconv.AppendUint(b, lostTotal, 10)
-	b = append(b, `,"dropped":`...)
-	b = strconv.AppendUint(b, droppedTotal-s.droppedSeen, 10)
-	b = append(b, `,"dropped_total":`...)
-	b = strconv.AppendUint(b, droppedTotal, 10)
-	b = append(b, `,"suppressed":`...)
-	b = strconv.AppendUint(b, s.suppr, 10)
-	b = append(b, `,"suppressed_total":`...)
-	b = strconv.AppendUint(b, suppressedTotal, 10)
-	b = append(b, '}')
+	b = output.AppendSummary(b, &output.Summary{Time: now, Since: s.start, Node: node, Events: s.events, Errnos: &s.errnos,
+		NodePort: s.nodeport, Lost: lostTotal - s.lostSeen, LostTotal: lostTotal, Dropped: droppedTotal - s.droppedSeen,
+		DroppedTotal: droppedTotal, Suppressed: s.suppr, SuppressedTotal: suppressedTotal})
 	*s = summary{enabled: s.enabled, every: s.every, start: now, lostSeen: lostTotal, droppedSeen: droppedTotal}
 	return b
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/explain"
+	"github.com/eaddr/eaddr/output"
 )
 
 // ExplainFlags are the flags of `eaddr explain`.
@@ -68,16 +69,8 @@ Flags:
 	if len(ids) == 0 {
 		closest := ex.Catalog.Closest(input, 5)
 		if f.Output == "json" {
-			b := in.appendJSON([]byte{'{'})
-			b = append(b, `,"recognised":false,"closest":[`...)
-			for i, w := range closest {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				b = appendWording(b, w)
-			}
-			b = append(b, "]}\n"...)
-			stdout.Write(b)
+			res := output.ExplainResult{Input: in.excerpt(), InputBytes: in.total, InputCut: in.cut, Closest: closest}
+			stdout.Write(append(output.AppendExplainResult(nil, &res), '\n'))
 		} else {
 			in.writeText(stdout)
 			fmt.Fprintf(stdout, "not recognised: %s\n", in.quoted())
@@ -93,7 +86,7 @@ Flags:
 	rep := buildReport(ex, input, ids)
 	rep.in = in
 	if f.Output == "json" {
-		_, err := stdout.Write(rep.appendJSON(nil))
+		_, err := stdout.Write(append(output.AppendExplainResult(nil, rep.result()), '\n'))
 		return err
 	}
 	in.writeText(stdout)
@@ -154,16 +147,6 @@ func (in explainInput) writeText(w io.Writer) {
 	if in.cut {
 		fmt.Fprintf(w, "input:    %d bytes, cut to the first %d: explain reads at most 4 KiB\n", in.total, len(in.text))
 	}
-}
-
-// appendJSON writes "input" (the excerpt), "input_bytes" and "input_cut".
-func (in explainInput) appendJSON(b []byte) []byte {
-	b = append(b, `"input":`...)
-	b = decode.AppendString(b, in.excerpt())
-	b = append(b, `,"input_bytes":`...)
-	b = strconv.AppendInt(b, int64(in.total), 10)
-	b = append(b, `,"input_cut":`...)
-	return strconv.AppendBool(b, in.cut)
 }
 
 // errNotRecognised makes explain exit 1 with nothing more said.
@@ -296,59 +279,16 @@ func (r *report) confirm() []string {
 	return out
 }
 
-func (r *report) appendJSON(b []byte) []byte {
-	b = r.in.appendJSON(append(b, '{'))
-	b = append(b, `,"recognised":true`...)
-	if r.id.Errno != 0 {
-		b = append(b, `,"errno":`...)
-		b = decode.AppendString(b, decode.ErrnoName(r.id.Errno))
-		b = append(b, fmt.Sprintf(`,"errno_num":%d`, r.id.Errno)...)
-	}
-	b = append(b, `,"syscall":`...)
-	b = decode.AppendString(b, r.syscall.String())
-	b = append(b, fmt.Sprintf(`,"syscall_inferred":%t`, r.sysGuess)...)
+// result is the report as output writes it.
+func (r *report) result() *output.ExplainResult {
+	res := &output.ExplainResult{Input: r.in.excerpt(), InputBytes: r.in.total, InputCut: r.in.cut, Recognised: true,
+		Errno: r.id.Errno, Syscall: r.syscall, SyscallInferred: r.sysGuess, Libc: string(r.id.Libc),
+		Other: r.other, Confirm: r.confirm()}
 	if r.id.Client != nil {
-		b = append(b, `,"client":`...)
-		b = decode.AppendString(b, r.id.Client.Name)
-		b = append(b, `,"client_source":`...)
-		b = decode.AppendString(b, r.id.Client.Source)
-	}
-	if r.id.Libc != "" {
-		b = append(b, `,"libc":`...)
-		b = decode.AppendString(b, string(r.id.Libc))
+		res.Client, res.ClientSource = r.id.Client.Name, r.id.Client.Source
 	}
 	if r.meaning != nil {
-		b = append(b, `,"meaning":`...)
-		b = decode.AppendString(b, r.meaning.Meaning)
-		b = appendStrings(b, "causes", r.meaning.Causes)
+		res.Meaning, res.Causes = r.meaning.Meaning, r.meaning.Causes
 	}
-	b = append(b, `,"other_wordings":[`...)
-	for i, o := range r.other {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendWording(b, o)
-	}
-	b = append(b, ']')
-	b = appendStrings(b, "confirm", r.confirm())
-	return append(b, "}\n"...)
-}
-
-func appendStrings(b []byte, name string, list []string) []byte {
-	b = append(b, `,"`+name+`":[`...)
-	for i, s := range list {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = decode.AppendString(b, s)
-	}
-	return append(b, ']')
-}
-
-func appendWording(b []byte, w explain.Wording) []byte {
-	b = append(b, `{"by":`...)
-	b = decode.AppendString(b, string(w.By))
-	b = append(b, `,"text":`...)
-	b = decode.AppendString(b, string(w.Text))
-	return append(b, '}')
+	return res
 }

@@ -548,8 +548,8 @@ var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) n
 // goBenches are the Go benchmarks `make bench` runs: user space per event,
 // and what naming a cgroup costs in user space and in the BPF program.
 var goBenches = [][]string{
-	{"-bench", "BenchmarkEventJSON|BenchmarkCgroupPath", "-benchmem", "./decode"},
-	{"-bench", "BenchmarkEventJSONExplainShort", "-benchmem", "./explain"},
+	{"-bench", "BenchmarkEventJSON", "-benchmem", "./output"},
+	{"-bench", "BenchmarkCgroupPath", "-benchmem", "./pod"},
 	{"-bench", "BenchmarkCgroupRecord|BenchmarkLookupCgroup", "-benchtime", "5x", "-benchmem", "./tracer"},
 }
 

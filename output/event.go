@@ -1,24 +1,18 @@
-package decode
+package output
 
 import (
 	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/eaddr/eaddr/decode"
 )
 
-// appendJSON appends ev as one JSON object (no newline) in the schema of
-// docs/events.md. Fields that do not apply are left out, never null. It does
-// not allocate when b has room.
-func appendJSON(b []byte, ev *Event, node string) []byte {
-	b = AppendEventFields(b, ev, node)
-	return append(b, '}')
-}
-
-// AppendEventFields appends the event object without its closing brace.
-func AppendEventFields(b []byte, ev *Event, node string) []byte {
+// appendEventFields appends the event object without its closing brace.
+func appendEventFields(b []byte, ev *decode.Event, node string) []byte {
 	b = append(b, `{"schema":`...)
-	b = strconv.AppendInt(b, Schema, 10)
+	b = strconv.AppendInt(b, decode.Schema, 10)
 	b = append(b, `,"kind":"`...)
 	b = append(b, ev.Kind()...)
 	b = append(b, `","time":"`...)
@@ -29,11 +23,11 @@ func AppendEventFields(b []byte, ev *Event, node string) []byte {
 		b = AppendString(b, node)
 	}
 	b = append(b, `,"syscall":"`...)
-	b = append(b, ev.Syscall.String()...)
+	b = ev.Syscall.AppendTo(b)
 	b = append(b, '"')
 	if !ev.NodePort {
 		b = append(b, `,"errno":"`...)
-		b = AppendErrnoName(b, ev.Errno)
+		b = decode.AppendErrnoName(b, ev.Errno)
 		b = append(b, `","errno_num":`...)
 		b = strconv.AppendInt(b, int64(ev.Errno), 10)
 	}
@@ -59,7 +53,7 @@ func AppendEventFields(b []byte, ev *Event, node string) []byte {
 	return b
 }
 
-func appendProcess(b []byte, ev *Event) []byte {
+func appendProcess(b []byte, ev *decode.Event) []byte {
 	b = append(b, `,"process":{"pid":`...)
 	b = strconv.AppendUint(b, uint64(ev.PID), 10)
 	b = append(b, `,"tid":`...)
@@ -69,26 +63,26 @@ func appendProcess(b []byte, ev *Event) []byte {
 	b = append(b, `,"uid":`...)
 	b = strconv.AppendUint(b, uint64(ev.UID), 10)
 	b = append(b, `,"comm":`...)
-	b = AppendBytesString(b, ev.Comm)
+	b = appendBytesString(b, ev.Comm)
 	if len(ev.ExeName) > 0 {
 		b = append(b, `,"exe":`...)
-		b = AppendBytesString(b, ev.ExeName)
+		b = appendBytesString(b, ev.ExeName)
 	}
 	return append(b, '}')
 }
 
-func appendSocket(b []byte, ev *Event) []byte {
+func appendSocket(b []byte, ev *decode.Event) []byte {
 	b = append(b, `,"socket":{"fd":`...)
 	b = strconv.AppendInt(b, int64(ev.FD), 10)
 	if ev.HasSocket {
 		b = append(b, `,"family":"`...)
-		b = append(b, FamilyName(ev.Family)...)
+		b = append(b, decode.FamilyName(ev.Family)...)
 		b = append(b, `","type":"`...)
-		b = append(b, SockTypeName(ev.Type)...)
+		b = append(b, decode.SockTypeName(ev.Type)...)
 		b = append(b, '"')
 		if ev.Protocol != 0 {
 			b = append(b, `,"protocol":"`...)
-			b = append(b, ProtocolName(ev.Protocol)...)
+			b = append(b, decode.ProtocolName(ev.Protocol)...)
 			b = append(b, '"')
 		}
 	}
@@ -97,7 +91,7 @@ func appendSocket(b []byte, ev *Event) []byte {
 
 // appendAttribution appends the cgroup, the pod and host_network, or why
 // they are not known.
-func appendAttribution(b []byte, ev *Event) []byte {
+func appendAttribution(b []byte, ev *decode.Event) []byte {
 	b = append(b, `,"cgroup":{"id":`...)
 	b = strconv.AppendUint(b, ev.CgroupID, 10)
 	if ev.CgroupPath != "" {
@@ -120,16 +114,16 @@ func appendAttribution(b []byte, ev *Event) []byte {
 	return b
 }
 
-func appendAddr(b []byte, a *Addr) []byte {
+func appendAddr(b []byte, a *decode.Addr) []byte {
 	switch {
 	case a.Unreadable:
 		b = append(b, `{"unreadable":true,"addrlen":`...)
 		b = strconv.AppendInt(b, int64(a.Addrlen), 10)
 		return append(b, '}')
-	case a.Family == AFInet || a.Family == AFInet6:
+	case a.Family == decode.AFInet || a.Family == decode.AFInet6:
 		if !a.IP.IsValid() { // sockaddr too short to hold the address
 			b = append(b, `{"family":"`...)
-			b = append(b, FamilyName(a.Family)...)
+			b = append(b, decode.FamilyName(a.Family)...)
 			return append(b, `"}`...)
 		}
 		b = append(b, `{"ip":"`...)
@@ -137,13 +131,13 @@ func appendAddr(b []byte, a *Addr) []byte {
 		b = append(b, `","port":`...)
 		b = strconv.AppendUint(b, uint64(a.IP.Port()), 10)
 		return append(b, '}')
-	case a.Family == AFUnix:
+	case a.Family == decode.AFUnix:
 		b = append(b, `{"family":"unix","path":`...)
-		b = AppendBytesString(b, a.Path)
+		b = appendBytesString(b, a.Path)
 		return append(b, '}')
 	default:
 		b = append(b, `{"family":"`...)
-		b = append(b, FamilyName(a.Family)...)
+		b = append(b, decode.FamilyName(a.Family)...)
 		b = append(b, '"')
 		if len(a.Raw) > 0 {
 			b = append(b, `,"raw":"`...)
@@ -167,8 +161,8 @@ func appendHex(b, src []byte) []byte {
 // a comm or path with arbitrary bytes still gives valid JSON.
 func AppendString(b []byte, s string) []byte { return appendJSONString(b, s) }
 
-// AppendBytesString appends s as a JSON string.
-func AppendBytesString(b []byte, s []byte) []byte { return appendJSONString(b, s) }
+// appendBytesString appends s as a JSON string.
+func appendBytesString(b []byte, s []byte) []byte { return appendJSONString(b, s) }
 
 func appendJSONString[T string | []byte](b []byte, s T) []byte {
 	b = append(b, '"')
@@ -216,7 +210,7 @@ func appendASCII(b []byte, c byte) []byte {
 func appendInt(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) }
 
 // appendPod appends `,"pod":{...}`; empty fields are left out.
-func appendPod(b []byte, p *Pod, via, namesUnresolved string) []byte {
+func appendPod(b []byte, p *decode.Pod, via, namesUnresolved string) []byte {
 	b = append(b, `,"pod":{`...)
 	comma := false
 	b = appendStrField(b, &comma, "uid", p.UID)
@@ -227,7 +221,7 @@ func appendPod(b []byte, p *Pod, via, namesUnresolved string) []byte {
 	b = appendStrField(b, &comma, "image", p.Image)
 	b = appendStrField(b, &comma, "qos", p.QoS)
 	if len(p.Labels) > 0 {
-		b = AppendField(b, &comma, "labels")
+		b = appendField(b, &comma, "labels")
 		b = appendLabels(b, p.Labels)
 	}
 	b = appendStrField(b, &comma, "via", via)
@@ -259,12 +253,12 @@ func appendStrField(b []byte, comma *bool, name, v string) []byte {
 	if v == "" {
 		return b
 	}
-	b = AppendField(b, comma, name)
+	b = appendField(b, comma, name)
 	return AppendString(b, v)
 }
 
-// AppendField appends `"name":`, after a comma unless it is the first.
-func AppendField(b []byte, comma *bool, name string) []byte {
+// appendField appends `"name":`, after a comma unless it is the first.
+func appendField(b []byte, comma *bool, name string) []byte {
 	if *comma {
 		b = append(b, ',')
 	}

@@ -1,4 +1,4 @@
-package decode
+package output
 
 import (
 	"encoding/json"
@@ -6,11 +6,13 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/explain"
 	"github.com/eaddr/eaddr/tracer"
 )
 
-// FuzzDecodeRaw: any bytes the ring could hold decode to an Event whose JSON
-// is valid (explain.FuzzExplainRaw adds the explanation), without a panic. Seeds: the recorded events of testdata/events.
+// FuzzDecodeRaw: any bytes the ring could hold decode, explain and write to
+// valid JSON and a table row, without a panic. Seeds: testdata/events.
 func FuzzDecodeRaw(f *testing.F) {
 	bins, _ := filepath.Glob("../testdata/events/*.bin")
 	for _, b := range bins {
@@ -18,15 +20,19 @@ func FuzzDecodeRaw(f *testing.F) {
 			f.Add(raw)
 		}
 	}
-	d := fixedDecoder()
+	d := decode.NewDecoder(nil)
+	x, _ := explain.NewExplainer()
+	w := Events{Explainer: x}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var raw tracer.RawEvent
 		if err := raw.UnmarshalBinary(b); err != nil {
 			return
 		}
-		var ev Event
+		var ev decode.Event
 		d.Decode(&raw, &ev)
-		out := appendJSON(nil, &ev, "n")
+		var ex explain.Explanation
+		x.Explain(&ev, &ex)
+		out := w.Append(nil, &ev, "n", &ex, true, nil)
 		if !json.Valid(out) {
 			t.Fatalf("invalid JSON from %x: %s", b, out)
 		}

@@ -1,21 +1,25 @@
-package decode
+package output
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/eaddr/eaddr/decode"
+)
 
 // TableHeader is the first line of --output table.
 const TableHeader = "TIME             SYSCALL ERRNO          PID     COMM             LOCAL                          REMOTE                         NETNS       CGROUP"
 
 // AppendTable appends ev as one aligned row (no newline) under TableHeader.
-func AppendTable(b []byte, ev *Event) []byte {
+func AppendTable(b []byte, ev *decode.Event) []byte {
 	start := len(b)
 	b = ev.Time.Local().AppendFormat(b, "15:04:05.000000")
 	b = pad(b, start, 17)
-	b = append(b, ev.Syscall.String()...)
+	b = ev.Syscall.AppendTo(b)
 	b = pad(b, start, 25)
 	if ev.NodePort {
 		b = append(b, "NODEPORT"...)
 	} else {
-		b = AppendErrnoName(b, ev.Errno)
+		b = decode.AppendErrnoName(b, ev.Errno)
 	}
 	b = pad(b, start, 40)
 	b = strconv.AppendUint(b, uint64(ev.PID), 10)
@@ -46,7 +50,7 @@ func pad(b []byte, start, col int) []byte {
 	return b
 }
 
-func appendAddrText(b []byte, a *Addr) []byte {
+func appendAddrText(b []byte, a *decode.Addr) []byte {
 	if !a.Valid {
 		return append(b, '-')
 	}
@@ -54,12 +58,12 @@ func appendAddrText(b []byte, a *Addr) []byte {
 		return append(b, "(unreadable)"...)
 	}
 	switch {
-	case (a.Family == AFInet || a.Family == AFInet6) && a.IP.IsValid():
+	case (a.Family == decode.AFInet || a.Family == decode.AFInet6) && a.IP.IsValid():
 		return a.IP.AppendTo(b)
-	case a.Family == AFUnix:
+	case a.Family == decode.AFUnix:
 		return appendPrintable(b, a.Path)
 	}
-	return append(b, FamilyName(a.Family)...)
+	return append(b, decode.FamilyName(a.Family)...)
 }
 
 // appendPrintable keeps a terminal safe from control bytes in comm or paths.

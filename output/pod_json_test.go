@@ -1,12 +1,14 @@
-package decode
+package output
 
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/eaddr/eaddr/decode"
 )
 
 func TestPodJSON(t *testing.T) {
-	ev := Event{Pod: &Pod{UID: "u", Name: "client", Namespace: "shop", Container: "app", ContainerID: "c", Image: "i", QoS: "besteffort",
+	ev := decode.Event{Pod: &decode.Pod{UID: "u", Name: "client", Namespace: "shop", Container: "app", ContainerID: "c", Image: "i", QoS: "besteffort",
 		Labels: map[string]string{"b": "2", "a": "1"}}, HostNetwork: false}
 	b := appendJSON(nil, &ev, "n")
 	var m struct {

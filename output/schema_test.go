@@ -1,4 +1,4 @@
-package decode
+package output
 
 import (
 	"strings"
@@ -6,12 +6,13 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/internal/testenv"
 )
 
 // The schema is strict enough to catch what breaks a log pipeline.
 func TestSchemaRejects(t *testing.T) {
-	good := string(appendJSON(nil, &Event{Syscall: Connect, Errno: 99, Comm: []byte("curl"), PID: 1, NetNS: 1, MntNS: 1, CgroupID: 1}, "n"))
+	good := string(appendJSON(nil, &decode.Event{Syscall: decode.Connect, Errno: 99, Comm: []byte("curl"), PID: 1, NetNS: 1, MntNS: 1, CgroupID: 1}, "n"))
 	testenv.ValidateLine(t, good)
 	s := testenv.EventSchema(t)
 	for name, line := range map[string]string{
