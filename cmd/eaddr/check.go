@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/diagnose/netdiag"
+	"github.com/eaddr/eaddr/output"
 	"github.com/eaddr/eaddr/pod/kube"
 )
 
@@ -43,70 +43,22 @@ func (f *CheckFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.CRIEndpoint, "cri-endpoint", "", "container runtime socket, to name the pod of each netns (default: the usual containerd, k3s, CRI-O and cri-dockerd sockets)")
 }
 
-// Severity of a finding; the worst one sets the exit status.
-type severity int
-
-const (
-	sevOK severity = iota
-	sevInfo
-	sevWarning
-	sevCritical
+// The report and its parts are output's: one place writes each record.
+type (
+	severity    = output.Severity
+	finding     = output.Finding
+	destination = output.Destination
+	netnsReport = output.NetNSReport
+	checkPod    = output.CheckPod
+	checkReport = output.CheckReport
 )
 
-func (s severity) String() string { return [...]string{"ok", "info", "warning", "critical"}[s] }
-
-func (s severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
-
-func (s *severity) UnmarshalText(b []byte) error {
-	for i, name := range [...]string{"ok", "info", "warning", "critical"} {
-		if string(b) == name {
-			*s = severity(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("unknown severity %q", b)
-}
-
-type finding struct {
-	Severity severity `json:"severity"`
-	Message  string   `json:"message"`
-}
-
-type destination struct {
-	Remote  string `json:"remote"`
-	Ports   int    `json:"ports"`
-	Percent int    `json:"percent"`
-}
-
-type netnsReport struct {
-	Inode            uint64        `json:"inode"`
-	PID              int           `json:"pid"`
-	Comm             string        `json:"comm,omitempty"`
-	Host             bool          `json:"host_network"`
-	Pod              *checkPod     `json:"pod,omitempty"`
-	PortRange        string        `json:"port_range,omitempty"`
-	Reserved         string        `json:"reserved_ports,omitempty"`
-	UnprivilegedPort int           `json:"unprivileged_port_start,omitempty"`
-	Usable           int           `json:"usable_ports,omitempty"`
-	InUse            int           `json:"ports_in_use"`
-	Destinations     []destination `json:"top_destinations,omitempty"`
-	Listeners        []string      `json:"listeners_in_range,omitempty"`
-	Findings         []finding     `json:"findings,omitempty"`
-	Worst            severity      `json:"worst"`
-	Error            string        `json:"error,omitempty"`
-}
-
-type checkPod struct {
-	Name      string `json:"name,omitempty"`
-	Namespace string `json:"namespace,omitempty"`
-	UID       string `json:"uid,omitempty"`
-}
-
-type checkReport struct {
-	NodePortRange string        `json:"node_port_range"`
-	NetNS         []netnsReport `json:"netns"`
-	Worst         severity      `json:"worst"`
-}
+const (
+	sevOK       = output.SevOK
+	sevInfo     = output.SevInfo
+	sevWarning  = output.SevWarning
+	sevCritical = output.SevCritical
+)
 
 func runCheck(_ context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {
 	fs := pflag.NewFlagSet("check", pflag.ContinueOnError)
@@ -173,12 +125,11 @@ Flags:
 		rep.NetNS = append(rep.NetNS, r)
 	}
 	if f.Output == "json" {
-		enc := json.NewEncoder(stdout)
-		if err := enc.Encode(rep); err != nil {
+		if _, err := stdout.Write(append(output.AppendCheckReport(nil, &rep), '\n')); err != nil {
 			return err
 		}
 	} else {
-		writeCheckTable(stdout, &rep)
+		output.WriteCheckTable(stdout, &rep)
 	}
 	if rep.Worst >= sevWarning {
 		return quietError{"check found problems"}
@@ -274,38 +225,31 @@ func checkNetNS(inode uint64, pid int, f CheckFlags, npLo, npHi int) netnsReport
 	sc, err := ns.Sysctls()
 	if err != nil {
 		r.Error = err.Error()
-		r.add(sevWarning, "cannot read the port sysctls: %v", err)
+		r.Add(sevWarning, "cannot read the port sysctls: %v", err)
 		return r
 	}
-	r.auditRange(&sc, npLo, npHi)
+	auditRange(&r, &sc, npLo, npHi)
 	socks, err := ns.DumpSockets(false)
 	if err != nil {
 		r.Error = err.Error()
-		r.add(sevWarning, "cannot list sockets: %v", err)
+		r.Add(sevWarning, "cannot list sockets: %v", err)
 		return r
 	}
-	r.auditBudget(diagnose.CountBudget(&sc, socks), f)
+	auditBudget(&r, diagnose.CountBudget(&sc, socks), f)
 	return r
 }
 
-func (r *netnsReport) add(s severity, format string, a ...any) {
-	r.Findings = append(r.Findings, finding{s, fmt.Sprintf(format, a...)})
-	if s > r.Worst {
-		r.Worst = s
-	}
-}
-
 // auditRange: the range's shape, and its overlap with the NodePort range.
-func (r *netnsReport) auditRange(sc *netdiag.PortSysctls, npLo, npHi int) {
+func auditRange(r *netnsReport, sc *netdiag.PortSysctls, npLo, npHi int) {
 	r.PortRange = fmt.Sprintf("%d-%d", sc.RangeLo, sc.RangeHi)
 	r.Reserved = netdiag.FormatSpans(sc.Reserved)
 	r.UnprivilegedPort = sc.UnprivilegedStart
 	r.Usable = sc.Usable()
 	if sc.RangeLo%2 == sc.RangeHi%2 {
-		r.add(sevInfo, "ip_local_port_range %d %d: ip-sysctl.txt advises numbers of different parity (one even, one odd), as in the default 32768 60999", sc.RangeLo, sc.RangeHi)
+		r.Add(sevInfo, "ip_local_port_range %d %d: ip-sysctl.txt advises numbers of different parity (one even, one odd), as in the default 32768 60999", sc.RangeLo, sc.RangeHi)
 	}
 	if sc.RangeLo < sc.UnprivilegedStart {
-		r.add(sevInfo, "the range starts at %d, below ip_unprivileged_port_start %d: outgoing connections can take privileged ports that a service expects to bind", sc.RangeLo, sc.UnprivilegedStart)
+		r.Add(sevInfo, "the range starts at %d, below ip_unprivileged_port_start %d: outgoing connections can take privileged ports that a service expects to bind", sc.RangeLo, sc.UnprivilegedStart)
 	}
 	// NodePorts live in the host's netns: there, a source port taken from
 	// the NodePort range breaks replies to that connection.
@@ -314,14 +258,14 @@ func (r *netnsReport) auditRange(sc *netdiag.PortSysctls, npLo, npHi int) {
 		if r.Host {
 			sev, where = sevWarning, "this is the host network namespace: the kernel can hand out NodePorts as source ports, and since Kubernetes 1.22 replies to them (kubelet health checks) can be captured by NodePort rules"
 		}
-		r.add(sev, "ip_local_port_range %d-%d overlaps the NodePort range %d-%d in %d unreserved ports; %s. Fix: %s",
+		r.Add(sev, "ip_local_port_range %d-%d overlaps the NodePort range %d-%d in %d unreserved ports; %s. Fix: %s",
 			sc.RangeLo, sc.RangeHi, npLo, npHi, overlap, where, diagnose.NodePortFix(npLo, npHi))
 	}
 }
 
 // auditBudget: the busiest destinations against --warn/--crit, and the
 // listeners inside the range.
-func (r *netnsReport) auditBudget(b diagnose.Budget, f CheckFlags) {
+func auditBudget(r *netnsReport, b diagnose.Budget, f CheckFlags) {
 	r.InUse, r.Listeners = b.InUse, b.Listeners
 	for remote, ports := range b.PerDest {
 		r.Destinations = append(r.Destinations, destination{Remote: remote.String(), Ports: ports, Percent: percent(ports, r.Usable)})
@@ -339,13 +283,13 @@ func (r *netnsReport) auditBudget(b diagnose.Budget, f CheckFlags) {
 		d := r.Destinations[0]
 		switch {
 		case d.Percent >= f.Crit:
-			r.add(sevCritical, "%d of %d usable ports (%d%%) are held toward %s: new connections to it fail with EADDRNOTAVAIL at 100%%", d.Ports, r.Usable, d.Percent, d.Remote)
+			r.Add(sevCritical, "%d of %d usable ports (%d%%) are held toward %s: new connections to it fail with EADDRNOTAVAIL at 100%%", d.Ports, r.Usable, d.Percent, d.Remote)
 		case d.Percent >= f.Warn:
-			r.add(sevWarning, "%d of %d usable ports (%d%%) are held toward %s", d.Ports, r.Usable, d.Percent, d.Remote)
+			r.Add(sevWarning, "%d of %d usable ports (%d%%) are held toward %s", d.Ports, r.Usable, d.Percent, d.Remote)
 		}
 	}
 	if len(r.Listeners) > 0 {
-		r.add(sevInfo, "%d listening socket(s) inside the ephemeral range (%s): an outgoing connection can take the port while the listener restarts; reserve it in ip_local_reserved_ports",
+		r.Add(sevInfo, "%d listening socket(s) inside the ephemeral range (%s): an outgoing connection can take the port while the listener restarts; reserve it in ip_local_reserved_ports",
 			len(r.Listeners), strings.Join(r.Listeners, ", "))
 	}
 }
@@ -355,34 +299,4 @@ func percent(n, of int) int {
 		return 100
 	}
 	return n * 100 / of
-}
-
-func writeCheckTable(w io.Writer, rep *checkReport) {
-	for _, r := range rep.NetNS {
-		host := ""
-		if r.Host {
-			host = " (host)"
-		}
-		if r.Pod != nil {
-			host = fmt.Sprintf(" (pod %s/%s)", r.Pod.Namespace, r.Pod.Name)
-		}
-		fmt.Fprintf(w, "netns %d%s pid %d %s: %s\n", r.Inode, host, r.PID, r.Comm, strings.ToUpper(r.Worst.String()))
-		if r.Error != "" {
-			fmt.Fprintf(w, "  error: %s\n", r.Error)
-		}
-		if r.PortRange != "" {
-			res := r.Reserved
-			if res == "" {
-				res = "none"
-			}
-			fmt.Fprintf(w, "  range %s, reserved %s, usable %d, in use %d, unprivileged ports from %d\n", r.PortRange, res, r.Usable, r.InUse, r.UnprivilegedPort)
-		}
-		for _, d := range r.Destinations {
-			fmt.Fprintf(w, "  toward %-40s %6d ports %3d%%\n", d.Remote, d.Ports, d.Percent)
-		}
-		for _, f := range r.Findings {
-			fmt.Fprintf(w, "  %-8s %s\n", strings.ToUpper(f.Severity.String()), f.Message)
-		}
-	}
-	fmt.Fprintf(w, "worst: %s\n", strings.ToUpper(rep.Worst.String()))
 }

@@ -1,0 +1,219 @@
+package output
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Severity of a finding; the worst one sets the exit status.
+type Severity int
+
+const (
+	SevOK Severity = iota
+	SevInfo
+	SevWarning
+	SevCritical
+)
+
+func (s Severity) String() string { return [...]string{"ok", "info", "warning", "critical"}[s] }
+
+func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+func (s *Severity) UnmarshalText(b []byte) error {
+	for i, name := range [...]string{"ok", "info", "warning", "critical"} {
+		if string(b) == name {
+			*s = Severity(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown Severity %q", b)
+}
+
+// Finding is one thing check found in a netns.
+type Finding struct {
+	Severity Severity `json:"Severity"`
+	Message  string   `json:"message"`
+}
+
+// Destination is how many ports a netns holds toward one remote address.
+type Destination struct {
+	Remote  string `json:"remote"`
+	Ports   int    `json:"ports"`
+	Percent int    `json:"percent"`
+}
+
+// NetNSReport is check's audit of one network namespace.
+type NetNSReport struct {
+	Inode            uint64        `json:"inode"`
+	PID              int           `json:"pid"`
+	Comm             string        `json:"comm,omitempty"`
+	Host             bool          `json:"host_network"`
+	Pod              *CheckPod     `json:"pod,omitempty"`
+	PortRange        string        `json:"port_range,omitempty"`
+	Reserved         string        `json:"reserved_ports,omitempty"`
+	UnprivilegedPort int           `json:"unprivileged_port_start,omitempty"`
+	Usable           int           `json:"usable_ports,omitempty"`
+	InUse            int           `json:"ports_in_use"`
+	Destinations     []Destination `json:"top_destinations,omitempty"`
+	Listeners        []string      `json:"listeners_in_range,omitempty"`
+	Findings         []Finding     `json:"findings,omitempty"`
+	Worst            Severity      `json:"worst"`
+	Error            string        `json:"error,omitempty"`
+}
+
+// CheckPod names the pod that owns a netns.
+type CheckPod struct {
+	Name      string `json:"name,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	UID       string `json:"uid,omitempty"`
+}
+
+// CheckReport is `eaddr check`'s report (its JSON form: AppendCheckReport).
+type CheckReport struct {
+	NodePortRange string        `json:"node_port_range"`
+	NetNS         []NetNSReport `json:"netns"`
+	Worst         Severity      `json:"worst"`
+}
+
+// Add records a finding; the worst one is the netns's.
+func (r *NetNSReport) Add(s Severity, format string, a ...any) {
+	r.Findings = append(r.Findings, Finding{s, fmt.Sprintf(format, a...)})
+	if s > r.Worst {
+		r.Worst = s
+	}
+}
+
+// AppendCheckReport appends the report as one JSON object; fields that do not
+// apply are left out, never null.
+func AppendCheckReport(b []byte, rep *CheckReport) []byte {
+	b = append(b, `{"node_port_range":`...)
+	b = AppendString(b, rep.NodePortRange)
+	b = append(b, `,"netns":[`...)
+	for i := range rep.NetNS {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendNetNSReport(b, &rep.NetNS[i])
+	}
+	b = append(b, `],"worst":`...)
+	b = AppendString(b, rep.Worst.String())
+	return append(b, '}')
+}
+
+func appendNetNSReport(b []byte, r *NetNSReport) []byte {
+	b = append(b, `{"inode":`...)
+	b = strconv.AppendUint(b, r.Inode, 10)
+	b = append(b, `,"pid":`...)
+	b = strconv.AppendInt(b, int64(r.PID), 10)
+	comma := true
+	b = appendStrField(b, &comma, "comm", r.Comm)
+	b = append(b, `,"host_network":`...)
+	b = strconv.AppendBool(b, r.Host)
+	if p := r.Pod; p != nil {
+		b = append(b, `,"pod":{`...)
+		c := false
+		b = appendStrField(b, &c, "name", p.Name)
+		b = appendStrField(b, &c, "namespace", p.Namespace)
+		b = appendStrField(b, &c, "uid", p.UID)
+		b = append(b, '}')
+	}
+	b = appendStrField(b, &comma, "port_range", r.PortRange)
+	b = appendStrField(b, &comma, "reserved_ports", r.Reserved)
+	b = appendIntField(b, "unprivileged_port_start", r.UnprivilegedPort, true)
+	b = appendIntField(b, "usable_ports", r.Usable, true)
+	b = appendIntField(b, "ports_in_use", r.InUse, false)
+	if len(r.Destinations) > 0 {
+		b = append(b, `,"top_destinations":[`...)
+		for i, d := range r.Destinations {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"remote":`...)
+			b = AppendString(b, d.Remote)
+			b = appendIntField(b, "ports", d.Ports, false)
+			b = appendIntField(b, "percent", d.Percent, false)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = appendStringList(b, "listeners_in_range", r.Listeners)
+	if len(r.Findings) > 0 {
+		b = append(b, `,"findings":[`...)
+		for i, f := range r.Findings {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"severity":`...)
+			b = AppendString(b, f.Severity.String())
+			b = append(b, `,"message":`...)
+			b = AppendString(b, f.Message)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"worst":`...)
+	b = AppendString(b, r.Worst.String())
+	b = appendStrField(b, &comma, "error", r.Error)
+	return append(b, '}')
+}
+
+// appendIntField appends `,"name":n`, or nothing for 0 when omitZero.
+func appendIntField(b []byte, name string, n int, omitZero bool) []byte {
+	if n == 0 && omitZero {
+		return b
+	}
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, `":`...)
+	return strconv.AppendInt(b, int64(n), 10)
+}
+
+// appendStringList appends `,"name":[...]`, or nothing for an empty list.
+func appendStringList(b []byte, name string, list []string) []byte {
+	if len(list) == 0 {
+		return b
+	}
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, `":[`...)
+	for i, s := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendString(b, s)
+	}
+	return append(b, ']')
+}
+
+// WriteCheckTable writes the report for a person.
+func WriteCheckTable(w io.Writer, rep *CheckReport) {
+	for _, r := range rep.NetNS {
+		host := ""
+		if r.Host {
+			host = " (host)"
+		}
+		if r.Pod != nil {
+			host = fmt.Sprintf(" (pod %s/%s)", r.Pod.Namespace, r.Pod.Name)
+		}
+		fmt.Fprintf(w, "netns %d%s pid %d %s: %s\n", r.Inode, host, r.PID, r.Comm, strings.ToUpper(r.Worst.String()))
+		if r.Error != "" {
+			fmt.Fprintf(w, "  error: %s\n", r.Error)
+		}
+		if r.PortRange != "" {
+			res := r.Reserved
+			if res == "" {
+				res = "none"
+			}
+			fmt.Fprintf(w, "  range %s, reserved %s, usable %d, in use %d, unprivileged ports from %d\n", r.PortRange, res, r.Usable, r.InUse, r.UnprivilegedPort)
+		}
+		for _, d := range r.Destinations {
+			fmt.Fprintf(w, "  toward %-40s %6d ports %3d%%\n", d.Remote, d.Ports, d.Percent)
+		}
+		for _, f := range r.Findings {
+			fmt.Fprintf(w, "  %-8s %s\n", strings.ToUpper(f.Severity.String()), f.Message)
+		}
+	}
+	fmt.Fprintf(w, "worst: %s\n", strings.ToUpper(rep.Worst.String()))
+}
