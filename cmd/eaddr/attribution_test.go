@@ -17,6 +17,7 @@ import (
 
 	"github.com/eaddr/eaddr/internal/critest"
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testenv"
 )
 
 // wedgedCRI is a CRI socket that accepts connections and never answers, as a
@@ -136,6 +137,7 @@ func TestAttributionFreshCgroups(t *testing.T) {
 // positive control); in the new netns with the same inode, the same kind of
 // process gets no pod.
 func TestAttributionNetNSReuse(t *testing.T) {
+	testenv.RequireRoot(t)
 	first, err := netns.New()
 	if err != nil {
 		t.Fatal(err)

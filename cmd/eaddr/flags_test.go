@@ -55,6 +55,12 @@ func TestFlagsCheckedAtStart(t *testing.T) {
 		{[]string{"trace", "--cri-endpoint", "unix://" + regular}, "is not a unix socket"},
 		{[]string{"check", "--cri-endpoint", regular}, "is not a unix socket"},
 	} {
+		if tc.args[1] == "--netns" && tc.args[2] != "1" && os.Geteuid() != 0 {
+			// Without CAP_SYS_PTRACE eaddr cannot see other processes' netns,
+			// so it cannot tell a missing one and lets the flag through.
+			t.Logf("%q: not checked as uid %d", tc.args, os.Geteuid())
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a flag let through starts a trace
 		out, errOut, code := run(t, ctx, tc.args...)
 		cancel()
