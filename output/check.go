@@ -5,89 +5,13 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/eaddr/eaddr/diagnose"
 )
-
-// Severity of a finding; the worst one sets the exit status.
-type Severity int
-
-const (
-	SevOK Severity = iota
-	SevInfo
-	SevWarning
-	SevCritical
-)
-
-func (s Severity) String() string { return [...]string{"ok", "info", "warning", "critical"}[s] }
-
-func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
-
-func (s *Severity) UnmarshalText(b []byte) error {
-	for i, name := range [...]string{"ok", "info", "warning", "critical"} {
-		if string(b) == name {
-			*s = Severity(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("unknown Severity %q", b)
-}
-
-// Finding is one thing check found in a netns.
-type Finding struct {
-	Severity Severity `json:"Severity"`
-	Message  string   `json:"message"`
-}
-
-// Destination is how many ports a netns holds toward one remote address.
-type Destination struct {
-	Remote  string `json:"remote"`
-	Ports   int    `json:"ports"`
-	Percent int    `json:"percent"`
-}
-
-// NetNSReport is check's audit of one network namespace.
-type NetNSReport struct {
-	Inode            uint64        `json:"inode"`
-	PID              int           `json:"pid"`
-	Comm             string        `json:"comm,omitempty"`
-	Host             bool          `json:"host_network"`
-	Pod              *CheckPod     `json:"pod,omitempty"`
-	PortRange        string        `json:"port_range,omitempty"`
-	Reserved         string        `json:"reserved_ports,omitempty"`
-	UnprivilegedPort int           `json:"unprivileged_port_start,omitempty"`
-	Usable           int           `json:"usable_ports,omitempty"`
-	InUse            int           `json:"ports_in_use"`
-	Destinations     []Destination `json:"top_destinations,omitempty"`
-	Listeners        []string      `json:"listeners_in_range,omitempty"`
-	Findings         []Finding     `json:"findings,omitempty"`
-	Worst            Severity      `json:"worst"`
-	Error            string        `json:"error,omitempty"`
-}
-
-// CheckPod names the pod that owns a netns.
-type CheckPod struct {
-	Name      string `json:"name,omitempty"`
-	Namespace string `json:"namespace,omitempty"`
-	UID       string `json:"uid,omitempty"`
-}
-
-// CheckReport is `eaddr check`'s report (its JSON form: AppendCheckReport).
-type CheckReport struct {
-	NodePortRange string        `json:"node_port_range"`
-	NetNS         []NetNSReport `json:"netns"`
-	Worst         Severity      `json:"worst"`
-}
-
-// Add records a finding; the worst one is the netns's.
-func (r *NetNSReport) Add(s Severity, format string, a ...any) {
-	r.Findings = append(r.Findings, Finding{s, fmt.Sprintf(format, a...)})
-	if s > r.Worst {
-		r.Worst = s
-	}
-}
 
 // AppendCheckReport appends the report as one JSON object; fields that do not
 // apply are left out, never null.
-func AppendCheckReport(b []byte, rep *CheckReport) []byte {
+func AppendCheckReport(b []byte, rep *diagnose.CheckReport) []byte {
 	b = append(b, `{"node_port_range":`...)
 	b = AppendString(b, rep.NodePortRange)
 	b = append(b, `,"netns":[`...)
@@ -102,7 +26,7 @@ func AppendCheckReport(b []byte, rep *CheckReport) []byte {
 	return append(b, '}')
 }
 
-func appendNetNSReport(b []byte, r *NetNSReport) []byte {
+func appendNetNSReport(b []byte, r *diagnose.NetNSReport) []byte {
 	b = append(b, `{"inode":`...)
 	b = strconv.AppendUint(b, r.Inode, 10)
 	b = append(b, `,"pid":`...)
@@ -188,7 +112,7 @@ func appendStringList(b []byte, name string, list []string) []byte {
 }
 
 // WriteCheckTable writes the report for a person.
-func WriteCheckTable(w io.Writer, rep *CheckReport) {
+func WriteCheckTable(w io.Writer, rep *diagnose.CheckReport) {
 	for _, r := range rep.NetNS {
 		host := ""
 		if r.Host {

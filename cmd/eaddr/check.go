@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -43,21 +40,19 @@ func (f *CheckFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.CRIEndpoint, "cri-endpoint", "", "container runtime socket, to name the pod of each netns (default: the usual containerd, k3s, CRI-O and cri-dockerd sockets)")
 }
 
-// The report and its parts are output's: one place writes each record.
+// The audit is diagnose's (it shares the port budget with the diagnosis of a
+// failure); output writes its report.
 type (
-	severity    = output.Severity
-	finding     = output.Finding
-	destination = output.Destination
-	netnsReport = output.NetNSReport
-	checkPod    = output.CheckPod
-	checkReport = output.CheckReport
+	severity    = diagnose.Severity
+	netnsReport = diagnose.NetNSReport
+	checkPod    = diagnose.CheckPod
+	checkReport = diagnose.CheckReport
 )
 
 const (
-	sevOK       = output.SevOK
-	sevInfo     = output.SevInfo
-	sevWarning  = output.SevWarning
-	sevCritical = output.SevCritical
+	sevInfo     = diagnose.SevInfo
+	sevWarning  = diagnose.SevWarning
+	sevCritical = diagnose.SevCritical
 )
 
 func runCheck(_ context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {
@@ -107,7 +102,7 @@ Flags:
 		}
 	}
 	netdiag.SetLogger(log) // says once if sock_diag cannot dump sockets and /proc/net is read instead
-	members, err := netnsMembers()
+	members, err := diagnose.NetNSMembers()
 	if err != nil {
 		return err
 	}
@@ -115,7 +110,8 @@ Flags:
 	cri := kube.NewResolver(f.CRIEndpoint, log)
 	defer cri.Close()
 	for _, inode := range checkedNetNS(f, members) {
-		r := checkNetNS(inode, members[inode], f, npLo, npHi)
+		r := diagnose.AuditNetNS(inode, members[inode], diagnose.AuditOptions{HostNetNS: f.HostNetNS,
+			NodePortLo: npLo, NodePortHi: npHi, Warn: f.Warn, Crit: f.Crit, Top: f.Top})
 		if p, ok := cri.PodByNetNS(inode); ok && !r.Host {
 			r.Pod = &checkPod{Name: p.Name, Namespace: p.Namespace, UID: p.UID}
 		}
@@ -178,125 +174,4 @@ func checkedNetNS(f CheckFlags, members map[uint64]int) []uint64 {
 		return inodes[i] < inodes[j]
 	})
 	return inodes
-}
-
-// netnsMembers maps each netns inode to a live process in it.
-func netnsMembers() (map[uint64]int, error) {
-	dirs, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
-	out := map[uint64]int{}
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		var st unix.Stat_t
-		if unix.Stat(filepath.Join("/proc", d.Name(), "ns/net"), &st) != nil {
-			continue
-		}
-		// Prefer a user process to a kernel thread (empty cmdline) as the
-		// netns's representative: it is what a person recognises.
-		if prev, ok := out[st.Ino]; !ok || (isKernelThread(prev) && !isKernelThread(pid)) {
-			out[st.Ino] = pid
-		}
-	}
-	return out, nil
-}
-
-func isKernelThread(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return err == nil && len(b) == 0
-}
-
-func checkNetNS(inode uint64, pid int, f CheckFlags, npLo, npHi int) netnsReport {
-	r := netnsReport{Inode: inode, PID: pid, Host: inode == f.HostNetNS}
-	ns, err := netdiag.OpenNetns(inode, pid)
-	if err != nil {
-		r.Error = err.Error()
-		return r
-	}
-	defer ns.Close()
-	r.PID = ns.PID()
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", r.PID)); err == nil {
-		r.Comm = strings.TrimSpace(string(b))
-	}
-	sc, err := ns.Sysctls()
-	if err != nil {
-		r.Error = err.Error()
-		r.Add(sevWarning, "cannot read the port sysctls: %v", err)
-		return r
-	}
-	auditRange(&r, &sc, npLo, npHi)
-	socks, err := ns.DumpSockets(false)
-	if err != nil {
-		r.Error = err.Error()
-		r.Add(sevWarning, "cannot list sockets: %v", err)
-		return r
-	}
-	auditBudget(&r, diagnose.CountBudget(&sc, socks), f)
-	return r
-}
-
-// auditRange: the range's shape, and its overlap with the NodePort range.
-func auditRange(r *netnsReport, sc *netdiag.PortSysctls, npLo, npHi int) {
-	r.PortRange = fmt.Sprintf("%d-%d", sc.RangeLo, sc.RangeHi)
-	r.Reserved = netdiag.FormatSpans(sc.Reserved)
-	r.UnprivilegedPort = sc.UnprivilegedStart
-	r.Usable = sc.Usable()
-	if sc.RangeLo%2 == sc.RangeHi%2 {
-		r.Add(sevInfo, "ip_local_port_range %d %d: ip-sysctl.txt advises numbers of different parity (one even, one odd), as in the default 32768 60999", sc.RangeLo, sc.RangeHi)
-	}
-	if sc.RangeLo < sc.UnprivilegedStart {
-		r.Add(sevInfo, "the range starts at %d, below ip_unprivileged_port_start %d: outgoing connections can take privileged ports that a service expects to bind", sc.RangeLo, sc.UnprivilegedStart)
-	}
-	// NodePorts live in the host's netns: there, a source port taken from
-	// the NodePort range breaks replies to that connection.
-	if overlap := diagnose.NodePortOverlap(sc, npLo, npHi); overlap > 0 {
-		sev, where := sevInfo, "harmless outside the host network namespace"
-		if r.Host {
-			sev, where = sevWarning, "this is the host network namespace: the kernel can hand out NodePorts as source ports, and since Kubernetes 1.22 replies to them (kubelet health checks) can be captured by NodePort rules"
-		}
-		r.Add(sev, "ip_local_port_range %d-%d overlaps the NodePort range %d-%d in %d unreserved ports; %s. Fix: %s",
-			sc.RangeLo, sc.RangeHi, npLo, npHi, overlap, where, diagnose.NodePortFix(npLo, npHi))
-	}
-}
-
-// auditBudget: the busiest destinations against --warn/--crit, and the
-// listeners inside the range.
-func auditBudget(r *netnsReport, b diagnose.Budget, f CheckFlags) {
-	r.InUse, r.Listeners = b.InUse, b.Listeners
-	for remote, ports := range b.PerDest {
-		r.Destinations = append(r.Destinations, destination{Remote: remote.String(), Ports: ports, Percent: percent(ports, r.Usable)})
-	}
-	sort.Slice(r.Destinations, func(i, j int) bool {
-		if r.Destinations[i].Ports != r.Destinations[j].Ports {
-			return r.Destinations[i].Ports > r.Destinations[j].Ports
-		}
-		return r.Destinations[i].Remote < r.Destinations[j].Remote
-	})
-	if len(r.Destinations) > f.Top {
-		r.Destinations = r.Destinations[:f.Top]
-	}
-	if len(r.Destinations) > 0 {
-		d := r.Destinations[0]
-		switch {
-		case d.Percent >= f.Crit:
-			r.Add(sevCritical, "%d of %d usable ports (%d%%) are held toward %s: new connections to it fail with EADDRNOTAVAIL at 100%%", d.Ports, r.Usable, d.Percent, d.Remote)
-		case d.Percent >= f.Warn:
-			r.Add(sevWarning, "%d of %d usable ports (%d%%) are held toward %s", d.Ports, r.Usable, d.Percent, d.Remote)
-		}
-	}
-	if len(r.Listeners) > 0 {
-		r.Add(sevInfo, "%d listening socket(s) inside the ephemeral range (%s): an outgoing connection can take the port while the listener restarts; reserve it in ip_local_reserved_ports",
-			len(r.Listeners), strings.Join(r.Listeners, ", "))
-	}
-}
-
-func percent(n, of int) int {
-	if of <= 0 {
-		return 100
-	}
-	return n * 100 / of
 }

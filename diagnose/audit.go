@@ -1,0 +1,222 @@
+package diagnose
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/eaddr/eaddr/diagnose/netdiag"
+	"golang.org/x/sys/unix"
+)
+
+// Severity of a finding; the worst one sets the exit status.
+type Severity int
+
+const (
+	SevOK Severity = iota
+	SevInfo
+	SevWarning
+	SevCritical
+)
+
+func (s Severity) String() string { return [...]string{"ok", "info", "warning", "critical"}[s] }
+
+func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+func (s *Severity) UnmarshalText(b []byte) error {
+	for i, name := range [...]string{"ok", "info", "warning", "critical"} {
+		if string(b) == name {
+			*s = Severity(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown Severity %q", b)
+}
+
+// Finding is one thing check found in a netns.
+type Finding struct {
+	Severity Severity `json:"Severity"`
+	Message  string   `json:"message"`
+}
+
+// Destination is how many ports a netns holds toward one remote address.
+type Destination struct {
+	Remote  string `json:"remote"`
+	Ports   int    `json:"ports"`
+	Percent int    `json:"percent"`
+}
+
+// NetNSReport is check's audit of one network namespace.
+type NetNSReport struct {
+	Inode            uint64        `json:"inode"`
+	PID              int           `json:"pid"`
+	Comm             string        `json:"comm,omitempty"`
+	Host             bool          `json:"host_network"`
+	Pod              *CheckPod     `json:"pod,omitempty"`
+	PortRange        string        `json:"port_range,omitempty"`
+	Reserved         string        `json:"reserved_ports,omitempty"`
+	UnprivilegedPort int           `json:"unprivileged_port_start,omitempty"`
+	Usable           int           `json:"usable_ports,omitempty"`
+	InUse            int           `json:"ports_in_use"`
+	Destinations     []Destination `json:"top_destinations,omitempty"`
+	Listeners        []string      `json:"listeners_in_range,omitempty"`
+	Findings         []Finding     `json:"findings,omitempty"`
+	Worst            Severity      `json:"worst"`
+	Error            string        `json:"error,omitempty"`
+}
+
+// CheckPod names the pod that owns a netns.
+type CheckPod struct {
+	Name      string `json:"name,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	UID       string `json:"uid,omitempty"`
+}
+
+// CheckReport is `eaddr check`'s report (its JSON form: AppendCheckReport).
+type CheckReport struct {
+	NodePortRange string        `json:"node_port_range"`
+	NetNS         []NetNSReport `json:"netns"`
+	Worst         Severity      `json:"worst"`
+}
+
+// Add records a finding; the worst one is the netns's.
+func (r *NetNSReport) Add(s Severity, format string, a ...any) {
+	r.Findings = append(r.Findings, Finding{s, fmt.Sprintf(format, a...)})
+	if s > r.Worst {
+		r.Worst = s
+	}
+}
+
+// NetNSMembers maps each netns inode to a live process in it.
+func NetNSMembers() (map[uint64]int, error) {
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	out := map[uint64]int{}
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat(filepath.Join("/proc", d.Name(), "ns/net"), &st) != nil {
+			continue
+		}
+		// Prefer a user process to a kernel thread (empty cmdline) as the
+		// netns's representative: it is what a person recognises.
+		if prev, ok := out[st.Ino]; !ok || (isKernelThread(prev) && !isKernelThread(pid)) {
+			out[st.Ino] = pid
+		}
+	}
+	return out, nil
+}
+
+func isKernelThread(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && len(b) == 0
+}
+
+// AuditOptions are check's thresholds.
+type AuditOptions struct {
+	HostNetNS              uint64
+	NodePortLo, NodePortHi int
+	Warn, Crit             int // percent of the usable range toward one destination
+	Top                    int // destinations listed
+}
+
+// AuditNetNS reads one netns through pid (or another process in it) and
+// reports its port range, budget and findings: what `eaddr check` prints.
+func AuditNetNS(inode uint64, pid int, o AuditOptions) NetNSReport {
+	r := NetNSReport{Inode: inode, PID: pid, Host: inode == o.HostNetNS}
+	ns, err := netdiag.OpenNetns(inode, pid)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	defer ns.Close()
+	r.PID = ns.PID()
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", r.PID)); err == nil {
+		r.Comm = strings.TrimSpace(string(b))
+	}
+	sc, err := ns.Sysctls()
+	if err != nil {
+		r.Error = err.Error()
+		r.Add(SevWarning, "cannot read the port sysctls: %v", err)
+		return r
+	}
+	auditRange(&r, &sc, o.NodePortLo, o.NodePortHi)
+	socks, err := ns.DumpSockets(false)
+	if err != nil {
+		r.Error = err.Error()
+		r.Add(SevWarning, "cannot list sockets: %v", err)
+		return r
+	}
+	auditBudget(&r, CountBudget(&sc, socks), o)
+	return r
+}
+
+// auditRange: the range's shape, and its overlap with the NodePort range.
+func auditRange(r *NetNSReport, sc *netdiag.PortSysctls, npLo, npHi int) {
+	r.PortRange = fmt.Sprintf("%d-%d", sc.RangeLo, sc.RangeHi)
+	r.Reserved = netdiag.FormatSpans(sc.Reserved)
+	r.UnprivilegedPort = sc.UnprivilegedStart
+	r.Usable = sc.Usable()
+	if sc.RangeLo%2 == sc.RangeHi%2 {
+		r.Add(SevInfo, "ip_local_port_range %d %d: ip-sysctl.txt advises numbers of different parity (one even, one odd), as in the default 32768 60999", sc.RangeLo, sc.RangeHi)
+	}
+	if sc.RangeLo < sc.UnprivilegedStart {
+		r.Add(SevInfo, "the range starts at %d, below ip_unprivileged_port_start %d: outgoing connections can take privileged ports that a service expects to bind", sc.RangeLo, sc.UnprivilegedStart)
+	}
+	// NodePorts live in the host's netns: there, a source port taken from
+	// the NodePort range breaks replies to that connection.
+	if overlap := NodePortOverlap(sc, npLo, npHi); overlap > 0 {
+		sev, where := SevInfo, "harmless outside the host network namespace"
+		if r.Host {
+			sev, where = SevWarning, "this is the host network namespace: the kernel can hand out NodePorts as source ports, and since Kubernetes 1.22 replies to them (kubelet health checks) can be captured by NodePort rules"
+		}
+		r.Add(sev, "ip_local_port_range %d-%d overlaps the NodePort range %d-%d in %d unreserved ports; %s. Fix: %s",
+			sc.RangeLo, sc.RangeHi, npLo, npHi, overlap, where, NodePortFix(npLo, npHi))
+	}
+}
+
+// auditBudget: the busiest destinations against --warn/--crit, and the
+// listeners inside the range.
+func auditBudget(r *NetNSReport, b Budget, o AuditOptions) {
+	r.InUse, r.Listeners = b.InUse, b.Listeners
+	for remote, ports := range b.PerDest {
+		r.Destinations = append(r.Destinations, Destination{Remote: remote.String(), Ports: ports, Percent: percent(ports, r.Usable)})
+	}
+	sort.Slice(r.Destinations, func(i, j int) bool {
+		if r.Destinations[i].Ports != r.Destinations[j].Ports {
+			return r.Destinations[i].Ports > r.Destinations[j].Ports
+		}
+		return r.Destinations[i].Remote < r.Destinations[j].Remote
+	})
+	if len(r.Destinations) > o.Top {
+		r.Destinations = r.Destinations[:o.Top]
+	}
+	if len(r.Destinations) > 0 {
+		d := r.Destinations[0]
+		switch {
+		case d.Percent >= o.Crit:
+			r.Add(SevCritical, "%d of %d usable ports (%d%%) are held toward %s: new connections to it fail with EADDRNOTAVAIL at 100%%", d.Ports, r.Usable, d.Percent, d.Remote)
+		case d.Percent >= o.Warn:
+			r.Add(SevWarning, "%d of %d usable ports (%d%%) are held toward %s", d.Ports, r.Usable, d.Percent, d.Remote)
+		}
+	}
+	if len(r.Listeners) > 0 {
+		r.Add(SevInfo, "%d listening socket(s) inside the ephemeral range (%s): an outgoing connection can take the port while the listener restarts; reserve it in ip_local_reserved_ports",
+			len(r.Listeners), strings.Join(r.Listeners, ", "))
+	}
+}
+
+func percent(n, of int) int {
+	if of <= 0 {
+		return 100
+	}
+	return n * 100 / of
+}
