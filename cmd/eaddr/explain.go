@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/spf13/pflag"
 
-	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/explain"
 	"github.com/eaddr/eaddr/output"
 )
@@ -83,14 +81,13 @@ Flags:
 		}
 		return errNotRecognised
 	}
-	rep := buildReport(ex, input, ids)
-	rep.in = in
+	rep := ex.NewReport(ids)
 	if f.Output == "json" {
-		_, err := stdout.Write(append(output.AppendExplainResult(nil, rep.result()), '\n'))
+		_, err := stdout.Write(append(output.AppendExplainResult(nil, explainResult(rep, in)), '\n'))
 		return err
 	}
 	in.writeText(stdout)
-	rep.writeText(stdout)
+	output.WriteExplainText(stdout, rep)
 	return nil
 }
 
@@ -156,139 +153,16 @@ type quietError struct{ s string }
 
 func (e quietError) Error() string { return e.s }
 
-// report is everything explain says about one input.
-type report struct {
-	input    string
-	in       explainInput
-	id       explain.Identification
-	also     []explain.Identification // other readings of the same text
-	syscall  decode.Syscall
-	sysGuess bool // syscall inferred, not read from the text
-	meaning  *explain.ErrnoInfo
-	other    []explain.Wording
-	addr     string // ip:port for the commands
-}
-
-func buildReport(ex *explain.Explainer, input string, ids []explain.Identification) *report {
-	r := &report{input: input, id: ids[0], also: ids[1:]}
-	r.syscall = r.id.Syscall
-	if r.syscall == 0 {
-		// Port exhaustion shows as EADDRNOTAVAIL in connect() and as
-		// EADDRINUSE in a bind() before connect.
-		r.sysGuess = true
-		r.syscall = decode.Connect
-		if r.id.Errno == decode.EADDRINUSE {
-			r.syscall = decode.Bind
-		}
+// explainResult is the report as output writes it.
+func explainResult(r *explain.Report, in explainInput) *output.ExplainResult {
+	res := &output.ExplainResult{Input: in.excerpt(), InputBytes: in.total, InputCut: in.cut, Recognised: true,
+		Errno: r.ID.Errno, Syscall: r.Syscall, SyscallInferred: r.SysGuess, Libc: string(r.ID.Libc),
+		Other: r.Other, Confirm: r.Confirm()}
+	if r.ID.Client != nil {
+		res.Client, res.ClientSource = r.ID.Client.Name, r.ID.Client.Source
 	}
-	if r.id.Errno != 0 {
-		r.meaning = ex.Catalog.Meaning(r.syscall, r.id.Errno)
-	}
-	ip, port := r.id.IP, r.id.Port
-	if !ip.IsValid() {
-		ip = netip.MustParseAddr("10.96.0.10")
-	}
-	if port == 0 {
-		port = 80
-	}
-	r.addr = netip.AddrPortFrom(ip, port).String()
-	if r.id.Errno != 0 {
-		x := explain.Explanation{Vars: explain.MsgVars{Syscall: r.syscall, Errno: r.id.Errno, IP: ip, Port: port, PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}}
-		if ip.Is6() {
-			x.Vars.Family, x.Vars.Addrlen = decode.AFInet6, 28
-		}
-		for _, w := range ex.Wordings(&x) {
-			r.other = append(r.other, explain.Wording{By: append([]byte(nil), w.By...), Text: append([]byte(nil), w.Text...)})
-		}
-	}
-	return r
-}
-
-func (r *report) clientName() string {
-	if r.id.Client == nil {
-		return ""
-	}
-	return r.id.Client.Name
-}
-
-func (r *report) writeText(w io.Writer) {
-	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	if r.id.Errno != 0 {
-		p("errno:    %s (%d)\n", decode.ErrnoName(r.id.Errno), r.id.Errno)
-	} else {
-		p("errno:    not in the text: %s says only that connect() failed\n", r.clientName())
-	}
-	if r.sysGuess {
-		p("syscall:  %s (most likely; the text does not say)\n", r.syscall)
-	} else {
-		p("syscall:  %s\n", r.syscall)
-	}
-	if r.id.Client != nil {
-		p("wording:  %s", r.id.Client.Name)
-		if r.id.Libc != "" {
-			p(", with %s's strerror", r.id.Libc)
-		}
-		p("\n          %s\n", r.id.Client.Note)
-		p("          source: %s\n", r.id.Client.Source)
-	} else if r.id.Libc != "" {
-		p("wording:  %s's strerror text\n", r.id.Libc)
-	}
-	for _, a := range r.also {
-		if a.Client != nil {
-			p("          (the same words also come from %s)\n", a.Client.Name)
-		}
-	}
-	if r.meaning != nil {
-		p("meaning:  %s\n", r.meaning.Meaning)
-	}
-	if r.id.Errno == 0 {
-		p("meaning:  curl does not print the errno. For port exhaustion it is EADDRNOTAVAIL; run `curl -v` or `eaddr trace --errno all --comm curl` to see it.\n")
-	}
-	if len(r.other) > 0 {
-		p("\nthe same failure in other words (grep for these):\n")
-		for _, o := range r.other {
-			p("  %-40s %s\n", o.By, o.Text)
-		}
-	}
-	if r.meaning != nil && len(r.meaning.Causes) > 0 {
-		p("\nlikely causes, most likely first:\n")
-		for i, c := range r.meaning.Causes {
-			p("  %d. %s\n", i+1, c)
-		}
-	}
-	p("\nconfirm on the node:\n")
-	for _, c := range r.confirm() {
-		p("  %s\n", c)
-	}
-}
-
-func (r *report) confirm() []string {
-	var out []string
-	if r.meaning != nil {
-		for _, c := range r.meaning.Confirm {
-			out = append(out, strings.ReplaceAll(c, "{addr}", r.addr))
-		}
-	}
-	if len(out) == 0 {
-		errno := "all"
-		if r.id.Errno != 0 {
-			errno = decode.ErrnoName(r.id.Errno)
-		}
-		out = append(out, "eaddr trace --errno "+errno)
-	}
-	return out
-}
-
-// result is the report as output writes it.
-func (r *report) result() *output.ExplainResult {
-	res := &output.ExplainResult{Input: r.in.excerpt(), InputBytes: r.in.total, InputCut: r.in.cut, Recognised: true,
-		Errno: r.id.Errno, Syscall: r.syscall, SyscallInferred: r.sysGuess, Libc: string(r.id.Libc),
-		Other: r.other, Confirm: r.confirm()}
-	if r.id.Client != nil {
-		res.Client, res.ClientSource = r.id.Client.Name, r.id.Client.Source
-	}
-	if r.meaning != nil {
-		res.Meaning, res.Causes = r.meaning.Meaning, r.meaning.Causes
+	if r.Meaning != nil {
+		res.Meaning, res.Causes = r.Meaning.Meaning, r.Meaning.Causes
 	}
 	return res
 }
