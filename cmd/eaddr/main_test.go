@@ -136,7 +136,7 @@ type traceProc struct {
 	mu     sync.Mutex
 	events []jsonEvent
 	lines  []string
-	stderr bytes.Buffer
+	stderr *stderrLog    // eaddr's log, as startLogged captures it
 	done   chan struct{} // stdout closed
 	// lossOK: the test makes more events than the ring holds on purpose;
 	// losses must then be counted, not absent.
@@ -159,28 +159,7 @@ func startTrace(t *testing.T, args ...string) *traceProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	attached := make(chan struct{})
-	stderrDone := make(chan struct{})
-	go func() {
-		defer close(stderrDone)
-		s := bufio.NewScanner(stderr)
-		once := sync.Once{}
-		for s.Scan() {
-			p.mu.Lock()
-			p.stderr.WriteString(s.Text() + "\n")
-			p.mu.Unlock()
-			if strings.Contains(s.Text(), "attached") {
-				once.Do(func() { close(attached) })
-			}
-		}
-	}()
+	p.stderr = startLogged(t, p.cmd)
 	go func() {
 		defer close(p.done)
 		s := bufio.NewScanner(stdout)
@@ -223,28 +202,14 @@ func startTrace(t *testing.T, args ...string) *traceProc {
 				return
 			}
 		}
-		select {
-		case <-stderrDone:
-		case <-time.After(10 * time.Second):
-			t.Errorf("eaddr trace (pid %d): stderr still open 10s after stdout closed", p.cmd.Process.Pid)
-			_ = p.cmd.Process.Kill()
-			return
-		}
-		err := p.cmd.Wait()
-		if err != nil {
+		if err := p.stderr.wait(t, 10*time.Second, "eaddr trace: stderr still open 10s after stdout closed"); err != nil {
 			t.Errorf("eaddr trace after SIGINT: %v; stderr:\n%s", err, p.stderr.String())
 		}
 		if !strings.Contains(p.stderr.String(), "msg=stopped") || (!p.lossOK && !strings.Contains(p.stderr.String(), "lost=0")) {
 			t.Errorf("no totals with lost=0 on stderr after SIGINT:\n%s", p.stderr.String())
 		}
 	})
-	select {
-	case <-attached:
-	case <-p.done:
-		t.Fatalf("eaddr trace exited before attaching:\n%s", p.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("eaddr trace did not attach within 30s:\n%s", p.stderr.String())
-	}
+	p.stderr.waitFor(t, "attached", 30*time.Second)
 	return p
 }
 

@@ -1,7 +1,9 @@
-// Package netns provides throwaway Linux network namespaces held by a file
-// descriptor. It is used by `eaddr demo` and by the integration tests to
-// reproduce ephemeral-port exhaustion without touching the host's network or
-// sysctls.
+// Package netns enters Linux network namespaces and makes throwaway ones
+// held by a file descriptor. In production it is how the diagnosis reads a
+// failure's netns (diagnose/netdiag: Open, Do, Sysctl) and how the pod
+// resolver reads a sandbox's netns cookie (Cookie); `eaddr demo` and the
+// integration tests also use it to reproduce ephemeral-port exhaustion
+// without touching the host's network or sysctls.
 //
 // Nothing here shells out (no iproute2, nsenter or sysctl binaries needed) and
 // nothing is bind-mounted under /run/netns: a namespace lives as long as its
