@@ -85,22 +85,22 @@ type Hooks struct {
 }
 
 // Run attaches, streams events to out until ctx is done, then detaches,
-// drains what is queued and logs the totals. It is the one trace loop:
-// `eaddr trace` and `eaddr demo` call it.
-func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks Hooks) error {
+// drains what is queued, logs the totals and returns them. It is the one
+// trace loop: `eaddr trace` and `eaddr demo` call it.
+func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks Hooks) (Stats, error) {
 	c.Tracer.Logger = log
 	var met *metrics
 	if c.MetricsAddr != "" {
 		met = newMetrics(c.MetricsMaxSeries)
 		addr, err := met.serve(ctx, c.MetricsAddr, log)
 		if err != nil {
-			return err
+			return Stats{}, err
 		}
 		log.Info("serving metrics", "url", "http://"+addr+"/metrics")
 	}
 	t, err := tracer.New(c.Tracer)
 	if err != nil {
-		return err
+		return Stats{}, err
 	}
 	defer t.Close()
 	stopWatching := t.StopOnDone(ctx)
@@ -108,7 +108,7 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 
 	r, err := newTraceRun(c, t, out, log, met, hooks)
 	if err != nil {
-		return err
+		return Stats{}, err
 	}
 	defer r.close()
 	if met != nil { // healthy before "attached" is logged: a probe that waits for the line sees 200
@@ -120,7 +120,7 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 		hooks.Attached()
 	}
 	if err := r.loop(); err != nil {
-		return err
+		return r.stats(), err
 	}
 	return r.finish()
 }

@@ -353,34 +353,58 @@ func (r *traceRun) cacheSizes() *Caches {
 	return &c
 }
 
-// finish writes what is queued and logs the totals.
-func (r *traceRun) finish() error {
-	r.sk.close(2 * time.Second)
+// Stats are a trace's totals, as the "stopped" line logs them. Every event
+// read is written, filtered (decided or not) or suppressed; every event
+// written is delivered whole or dropped.
+type Stats struct {
+	Events, Lost, Malformed      uint64 // read from the ring; dropped by the kernel; not an event
+	Written, Delivered, Dropped  uint64
+	Filtered, FilteredUnresolved uint64
+	Suppressed                   uint64
+	NamesNotAwaited              uint64 // went out without waiting for the runtime (hold queue full)
+	// The diagnosis: snapshots taken, events that shared one, netns gone,
+	// events written before their snapshot or without asking for one.
+	Snapshots, Shared, Unreachable, DiagnosesLate, DiagnosesSkipped uint64
+}
+
+func (r *traceRun) stats() Stats {
 	st, err := r.t.Stats()
 	if err != nil {
 		r.log.Warn("reading counters", "err", err)
 	}
-	// events = filtered + filtered_unresolved + suppressed + written; written = delivered + dropped.
-	dropped := r.sk.dropped.Load()
-	attrs := []any{"events", st.Events, "written", r.written, "delivered", r.sk.delivered.Load(), "filtered", r.filtered,
-		"filtered_unresolved", r.filteredUnresolved, "lost", st.KernelLost,
-		"dropped", dropped, "suppressed", r.limiter.total, "malformed", st.Malformed}
-	if r.hold.overflow > 0 {
-		attrs = append(attrs, "names_not_awaited", r.hold.overflow)
-	}
+	s := Stats{Events: st.Events, Lost: st.KernelLost, Malformed: st.Malformed, Written: r.written,
+		Delivered: r.sk.delivered.Load(), Dropped: r.sk.dropped.Load(), Filtered: r.filtered,
+		FilteredUnresolved: r.filteredUnresolved, Suppressed: r.limiter.total, NamesNotAwaited: r.hold.overflow}
 	if w := r.diag; w != nil {
-		attrs = append(attrs, "netns_snapshots", w.snapshots.Load(), "snapshots_shared", uint64(w.shared.Load())+r.share.shared,
-			"netns_unreachable", w.unreachable.Load(), "diagnoses_late", r.share.late, "diagnoses_skipped", w.full)
+		s.Snapshots, s.Shared, s.Unreachable = uint64(w.snapshots.Load()), uint64(w.shared.Load())+r.share.shared, uint64(w.unreachable.Load())
+		s.DiagnosesLate, s.DiagnosesSkipped = r.share.late, w.full
+	}
+	return s
+}
+
+// finish writes what is queued, logs the totals and returns them.
+func (r *traceRun) finish() (Stats, error) {
+	r.sk.close(2 * time.Second)
+	s := r.stats()
+	attrs := []any{"events", s.Events, "written", s.Written, "delivered", s.Delivered, "filtered", s.Filtered,
+		"filtered_unresolved", s.FilteredUnresolved, "lost", s.Lost,
+		"dropped", s.Dropped, "suppressed", s.Suppressed, "malformed", s.Malformed}
+	if s.NamesNotAwaited > 0 {
+		attrs = append(attrs, "names_not_awaited", s.NamesNotAwaited)
+	}
+	if r.diag != nil {
+		attrs = append(attrs, "netns_snapshots", s.Snapshots, "snapshots_shared", s.Shared,
+			"netns_unreachable", s.Unreachable, "diagnoses_late", s.DiagnosesLate, "diagnoses_skipped", s.DiagnosesSkipped)
 	}
 	r.log.Info("stopped", attrs...)
 	if err := r.sk.Err(); err != nil {
 		if errors.Is(err, syscall.EPIPE) {
 			r.log.Info("stdout was closed by its reader: stopped")
-			return nil
+			return s, nil
 		}
-		return fmt.Errorf("writing events: %w", err)
+		return s, fmt.Errorf("writing events: %w", err)
 	}
-	return nil
+	return s, nil
 }
 
 func (r *traceRun) close() {

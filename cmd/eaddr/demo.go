@@ -155,7 +155,10 @@ func startDemoTrace(ctx context.Context, f DemoFlags, ns *netns.NS, log *slog.Lo
 	hooks := pipeline.Hooks{Attached: func() { close(attached) }, Event: w.record}
 	tctx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
-	go func() { w.done <- pipeline.Run(tctx, c, io.Discard, log, hooks) }()
+	go func() {
+		_, err := pipeline.Run(tctx, c, io.Discard, log, hooks)
+		w.done <- err
+	}()
 	select {
 	case <-attached:
 		return w, nil

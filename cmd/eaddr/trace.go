@@ -250,7 +250,8 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 	if err != nil {
 		return err
 	}
-	return pipeline.Run(ctx, c, stdout, log, pipeline.Hooks{})
+	_, err = pipeline.Run(ctx, c, stdout, log, pipeline.Hooks{})
+	return err
 }
 
 // parsePortRange reads "LO-HI" (or "LO HI", as the sysctl prints it).
