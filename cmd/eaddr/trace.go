@@ -77,7 +77,7 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Pod, "pod", "", "only this pod (name)")
 	fs.StringVar(&f.Container, "container", "", "only this container (name)")
 	fs.StringVar(&f.Selector, "selector", "", "only pods with these labels: k=v[,k=v...]")
-	fs.StringVar(&f.Explain, "explain", "full", "per event, say what the errno means, which client failed and what it printed: full (with how every other client words it), short (without), or off")
+	fs.StringVar(&f.Explain, "explain", "short", "per event, say what the errno means, which client failed and what it printed: short; full (also how every other client and libc words the same failure, about 3.5 KB more per event; eaddr explain lists them too); or off")
 }
 
 // maxRingSize bounds --ring-size: the ring is locked kernel memory, and a
