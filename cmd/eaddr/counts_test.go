@@ -58,7 +58,27 @@ func storm(t *testing.T, ns *netns.NS, n int) int {
 	if out, err := exec.Command(cc, "-O2", "-o", bin, src).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
-	_, out := runInNS(t, ns, bin, strconv.Itoa(n))
+	// Not runInNS: its 10 s bound is a client's, and a storm on a busy node
+	// takes longer; 60 s still fails a hang.
+	cmd := exec.Command(bin, strconv.Itoa(n))
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	if err := ns.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("storm: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("the storm generator did not finish within 60s")
+	}
+	out := stdout.String()
 	failed, err := strconv.Atoi(strings.TrimSpace(out))
 	if err != nil {
 		t.Fatalf("storm printed %q", out)
