@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -46,7 +47,7 @@ func (b *bench) stormTargets(w io.Writer) {
 // over says by how much v exceeds limit, when it does.
 func over(v, limit float64, unit, got string) string {
 	if v > limit {
-		return fmt.Sprintf("%s: missed by %.0f %s (%.1fx the limit)", got, v-limit, unit, v/limit)
+		return fmt.Sprintf("%s: missed by %s %s (%.2fx the limit)", got, amount(v-limit), unit, v/limit)
 	}
 	return got
 }
@@ -54,9 +55,17 @@ func over(v, limit float64, unit, got string) string {
 // under says by how much v falls short of limit, when it does.
 func under(v, limit float64, unit, got string) string {
 	if v < limit {
-		return fmt.Sprintf("%s: missed by %.0f %s", got, limit-v, unit)
+		return fmt.Sprintf("%s: missed by %s %s", got, amount(limit-v), unit)
 	}
 	return got
+}
+
+// amount formats a shortfall: whole units, one decimal below 10.
+func amount(v float64) string {
+	if v < 10 {
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64)
 }
 
 // rateLimitOffTargets reuses the zero-loss search and the CPU rows when they
