@@ -34,8 +34,9 @@ type session interface {
 // totals is what a tracer said about its run when it stopped.
 type totals struct {
 	Events, Lost uint64
-	Known        bool   // Events and Lost were reported
-	Exit         string // how the process ended when not cleanly, e.g. "exit status 2"
+	Known        bool              // Events and Lost were reported
+	KV           map[string]string // eaddr: every key of its "stopped" line
+	Exit         string            // how the process ended when not cleanly, e.g. "exit status 2"
 }
 
 // --- none ---------------------------------------------------------------
@@ -242,7 +243,7 @@ func (s *eaddrSession) Stop() (totals, error) {
 		ev, err1 := strconv.ParseUint(kv["events"], 10, 64)
 		lost, err2 := strconv.ParseUint(kv["lost"], 10, 64)
 		if err1 == nil && err2 == nil {
-			t.Events, t.Lost, t.Known = ev, lost, true
+			t.Events, t.Lost, t.Known, t.KV = ev, lost, true, kv
 			return t, nil
 		}
 	}
