@@ -269,7 +269,9 @@ static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, bool
 	e->boot_ns = bpf_ktime_get_boot_ns();
 	e->cgroup_id = bpf_get_current_cgroup_id();
 	record_cgroup(task, e->cgroup_id);
-	e->start_boottime = BPF_CORE_READ(task, start_boottime);
+	/* The process's start, not the thread's: /proc/PID/stat shows the
+	 * group leader's, and a process is what PID names. */
+	e->start_boottime = BPF_CORE_READ(task, group_leader, start_boottime);
 	e->tgid = tgid;
 	e->tid = (__u32)pid_tgid;
 	e->ppid = BPF_CORE_READ(task, real_parent, tgid);

@@ -73,8 +73,9 @@ struct event {
 	/* Which network namespace, for certain: inodes are reused as soon as a
 	 * netns is freed, cookies never are. 0 where the kernel has none (<5.12). */
 	__u64 netns_cookie;
-	/* The task's start (ns since boot): with tgid, which process for certain,
-	 * as /proc/PID/stat's starttime says it in clock ticks. */
+	/* The process's start (its group leader's, ns since boot): with tgid,
+	 * which process for certain, as /proc/PID/stat's starttime says it in
+	 * clock ticks. */
 	__u64 start_boottime;
 };
 

@@ -155,8 +155,9 @@ struct task_struct {
 	struct files_struct *files;
 	struct nsproxy *nsproxy;
 	struct mm_struct *mm;
+	struct task_struct *group_leader;
 	struct css_set *cgroups;
-	__u64 start_boottime; /* ns since boot; /proc/PID/stat starttime is this in clock ticks */
+	__u64 start_boottime; /* ns since boot; /proc/PID/stat starttime is the group leader's, in clock ticks */
 } __attribute__((preserve_access_index));
 
 typedef struct {
