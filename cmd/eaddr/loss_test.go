@@ -195,7 +195,9 @@ type stderrLog struct {
 	err    error
 }
 
-// startLogged starts cmd with its stderr read into a stderrLog through a
+// startLogged starts cmd and reaps it itself, so cmd.Stdout must not be a
+// StdoutPipe (Wait would close it under its reader): give it an os.Pipe.
+// It starts cmd with its stderr read into a stderrLog through a
 // pipe of its own, reaps it in one place (stderrLog.wait), and kills it when
 // the test ends.
 func startLogged(t *testing.T, cmd *exec.Cmd) *stderrLog {

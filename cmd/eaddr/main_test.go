@@ -155,11 +155,16 @@ func startTrace(t *testing.T, args ...string) *traceProc {
 	testenv.RequireRoot(t)
 	p := &traceProc{t: t, done: make(chan struct{})}
 	p.cmd = exec.Command(eaddrBin, append([]string{"trace"}, args...)...)
-	stdout, err := p.cmd.StdoutPipe()
+	// Our own pipe, not StdoutPipe: startLogged reaps the process, and Wait
+	// closes a StdoutPipe while lines may still wait in it to be read.
+	stdout, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.cmd.Stdout = w
 	p.stderr = startLogged(t, p.cmd)
+	w.Close()
+	t.Cleanup(func() { stdout.Close() })
 	go func() {
 		defer close(p.done)
 		s := bufio.NewScanner(stdout)

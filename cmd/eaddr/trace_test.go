@@ -271,8 +271,14 @@ func TestTableOutput(t *testing.T) {
 	py := python(t)
 	testenv.RequireRoot(t)
 	cmd := exec.Command(eaddrBin, "trace", "-o", "table", "--netns", strconv.FormatUint(ns.Inode(), 10))
-	stdout, _ := cmd.StdoutPipe()
+	stdout, w, err := os.Pipe() // not StdoutPipe: startLogged's Wait would close it under the reader
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = w
 	log := startLogged(t, cmd)
+	w.Close()
+	t.Cleanup(func() { stdout.Close() })
 	watchdog := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() }) // a stdout that never comes fails, not blocks
 	t.Cleanup(func() {
 		watchdog.Stop()
