@@ -155,14 +155,15 @@ type diagShare struct {
 }
 
 type recentDiag struct {
-	g  *diagnose.Diagnosis
-	at time.Time
+	shared *diagnose.Diagnosis // the snapshot, marked shared
+	at     time.Time
 }
 
 type ticketState struct {
-	key  diagnose.Key
-	refs int
-	used bool // the result went to one event: the others share it
+	key    diagnose.Key
+	refs   int
+	used   bool                // the result went to one event: the others share it
+	shared *diagnose.Diagnosis // its copy marked shared
 }
 
 func newDiagShare(interval time.Duration) *diagShare {
@@ -178,27 +179,28 @@ func (s *diagShare) fresh(k diagnose.Key, now time.Time) (*diagnose.Diagnosis, b
 		return nil, false
 	}
 	s.shared++
-	g := *r.g
-	g.Shared = true
-	return &g, true
+	return r.shared, true
 }
 
 // answered hands ticket's result to one held event: the first gets it as
-// taken, the others as shared; the last one frees the ticket.
+// taken, the others as shared; the last one frees the ticket. The shared
+// copy is made once per snapshot, not per event: records only read it.
 func (s *diagShare) answered(w *diagWorker, ticket uint64, g *diagnose.Diagnosis, now time.Time) *diagnose.Diagnosis {
 	st := s.waiting[ticket]
-	if g != nil && !st.used {
+	out := g
+	switch {
+	case g == nil:
+	case !st.used:
+		cp := *g
+		cp.Shared = true
+		st.shared = &cp
 		if len(s.recent) >= 4096 {
 			clear(s.recent)
 		}
-		s.recent[st.key] = recentDiag{g: g, at: now}
-	}
-	out := g
-	if st.used && g != nil {
+		s.recent[st.key] = recentDiag{shared: st.shared, at: now}
+	default:
 		s.shared++
-		cp := *g
-		cp.Shared = true
-		out = &cp
+		out = st.shared
 	}
 	st.used = true
 	s.done(w, ticket, st)

@@ -48,6 +48,7 @@ type cgroupEntry struct {
 	parsed kube.CgroupPod
 	ok     bool
 	base   *decode.Pod // from the cgroup alone
+	criKey string      // what the runtime is asked for (kube.Key), built once
 	named  *decode.Pod // with the runtime's names, once known
 }
 
@@ -108,7 +109,7 @@ func (m *PodMapper) cgroup(ev *decode.Event) (*cgroupEntry, string) {
 	}
 	e := &cgroupEntry{}
 	e.parsed, e.ok = kube.ParseCgroupPath(path)
-	e.base = basePod(e.parsed)
+	e.base, e.criKey = basePod(e.parsed), kube.Key(e.parsed.ContainerID, e.parsed.UID)
 	if len(m.byCgroup) >= m.max {
 		clear(m.byCgroup)
 	}
@@ -130,7 +131,7 @@ func (m *PodMapper) fromCgroup(ev *decode.Event, e *cgroupEntry, final bool) (pe
 	if m.CRI == nil {
 		return false
 	}
-	info, st, why := m.CRI.Names(e.parsed.ContainerID, e.parsed.UID)
+	info, st, why := m.CRI.Names(e.criKey)
 	switch {
 	case st == kube.Found && info.UID != "" && info.UID != e.parsed.UID:
 		ev.PodNamesUnresolved = "the runtime names pod " + info.UID + " for this container, not the cgroup's " + e.parsed.UID
@@ -226,7 +227,7 @@ func (m *PodMapper) pidCgroup(ev *decode.Event) (*cgroupEntry, string) {
 	if len(m.byPID) >= maxPIDs {
 		clear(m.byPID)
 	}
-	e := &cgroupEntry{parsed: parsed, ok: ok, base: basePod(parsed)}
+	e := &cgroupEntry{parsed: parsed, ok: ok, base: basePod(parsed), criKey: kube.Key(parsed.ContainerID, parsed.UID)}
 	m.byPID[key] = e
 	return e, ""
 }

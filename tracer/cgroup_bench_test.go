@@ -3,7 +3,6 @@
 package tracer
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/eaddr/eaddr/internal/mountinfo"
 	"github.com/eaddr/eaddr/internal/testenv"
 )
 
@@ -169,18 +169,13 @@ func drain(tr *Tracer) {
 }
 
 func cgroup2Root(b testing.TB) string {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.Self()
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fs := strings.Fields(s.Text())
-		for i, x := range fs {
-			if x == "-" && i+1 < len(fs) && fs[i+1] == "cgroup2" {
-				return fs[4]
-			}
+	for _, m := range mounts {
+		if m.FSType == "cgroup2" {
+			return m.MountPoint
 		}
 	}
 	b.Fatal("no cgroup2 mount")

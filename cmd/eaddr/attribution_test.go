@@ -217,24 +217,7 @@ func reuseInode(t *testing.T, inode uint64) *netns.NS {
 // closed port fails with ECONNREFUSED; it returns its pid.
 func failRefused(t *testing.T, ns *netns.NS, leaf string) int {
 	t.Helper()
-	cmd := exec.Command(python(t), "-c", `import socket, sys
-sys.stdin.readline()
-try:
-    socket.socket().connect(("127.0.0.1", 9))
-except OSError as e:
-    print(e)
-`)
-	stdin, _ := cmd.StdinPipe()
-	if err := ns.Start(cmd); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintln(stdin, "go")
-	cmd.Wait()
-	return cmd.Process.Pid
+	return connectInCgroup(t, ns, leaf, 9)
 }
 
 // A storm from five new pods while the CRI socket accepts and never answers:

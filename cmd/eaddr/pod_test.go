@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/internal/mountinfo"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testenv"
 )
@@ -23,18 +23,13 @@ import (
 // it at /sys/fs/cgroup/unified, pure v2 hosts at /sys/fs/cgroup).
 func cgroup2Mount(t *testing.T) string {
 	t.Helper()
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.Self()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fs := strings.Fields(s.Text())
-		for i, x := range fs {
-			if x == "-" && i+1 < len(fs) && fs[i+1] == "cgroup2" {
-				return fs[4]
-			}
+	for _, m := range mounts {
+		if m.FSType == "cgroup2" {
+			return m.MountPoint
 		}
 	}
 	testenv.Skip(t, "no cgroup2 mount")
@@ -71,13 +66,19 @@ func podCgroup(t *testing.T) (root, leaf, uid, cid string) {
 // then lets it fail to connect to 127.0.0.1:8080; it returns its pid.
 func failInCgroup(t *testing.T, ns *netns.NS, leaf string) int {
 	t.Helper()
-	cmd := exec.Command(python(t), "-c", `import socket, sys
+	return connectInCgroup(t, ns, leaf, 8080)
+}
+
+// connectInCgroup is failInCgroup toward 127.0.0.1:port.
+func connectInCgroup(t *testing.T, ns *netns.NS, leaf string, port int) int {
+	t.Helper()
+	cmd := exec.Command(python(t), "-c", fmt.Sprintf(`import socket, sys
 sys.stdin.readline()
 try:
-    socket.socket().connect(("127.0.0.1", 8080))
+    socket.socket().connect(("127.0.0.1", %d))
 except OSError as e:
     print(e)
-`)
+`, port))
 	stdin, _ := cmd.StdinPipe()
 	if err := ns.Start(cmd); err != nil {
 		t.Fatal(err)

@@ -149,21 +149,25 @@ func (r *Resolver) Close() error {
 	return nil
 }
 
-// Names returns the pod and container of a container or sandbox ID, or, for
-// an empty id, the pod of uid. It never waits: a miss is asked in the
-// background (Pending) unless the runtime is down or the ID is known not to
-// exist (Unavailable, with why).
-func (r *Resolver) Names(id, uid string) (p *decode.Pod, st Status, why string) {
-	key := id
-	if key == "" {
-		key = "uid:" + uid
+// Key is what Names is asked for: a container or sandbox ID, or, for a
+// pod-level cgroup (no container), the pod's UID. Callers build it once.
+func Key(id, uid string) string {
+	if id != "" {
+		return id
 	}
+	return "uid:" + uid
+}
+
+// Names returns the pod and container of key (see Key). It never waits: a
+// miss is asked in the background (Pending) unless the runtime is down or
+// the ID is known not to exist (Unavailable, with why). It does not allocate.
+func (r *Resolver) Names(key string) (p *decode.Pod, st Status, why string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if id != "" {
-		p = r.byID[id]
-	} else {
+	if uid, ok := strings.CutPrefix(key, "uid:"); ok {
 		p = r.byUID[uid]
+	} else {
+		p = r.byID[key]
 	}
 	if p != nil {
 		return p, Found, ""
