@@ -34,6 +34,11 @@ const volatile bool nodeport_on = false;
 const volatile __u32 nodeport_netns = 0;
 const volatile __u16 nodeport_lo = 30000;
 const volatile __u16 nodeport_hi = 32767;
+/* --rate-limit: a key may pass once every limit_interval_ns, with bursts of
+ * up to limit_tolerance_ns / limit_interval_ns + 1 (GCRA). 0: no limit, and
+ * the verifier removes the code. */
+const volatile __u64 limit_interval_ns = 0;
+const volatile __u64 limit_tolerance_ns = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -64,10 +69,28 @@ struct {
 	__type(value, struct cgroup_path);
 } cgroup_scratch SEC(".maps");
 
+/* The rate limit's buckets (bpf/eaddr.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, EADDR_LIMIT_KEYS);
+	__type(key, struct limit_key);
+	__type(value, struct limit_state);
+} limits SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct limit_counters);
+} limit_totals SEC(".maps");
+
 /* Force the types into BTF so bpf2go -type can emit them. */
 const struct event *unused_event __attribute__((unused));
 const struct cgroup_path *unused_cgroup_path __attribute__((unused));
 const struct eaddr_enums *unused_enums __attribute__((unused));
+const struct limit_key *unused_limit_key __attribute__((unused));
+const struct limit_state *unused_limit_state __attribute__((unused));
+const struct limit_counters *unused_limit_counters __attribute__((unused));
 
 /* The tracepoint format of sys_exit_*: common header, syscall nr, ret. */
 struct syscall_exit_ctx {
@@ -219,13 +242,13 @@ static __always_inline void read_exe(struct event *e, struct task_struct *task)
 		e->args_len = n;
 }
 
-static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, bool nodeport);
+static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, struct sock *nodeport);
 
 static __always_inline int report(struct syscall_exit_ctx *ctx, __u8 syscall)
 {
 	if (!wanted(ctx->ret))
 		return 0;
-	return emit(ctx, syscall, false);
+	return emit(ctx, syscall, 0);
 }
 
 /* The kernel chose the source port at connect() time, also for a
@@ -243,10 +266,88 @@ static __always_inline int nodeport_check(struct syscall_exit_ctx *ctx)
 	__u16 port = BPF_CORE_READ(sk, __sk_common.skc_num);
 	if (port < nodeport_lo || port > nodeport_hi)
 		return 0;
-	return emit(ctx, EADDR_SYS_CONNECT, true);
+	return emit(ctx, EADDR_SYS_CONNECT, sk);
 }
 
-static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, bool nodeport)
+/* The limit key's address from the sockaddr the caller passed: only the
+ * family and the IP, read from user memory once it is known to be needed. */
+static __always_inline void key_addr(struct limit_key *k, const void *uaddr, int addrlen)
+{
+	struct {
+		__u16 family;
+		__u16 port;
+		__u8 v4[4];
+	} h;
+	if (!uaddr || addrlen < 16 || bpf_probe_read_user(&h, sizeof(h), uaddr))
+		return;
+	if (h.family == EADDR_AF_INET) {
+		k->family = EADDR_AF_INET;
+		__builtin_memcpy(k->addr, h.v4, sizeof(h.v4));
+	} else if (h.family == EADDR_AF_INET6 && addrlen >= 24 &&
+		   bpf_probe_read_user(k->addr, 16, (const char *)uaddr + 8) == 0) {
+		k->family = EADDR_AF_INET6;
+	}
+}
+
+/* The NodePort report's key: the source address the kernel chose. */
+static __always_inline void key_local(struct limit_key *k, struct sock *sk)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family == EADDR_AF_INET6) {
+		BPF_CORE_READ_INTO(&k->addr, sk, __sk_common.skc_v6_rcv_saddr);
+		k->family = EADDR_AF_INET6;
+	} else if (family == EADDR_AF_INET) {
+		BPF_CORE_READ_INTO((__u32 *)k->addr, sk, __sk_common.skc_rcv_saddr);
+		k->family = EADDR_AF_INET;
+	}
+}
+
+/* GCRA: true when the key has no budget left now. Two CPUs may race on one
+ * key; the loser looks again once, then passes: the rate may be exceeded by
+ * an event, the counts stay exact. */
+static __always_inline bool over_budget(struct limit_state *s, __u64 now)
+{
+	for (int i = 0; i < 2; i++) {
+		__u64 tat = *(volatile __u64 *)&s->tat;
+		__u64 t = tat > now ? tat : now;
+		if (t - now > limit_tolerance_ns)
+			return true;
+		if (__sync_val_compare_and_swap(&s->tat, tat, t + limit_interval_ns) == tat)
+			return false;
+	}
+	return false;
+}
+
+/* The rate limit: true when the failure was counted and must go no further;
+ * otherwise *st is its key's state (NULL if the key could not be kept). */
+static __always_inline bool limited(struct limit_key *k, struct limit_state **st)
+{
+	__u32 zero = 0;
+	struct limit_counters *c = bpf_map_lookup_elem(&limit_totals, &zero);
+	if (!c)
+		return false;
+	__u64 now = bpf_ktime_get_boot_ns();
+	struct limit_state *s = bpf_map_lookup_elem(&limits, k);
+	if (!s) {
+		struct limit_state fresh = {
+			.id = (c->keys << 16) | (bpf_get_smp_processor_id() & 0xffff),
+			.tat = now + limit_interval_ns,
+		};
+		c->keys++; /* per-CPU slot: no other writer */
+		bpf_map_update_elem(&limits, k, &fresh, BPF_NOEXIST);
+		*st = bpf_map_lookup_elem(&limits, k); /* another CPU's, if it won the race */
+		return false;
+	}
+	if (over_budget(s, now)) {
+		__sync_fetch_and_add(&s->suppressed, 1);
+		c->suppressed++;
+		return true;
+	}
+	*st = s;
+	return false;
+}
+
+static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, struct sock *nodeport)
 {
 	long ret = ctx->ret;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -260,6 +361,31 @@ static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, bool
 	if (filter_netns && task_netns != filter_netns)
 		return 0;
 
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	int fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
+	const void *uaddr = (const void *)PT_REGS_PARM2_CORE_SYSCALL(regs);
+	int addrlen = (int)PT_REGS_PARM3_CORE_SYSCALL(regs);
+	__u64 cgroup_id = bpf_get_current_cgroup_id();
+	__u64 cookie = net_cookie(task_net);
+	__s32 err = nodeport ? 0 : (__s32)-ret;
+
+	struct limit_state *st = 0;
+	if (limit_interval_ns) {
+		struct limit_key k = {
+			.cgroup_id = cgroup_id,
+			.netns_cookie = cookie,
+			.netns = task_netns,
+			.err = (__u16)err,
+			.syscall = syscall,
+		};
+		if (nodeport)
+			key_local(&k, nodeport);
+		else
+			key_addr(&k, uaddr, addrlen);
+		if (limited(&k, &st))
+			return 0;
+	}
+
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count_lost();
@@ -267,8 +393,8 @@ static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, bool
 	}
 
 	e->boot_ns = bpf_ktime_get_boot_ns();
-	e->cgroup_id = bpf_get_current_cgroup_id();
-	record_cgroup(task, e->cgroup_id);
+	e->cgroup_id = cgroup_id;
+	record_cgroup(task, cgroup_id);
 	/* The process's start, not the thread's: /proc/PID/stat shows the
 	 * group leader's, and a process is what PID names. */
 	e->start_boottime = BPF_CORE_READ(task, group_leader, start_boottime);
@@ -277,11 +403,18 @@ static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, bool
 	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
 	e->uid = (__u32)bpf_get_current_uid_gid();
 	e->netns = task_netns;
-	e->netns_cookie = net_cookie(task_net);
+	e->netns_cookie = cookie;
 	e->mntns = BPF_CORE_READ(task, nsproxy, mnt_ns, ns.inum);
-	e->err = nodeport ? 0 : (__s32)-ret;
+	e->err = err;
 	e->syscall = syscall;
 	e->flags = nodeport ? EADDR_F_NODEPORT : 0;
+	e->limit_id = 0;
+	e->limit_suppressed = 0;
+	if (st) {
+		e->flags |= EADDR_F_LIMITED;
+		e->limit_id = st->id;
+		e->limit_suppressed = *(volatile __u64 *)&st->suppressed;
+	}
 	e->sock_family = 0;
 	e->sock_type = 0;
 	e->sock_protocol = 0;
@@ -290,10 +423,6 @@ static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, bool
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	read_exe(e, task);
 
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	int fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
-	const void *uaddr = (const void *)PT_REGS_PARM2_CORE_SYSCALL(regs);
-	int addrlen = (int)PT_REGS_PARM3_CORE_SYSCALL(regs);
 	e->fd = fd;
 	e->addrlen = addrlen < 0 ? 0 : (addrlen > 0xffff ? 0xffff : addrlen);
 

@@ -20,6 +20,7 @@ enum event_flag {
 	EADDR_F_ADDR = 1,     /* addr holds addr_copied bytes copied from user memory */
 	EADDR_F_SOCKET = 2,   /* sock_* and local_* were read from the fd's socket */
 	EADDR_F_NODEPORT = 4, /* not a failure: connect() got a source port in the NodePort range */
+	EADDR_F_LIMITED = 8,  /* limit_id and limit_suppressed are valid: the rate limit is on */
 };
 
 /* Errnos the programs test (Linux's values). */
@@ -77,9 +78,46 @@ struct event {
 	 * which process for certain, as /proc/PID/stat's starttime says it in
 	 * clock ticks. */
 	__u64 start_boottime;
+	/* With the rate limit on (EADDR_F_LIMITED): which key this event passed
+	 * for (an id never reused, see struct limit_state) and how many failures
+	 * of that key the kernel had held back, in all, when it passed. */
+	__u64 limit_id;
+	__u64 limit_suppressed;
 };
 
-_Static_assert(sizeof(struct event) == 352, "event layout changed: update decode tests");
+_Static_assert(sizeof(struct event) == 368, "event layout changed: update decode tests");
+
+/*
+ * The rate limit (--rate-limit), applied before anything else is read: a
+ * token bucket (GCRA) per limit_key in the LRU hash `limits`. Over budget, a
+ * failure only adds one to its key's `suppressed` and to the per-CPU
+ * limit_counters; user space reads both each tick.
+ */
+#define EADDR_LIMIT_KEYS 16384 /* keys remembered (LRU) */
+
+struct limit_key {
+	__u64 cgroup_id;
+	__u64 netns_cookie; /* the task's netns; 0 on kernels without cookies */
+	__u32 netns;        /* its inode */
+	__u16 err;
+	__u8 syscall;       /* enum syscall_id */
+	__u8 family;        /* AF_INET or AF_INET6 when addr is set, else 0 */
+	__u8 addr[16];      /* connect: the destination; bind and NodePort: the local address */
+};
+
+struct limit_state {
+	__u64 id;         /* (keys created on that CPU) << 16 | CPU: unique while eaddr runs */
+	__u64 tat;        /* GCRA's theoretical arrival time, ns since boot */
+	__u64 suppressed; /* failures held back since the key was created (never reset) */
+};
+
+/* Per CPU; user space sums them. */
+struct limit_counters {
+	__u64 suppressed; /* every failure held back, whatever became of its key */
+	__u64 keys;       /* keys created: more than the map holds means some were evicted */
+};
+
+_Static_assert(sizeof(struct limit_key) == 40, "limit_key layout changed");
 
 /*
  * The cgroup v2 path of a failing task, recorded in the cgroup_paths map (keyed

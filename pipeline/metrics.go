@@ -31,11 +31,12 @@ type metrics struct {
 	errSeries  map[errKey]prometheus.Counter
 	portSeries map[portKey]portGauges
 
-	lost       atomic.Uint64 // kernel drops, set by the trace loop
-	dropped    atomic.Uint64 // events not written whole to stdout
-	suppressed atomic.Uint64 // events held back by --rate-limit
-	events     atomic.Uint64
-	healthy    atomic.Bool
+	lost         atomic.Uint64 // kernel drops, set by the trace loop
+	dropped      atomic.Uint64 // events not written whole to stdout
+	suppressed   atomic.Uint64 // events held back by --rate-limit
+	limitEvicted atomic.Uint64 // rate limit keys the kernel's LRU dropped
+	events       atomic.Uint64
+	healthy      atomic.Bool
 
 	// Attribution: events a filter could not decide (pod or cgroup not
 	// known), CRI calls that failed or timed out, and the runtime's health
@@ -120,12 +121,16 @@ func newMetrics(maxSeries int) *metrics {
 		}, func() float64 { return float64(m.dropped.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "eaddr_suppressed_events_total",
-			Help: "Events held back by --rate-limit; the next event of the same failure carries their count.",
+			Help: "Failures held back in the kernel by --rate-limit (filtered ones excluded); the next event of the same key carries their count.",
 		}, func() float64 { return float64(m.suppressed.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "eaddr_events_total",
-			Help: "Events read from the ring buffer.",
+			Help: "Failures the kernel reported: read from the ring buffer, or held back there by --rate-limit.",
 		}, func() float64 { return float64(m.events.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "eaddr_rate_limit_keys_evicted_total",
+			Help: "Rate limit keys the kernel dropped to make room (it keeps 16384): failures held back for them since the last read (each second) are counted in eaddr_suppressed_events_total but in no pod's eaddr_errors_total.",
+		}, func() float64 { return float64(m.limitEvicted.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "eaddr_filtered_unresolved_total",
 			Help: "Events dropped by --cgroup/--namespace/--pod/--container/--selector because their cgroup or pod was not known, so the filter could not decide.",
@@ -166,12 +171,13 @@ func labelKey(ev *decode.Event) errKey {
 	return k
 }
 
-// count counts one failure in eaddr_errors_total: every one the kernel
-// reported and the filters kept, including those --rate-limit holds back
-// from the output. It does not allocate once its series exists.
-func (m *metrics) count(ev *decode.Event) {
+// count counts one failure in eaddr_errors_total and returns its series,
+// in which the failures of its key that --rate-limit holds back in the
+// kernel are counted too (nil for NodePort reports, which are not
+// failures). It does not allocate once its series exists.
+func (m *metrics) count(ev *decode.Event) prometheus.Counter {
 	if ev.NodePort {
-		return
+		return nil
 	}
 	k := labelKey(ev)
 	c, ok := m.errSeries[k]
@@ -186,6 +192,7 @@ func (m *metrics) count(ev *decode.Event) {
 		}
 	}
 	c.Inc()
+	return c
 }
 
 // ports sets the port gauges of ev's netns and pod from its diagnosis.

@@ -98,6 +98,7 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 		}
 		log.Info("serving metrics", "url", "http://"+addr+"/metrics")
 	}
+	c.Tracer.Rate = c.Rate
 	t, err := tracer.New(c.Tracer)
 	if err != nil {
 		return Stats{}, err
@@ -156,7 +157,7 @@ type traceRun struct {
 	diagHold  []diagHeld
 	share     *diagShare
 	seenNetNS map[uint32]bool // netns already told to the diagnosis
-	limiter   *rateLimiter
+	limits    *limitBook
 	sk        *sink
 	sum       summary
 
@@ -166,10 +167,11 @@ type traceRun struct {
 	lastTick time.Time
 
 	written, filtered, filteredUnresolved uint64
+	limitErr                              bool // a failed read of the kernel's counts was logged
 }
 
 func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, met *metrics, hooks Hooks) (*traceRun, error) {
-	r := &traceRun{c: c, t: t, log: log, met: met, hooks: hooks, limiter: newRateLimiter(c.Rate), hold: newHoldQueue(holdMax)}
+	r := &traceRun{c: c, t: t, log: log, met: met, hooks: hooks, limits: newLimitBook(c.Tracer.Rate > 0), hold: newHoldQueue(holdMax)}
 	cg, err := pod.NewCgroupResolver(t)
 	r.dec = decode.NewDecoder(nil)
 	if err != nil {

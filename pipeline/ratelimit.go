@@ -2,75 +2,145 @@ package pipeline
 
 import (
 	"fmt"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/eaddr/eaddr/decode"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eaddr/eaddr/tracer"
 )
 
-// rateLimiter lets through at most rate events per second per (netns,
-// syscall, errno, address): a storm of identical failures becomes a trickle
-// of events, each carrying how many it stands for. Not safe for concurrent
-// use; allocation-free once a key is known.
-type rateLimiter struct {
-	rate  float64 // events per second; <= 0: no limit
-	burst float64
-	keys  map[rlKey]*bucket
-	max   int
-	total uint64 // suppressed since start
+// limitBook accounts for the failures the kernel's rate limit held back
+// (bpf/eaddr.h, struct limit_state). Each kernel key has an id that is never
+// reused and a count that only grows; every event that passes carries both.
+// A failure is counted once, by whichever comes first, an event of its key
+// or the read of the kernel's keys each tick, and goes where its key's latest
+// event went: written (suppressed), filtered, or filtered as unresolved.
+// Counts of a key no event of which reached user space (its events lost, or
+// the key evicted before a read) are unattributed: counted, in no pod.
+// Not safe for concurrent use; allocation-free once a key is known.
+type limitBook struct {
+	on   bool
+	keys map[uint64]*limitKey // by kernel key id
+	now  time.Time            // of the last read
+
+	// Collected, by what became of the key's events.
+	suppressed, filtered, unresolved uint64
+
+	// From the kernel at the last read.
+	total, created uint64 // limit_totals: every failure held back; keys made
+	entries, max   int    // keys in the map, and its bound
 }
 
-type rlKey struct {
-	netns uint32
-	sys   decode.Syscall
-	errno int
-	addr  netip.AddrPort
+type limitKey struct {
+	collected uint64             // held back failures counted so far
+	carried   uint64             // LimitSuppressed of the key's last event
+	fate      limitFate          // what became of its last event
+	errors    prometheus.Counter // its eaddr_errors_total series; nil: none
+	seen      time.Time          // the last read before an event or read saw it
 }
 
-type bucket struct {
-	tokens     float64
-	last       time.Time
-	suppressed uint64 // since the last event that passed
-}
+type limitFate uint8
 
-func newRateLimiter(rate float64) *rateLimiter {
-	return &rateLimiter{rate: rate, burst: max(rate, 1), keys: map[rlKey]*bucket{}, max: 65536}
-}
+const (
+	fateWritten limitFate = iota
+	fateFiltered
+	fateUnresolved
+)
 
-// allow reports whether ev passes; if it does, suppressed is how many events
-// of its key were held back since the previous one that passed.
-func (r *rateLimiter) allow(ev *decode.Event, now time.Time) (ok bool, suppressed uint64) {
-	if r.rate <= 0 {
-		return true, 0
+func newLimitBook(on bool) *limitBook { return &limitBook{on: on, keys: map[uint64]*limitKey{}} }
+
+// event accounts for ev's key with the kernel's figures in raw: it returns
+// how many failures of that key were held back since its previous event.
+func (b *limitBook) event(raw *tracer.RawEvent, fate limitFate, errors prometheus.Counter) uint64 {
+	if raw.Flags&tracer.FlagLimited == 0 {
+		return 0
 	}
-	k := rlKey{netns: ev.NetNS, sys: ev.Syscall, errno: ev.Errno}
-	if ev.Syscall == decode.Bind || ev.NodePort {
-		k.addr = ev.Local.IP
-	} else {
-		k.addr = ev.Remote.IP
+	k := b.keys[raw.LimitId]
+	if k == nil {
+		k = &limitKey{}
+		b.keys[raw.LimitId] = k
 	}
-	b := r.keys[k]
-	if b == nil {
-		if len(r.keys) >= r.max {
-			clear(r.keys) // forget the oldest storms rather than grow
+	k.fate, k.errors, k.seen = fate, errors, b.now
+	b.collect(k, raw.LimitSuppressed)
+	n := raw.LimitSuppressed - min(k.carried, raw.LimitSuppressed)
+	k.carried = max(k.carried, raw.LimitSuppressed)
+	return n
+}
+
+// collect counts the part of a key's total not counted yet.
+func (b *limitBook) collect(k *limitKey, total uint64) {
+	if total <= k.collected {
+		return
+	}
+	n := total - k.collected
+	k.collected = total
+	switch k.fate {
+	case fateFiltered:
+		b.filtered += n
+	case fateUnresolved:
+		b.unresolved += n
+	default:
+		b.suppressed += n
+		if k.errors != nil {
+			k.errors.Add(float64(n))
 		}
-		b = &bucket{tokens: r.burst, last: now}
-		r.keys[k] = b
 	}
-	b.tokens = min(r.burst, b.tokens+now.Sub(b.last).Seconds()*r.rate)
-	b.last = now
-	if b.tokens < 1 {
-		b.suppressed++
-		r.total++
-		return false, 0
-	}
-	b.tokens--
-	s := b.suppressed
-	b.suppressed = 0
-	return true, s
 }
+
+// limitForget is how long a key the kernel no longer has is remembered after
+// its last event: longer than any event waits in user space (holdFor,
+// diagWait), so an event of a forgotten key cannot arrive and count again.
+const limitForget = 5 * time.Second
+
+// limitSource is what read needs of the tracer.
+type limitSource interface {
+	LimitCounts() (suppressed, keys uint64, err error)
+	LimitStates(fn func(id, suppressed uint64)) (int, error)
+	LimitKeysMax() int
+}
+
+// read collects every key's count from the kernel, then forgets the keys
+// the kernel no longer has and no event named for limitForget.
+func (b *limitBook) read(t limitSource, now time.Time) error {
+	if !b.on {
+		return nil
+	}
+	b.now = now
+	total, created, err := t.LimitCounts()
+	if err != nil {
+		return err
+	}
+	n, err := t.LimitStates(func(id, suppressed uint64) {
+		if k := b.keys[id]; k != nil {
+			k.seen = now
+			b.collect(k, suppressed)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	b.total, b.created, b.entries, b.max = total, created, n, t.LimitKeysMax()
+	for id, k := range b.keys {
+		if now.Sub(k.seen) > limitForget {
+			delete(b.keys, id)
+		}
+	}
+	return nil
+}
+
+// unattributed is what the kernel held back that no key's event accounts for.
+func (b *limitBook) unattributed() uint64 {
+	return b.total - min(b.total, b.suppressed+b.filtered+b.unresolved)
+}
+
+// evicted is how many keys the kernel's LRU dropped to make room.
+func (b *limitBook) evicted() uint64 { return b.created - min(b.created, uint64(b.entries)) }
+
+// held is every failure held back whose events were not filtered out: the
+// suppressed count the trace reports.
+func (b *limitBook) held() uint64 { return b.suppressed + b.unattributed() }
 
 // ParseRate reads "100/s", "100", "0" or "off".
 func ParseRate(s string) (float64, error) {

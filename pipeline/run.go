@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/output"
@@ -20,7 +22,7 @@ const (
 	holdFor = 400 * time.Millisecond
 	// holdPoll is how often held events are looked at while any wait.
 	holdPoll = 5 * time.Millisecond
-	// holdMax bounds the events waiting (352 bytes each); past it an event
+	// holdMax bounds the events waiting (368 bytes each); past it an event
 	// goes out at once without names.
 	holdMax = 4096
 )
@@ -159,6 +161,11 @@ func (r *traceRun) release(final bool) {
 func (r *traceRun) process(raw *tracer.RawEvent, ev *decode.Event) {
 	keep, unresolved := r.c.keep(ev)
 	if !keep {
+		fate := fateFiltered
+		if unresolved {
+			fate = fateUnresolved
+		}
+		r.limits.event(raw, fate, nil)
 		if unresolved {
 			r.filteredUnresolved++
 			if r.filteredUnresolved == 1 {
@@ -170,15 +177,11 @@ func (r *traceRun) process(raw *tracer.RawEvent, ev *decode.Event) {
 		}
 		return
 	}
+	var series prometheus.Counter
 	if r.met != nil {
-		r.met.count(ev) // every failure reported, suppressed ones too
+		series = r.met.count(ev) // and the kernel's suppressed of its key, by r.limits
 	}
-	pass, suppressed := r.limiter.allow(ev, ev.Time)
-	if !pass {
-		r.sum.suppress()
-		return
-	}
-	ev.Suppressed = suppressed
+	ev.Suppressed = r.limits.event(raw, fateWritten, series)
 	if r.diag == nil {
 		r.emit(ev, nil)
 		return
@@ -309,11 +312,15 @@ func (r *traceRun) tick(now time.Time) {
 		return
 	}
 	st, _ := r.t.Stats()
+	if err := r.limits.read(r.t, now); err != nil && !r.limitErr {
+		r.limitErr = true
+		r.log.Warn("reading the kernel's rate limit counts; suppressed counts lag until it works", "err", err)
+	}
 	if r.met != nil {
 		r.updateMetrics(st)
 	}
 	if r.sum.enabled && now.Sub(r.sum.start) >= r.sum.every {
-		b := r.sum.append(r.sk.buf(), now, r.c.Node, st.KernelLost, r.sk.dropped.Load(), r.limiter.total)
+		b := r.sum.append(r.sk.buf(), now, r.c.Node, st.KernelLost, r.sk.dropped.Load(), r.limits.held())
 		r.sk.add(append(b, '\n'), 0)
 		r.sk.flush()
 	}
@@ -322,10 +329,11 @@ func (r *traceRun) tick(now time.Time) {
 func (r *traceRun) updateMetrics(st tracer.Stats) {
 	m := r.met
 	m.lost.Store(st.KernelLost)
-	m.events.Store(st.Events)
+	m.events.Store(st.Events + r.limits.total)
 	m.dropped.Store(r.sk.dropped.Load())
-	m.suppressed.Store(r.limiter.total)
-	m.filteredUnresolved.Store(r.filteredUnresolved)
+	m.suppressed.Store(r.limits.held())
+	m.limitEvicted.Store(r.limits.evicted())
+	m.filteredUnresolved.Store(r.filteredUnresolved + r.limits.unresolved)
 	m.criFailures.Store(r.names.Failures.Load())
 	_, why := r.names.Healthy()
 	m.criDown.Store(&why)
@@ -348,20 +356,25 @@ func (r *traceRun) cacheSizes() *Caches {
 		b := int(w.cacheBound.Load())
 		c.Diagnoses, c.NetNSHandles = Size{int(w.cacheSnaps.Load()), b}, Size{int(w.cacheHandles.Load()), b}
 	}
-	c.RateLimitKeys = Size{len(r.limiter.keys), r.limiter.max}
+	c.RateLimitKeys = Size{r.limits.entries, r.limits.max}
 	c.CRIIDs = Size{r.names.Len(), r.names.MaxEntries}
 	return &c
 }
 
 // Stats are a trace's totals, as the "stopped" line logs them. Every event
-// read is written, filtered (decided or not) or suppressed; every event
-// written is delivered whole or dropped.
+// the kernel reported (read from the ring, or held back by the rate limit
+// in the kernel) is written, filtered (decided or not) or suppressed; every
+// event written is delivered whole or dropped.
 type Stats struct {
-	Events, Lost, Malformed      uint64 // read from the ring; dropped by the kernel; not an event
+	Events, Lost, Malformed      uint64 // reported by the kernel; dropped by the kernel; not an event
 	Written, Delivered, Dropped  uint64
 	Filtered, FilteredUnresolved uint64
 	Suppressed                   uint64
-	NamesNotAwaited              uint64 // went out without waiting for the runtime (hold queue full)
+	// Of Suppressed, those whose key no event named (its events lost, or
+	// the key evicted before it was read): counted, in no pod's series.
+	SuppressedUnattributed uint64
+	LimitKeysEvicted       uint64 // rate limit keys the kernel's LRU dropped for room
+	NamesNotAwaited        uint64 // went out without waiting for the runtime (hold queue full)
 	// The diagnosis: snapshots taken, events that shared one, netns gone,
 	// events written before their snapshot or without asking for one.
 	Snapshots, Shared, Unreachable, DiagnosesLate, DiagnosesSkipped uint64
@@ -372,9 +385,11 @@ func (r *traceRun) stats() Stats {
 	if err != nil {
 		r.log.Warn("reading counters", "err", err)
 	}
-	s := Stats{Events: st.Events, Lost: st.KernelLost, Malformed: st.Malformed, Written: r.written,
-		Delivered: r.sk.delivered.Load(), Dropped: r.sk.dropped.Load(), Filtered: r.filtered,
-		FilteredUnresolved: r.filteredUnresolved, Suppressed: r.limiter.total, NamesNotAwaited: r.hold.overflow}
+	b := r.limits
+	s := Stats{Events: st.Events + b.total, Lost: st.KernelLost, Malformed: st.Malformed, Written: r.written,
+		Delivered: r.sk.delivered.Load(), Dropped: r.sk.dropped.Load(), Filtered: r.filtered + b.filtered,
+		FilteredUnresolved: r.filteredUnresolved + b.unresolved, Suppressed: b.held(), NamesNotAwaited: r.hold.overflow,
+		SuppressedUnattributed: b.unattributed(), LimitKeysEvicted: b.evicted()}
 	if w := r.diag; w != nil {
 		s.Snapshots, s.Shared, s.Unreachable = uint64(w.snapshots.Load()), uint64(w.shared.Load())+r.share.shared, uint64(w.unreachable.Load())
 		s.DiagnosesLate, s.DiagnosesSkipped = r.share.late, w.full
@@ -385,12 +400,18 @@ func (r *traceRun) stats() Stats {
 // finish writes what is queued, logs the totals and returns them.
 func (r *traceRun) finish() (Stats, error) {
 	r.sk.close(2 * time.Second)
+	if err := r.limits.read(r.t, time.Now()); err != nil { // the detached programs' last counts
+		r.log.Warn("reading the kernel's rate limit counts at stop", "err", err)
+	}
 	s := r.stats()
 	attrs := []any{"events", s.Events, "written", s.Written, "delivered", s.Delivered, "filtered", s.Filtered,
 		"filtered_unresolved", s.FilteredUnresolved, "lost", s.Lost,
 		"dropped", s.Dropped, "suppressed", s.Suppressed, "malformed", s.Malformed}
 	if s.NamesNotAwaited > 0 {
 		attrs = append(attrs, "names_not_awaited", s.NamesNotAwaited)
+	}
+	if s.SuppressedUnattributed > 0 || s.LimitKeysEvicted > 0 {
+		attrs = append(attrs, "suppressed_unattributed", s.SuppressedUnattributed, "limit_keys_evicted", s.LimitKeysEvicted)
 	}
 	if r.diag != nil {
 		attrs = append(attrs, "netns_snapshots", s.Snapshots, "snapshots_shared", s.Shared,

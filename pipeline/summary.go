@@ -14,13 +14,11 @@ type summary struct {
 	start       time.Time
 	events      uint64
 	nodeport    uint64
-	suppr       uint64 // held back by the rate limit in this interval
+	supprSeen   uint64 // held back by the rate limit, at the last record
 	errnos      [256]uint64
 	lostSeen    uint64 // kernel drops at the last record
 	droppedSeen uint64 // output drops at the last record
 }
-
-func (s *summary) suppress() { s.suppr++ }
 
 func (s *summary) count(ev *decode.Event) {
 	if !s.enabled {
@@ -39,7 +37,7 @@ func (s *summary) count(ev *decode.Event) {
 func (s *summary) append(b []byte, now time.Time, node string, lostTotal, droppedTotal, suppressedTotal uint64) []byte {
 	b = output.AppendSummary(b, &output.Summary{Time: now, Since: s.start, Node: node, Events: s.events, Errnos: &s.errnos,
 		NodePort: s.nodeport, Lost: lostTotal - s.lostSeen, LostTotal: lostTotal, Dropped: droppedTotal - s.droppedSeen,
-		DroppedTotal: droppedTotal, Suppressed: s.suppr, SuppressedTotal: suppressedTotal})
-	*s = summary{enabled: s.enabled, every: s.every, start: now, lostSeen: lostTotal, droppedSeen: droppedTotal}
+		DroppedTotal: droppedTotal, Suppressed: suppressedTotal - min(s.supprSeen, suppressedTotal), SuppressedTotal: suppressedTotal})
+	*s = summary{enabled: s.enabled, every: s.every, start: now, lostSeen: lostTotal, droppedSeen: droppedTotal, supprSeen: suppressedTotal}
 	return b
 }

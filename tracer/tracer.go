@@ -43,6 +43,8 @@ const (
 	// FlagNodePort marks a connect() that succeeded (or is in progress) with
 	// a kernel-chosen source port inside the NodePort range: not a failure.
 	FlagNodePort = uint8(eaddrEventFlagEADDR_F_NODEPORT)
+	// FlagLimited: LimitId and LimitSuppressed are valid (the rate limit is on).
+	FlagLimited = uint8(eaddrEventFlagEADDR_F_LIMITED)
 )
 
 // ErrnoInProgress (EINPROGRESS) is never reported, even with AllErrnos.
@@ -66,6 +68,12 @@ type Options struct {
 	WakeupBytes int
 	Logger      *slog.Logger
 
+	// Rate, when above 0, lets at most Rate events a second (bursts of
+	// max(Rate, 1)) through per cgroup, netns, syscall, errno and address;
+	// the kernel counts the others and returns before touching the ring
+	// (LimitCounts, LimitStates). 0: every failure is an event.
+	Rate float64
+
 	// NodePort, when set, also reports connect() calls in netns NodePort.NetNS
 	// whose source port falls in [Lo, Hi]. Unset, the check is removed from
 	// the program at load time and costs nothing.
@@ -85,6 +93,10 @@ type Tracer struct {
 	rd    *ringbuf.Reader
 	rec   ringbuf.Record
 	log   *slog.Logger
+
+	limitKeys []eaddrLimitKey // LimitStates' batch buffers
+	limitVals []eaddrLimitState
+	limitCur  ebpf.MapBatchCursor
 
 	detachOnce sync.Once
 	events     uint64 // records read
@@ -188,6 +200,14 @@ func configure(spec *ebpf.CollectionSpec, opts Options) error {
 		return fmt.Errorf("wakeup threshold %d is negative", opts.WakeupBytes)
 	}
 	set(v.WakeupBytes, uint64(opts.WakeupBytes))
+	if opts.Rate < 0 {
+		return fmt.Errorf("rate limit %v is negative", opts.Rate)
+	}
+	if opts.Rate > 0 {
+		interval, tolerance := gcra(opts.Rate)
+		set(v.LimitIntervalNs, interval)
+		set(v.LimitToleranceNs, tolerance)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("setting the BPF program's options: %w", err)
 	}
@@ -201,6 +221,14 @@ func configure(spec *ebpf.CollectionSpec, opts Options) error {
 	}
 	m.Events.MaxEntries = uint32(size)
 	return nil
+}
+
+// gcra turns rate events per second, bursts of max(rate, 1), into the
+// kernel's emission interval and tolerance.
+func gcra(rate float64) (interval, tolerance uint64) {
+	iv := max(float64(time.Second)/rate, 1)
+	burst := max(rate, 1)
+	return uint64(iv), uint64((burst - 1) * iv)
 }
 
 // Read blocks until an event arrives and copies it into ev. It returns
@@ -279,6 +307,47 @@ func (t *Tracer) Stats() (Stats, error) {
 		s.KernelLost += n
 	}
 	return s, nil
+}
+
+// LimitCounts sums the rate limit's per-CPU counters: failures held back in
+// the kernel, and keys created (more than LimitKeysMax() in the map means the
+// oldest were evicted).
+func (t *Tracer) LimitCounts() (suppressed, keys uint64, err error) {
+	var per []eaddrLimitCounters
+	if err := t.objs.LimitTotals.Lookup(uint32(0), &per); err != nil {
+		return 0, 0, fmt.Errorf("reading the rate limit's counters: %w", err)
+	}
+	for _, c := range per {
+		suppressed += c.Suppressed
+		keys += c.Keys
+	}
+	return suppressed, keys, nil
+}
+
+// LimitKeysMax is how many rate limit keys the kernel keeps (LRU).
+func (t *Tracer) LimitKeysMax() int { return int(t.objs.Limits.MaxEntries()) }
+
+// LimitStates calls fn with each rate limit key's id and the failures it
+// held back since it was created, in batches (no allocation once warm).
+func (t *Tracer) LimitStates(fn func(id, suppressed uint64)) (int, error) {
+	if t.limitKeys == nil {
+		t.limitKeys, t.limitVals = make([]eaddrLimitKey, 256), make([]eaddrLimitState, 256)
+	}
+	t.limitCur = ebpf.MapBatchCursor{}
+	total := 0
+	for {
+		n, err := t.objs.Limits.BatchLookup(&t.limitCur, t.limitKeys, t.limitVals, nil)
+		for _, v := range t.limitVals[:n] {
+			fn(v.Id, v.Suppressed)
+		}
+		total += n
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return total, nil
+		}
+		if err != nil {
+			return total, fmt.Errorf("reading the rate limit's keys: %w", err)
+		}
+	}
 }
 
 // Close detaches the programs and frees every kernel object.

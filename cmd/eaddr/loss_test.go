@@ -131,6 +131,35 @@ func TestRateLimit(t *testing.T) {
 	}
 }
 
+// Failures the kernel held back go where their key's events go: a storm
+// the filter drops is filtered in full, none of it "suppressed", and the
+// kernel's counts add up to the storm. The rate limit keys gauge proves the
+// limit was on in the kernel.
+func TestRateLimitFilteredStorm(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--rate-limit", "20/s", "--comm", "no-such-comm",
+		"--metrics-addr", "127.0.0.1:0", "--explain", "off", "--diagnose=false")
+	base := p.metricsURL(t)
+	const n = 5000
+	flood(t, ns, n)
+	var keys float64
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && keys == 0; time.Sleep(100 * time.Millisecond) {
+		for _, m := range scrape(t, base)["eaddr_cache_entries"].GetMetric() {
+			if m.GetLabel()[0].GetValue() == "rate_limit_keys" {
+				keys = m.GetGauge().GetValue()
+			}
+		}
+	}
+	c := p.stop(t)
+	t.Logf("%d failures, all filtered out at --rate-limit 20/s: %d kernel keys; totals %v", n, int(keys), c)
+	if keys == 0 {
+		t.Errorf("no rate limit key in the kernel: the limit was not on, the test proves nothing")
+	}
+	if c["events"] != n || c["filtered"] != n || c["suppressed"] != 0 || c["written"] != 0 {
+		t.Errorf("totals %v: want %d events, all filtered, none suppressed or written", c, n)
+	}
+}
+
 // A reader that stops reading makes eaddr drop (counted), not block: it
 // still stops on SIGINT within seconds with its totals.
 func TestStalledStdout(t *testing.T) {

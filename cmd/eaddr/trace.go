@@ -65,7 +65,7 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Node, "node", "", "node name in each event (default: $NODE_NAME, else the hostname)")
 	fs.BoolVar(&f.Diagnose, "diagnose", true, "per event, read the netns of the failure (port range, sockets toward the destination by state, who holds them, addresses) and give the root cause and a fix")
 	fs.DurationVar(&f.DiagnoseInterval, "diagnose-interval", time.Second, "at most one netns snapshot per netns, syscall, errno and address in this interval; events inside it share the snapshot")
-	fs.StringVar(&f.RateLimit, "rate-limit", "100/s", "at most this many events per second per netns, syscall, errno and address; the next event that passes says how many were suppressed (\"suppressed\"), and so does the summary. 0 or off: every event")
+	fs.StringVar(&f.RateLimit, "rate-limit", "100/s", "at most this many events per second (bursts as many) per cgroup, netns, syscall, errno and address, counted in the kernel: the others never reach the ring buffer; the next event that passes says how many were suppressed (\"suppressed\"), and so do the summary and metrics. 0 or off: every failure is an event")
 	fs.StringVar(&f.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on /metrics and a health check on /healthz at this address, e.g. :9630 (off when empty)")
 	fs.IntVar(&f.MetricsMaxSeries, "metrics-max-series", 1000, "at most this many syscall/errno/namespace/pod series; later pods are counted under namespace and pod \"other\"")
 	fs.DurationVar(&f.SummaryInterval, "summary-interval", time.Minute, "write a {\"kind\":\"summary\"} record with counts per errno and losses this often (JSON output only; 0: never)")
