@@ -77,12 +77,28 @@ struct {
 	__type(value, struct limit_state);
 } limits SEC(".maps");
 
+/* Limit key id -> failures held back, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, EADDR_LIMIT_KEYS);
+	__type(key, __u64);
+	__type(value, __u64);
+} limit_counts SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct limit_counters);
-} limit_totals SEC(".maps");
+	__type(value, struct limit_cpu);
+} limit_cpus SEC(".maps");
+
+/* (tgid, start, exec) -> the program's identity, sent once (bpf/eaddr.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, EADDR_PROCS);
+	__type(key, struct proc_key);
+	__type(value, struct proc_facts);
+} procs SEC(".maps");
 
 /* Force the types into BTF so bpf2go -type can emit them. */
 const struct event *unused_event __attribute__((unused));
@@ -90,7 +106,9 @@ const struct cgroup_path *unused_cgroup_path __attribute__((unused));
 const struct eaddr_enums *unused_enums __attribute__((unused));
 const struct limit_key *unused_limit_key __attribute__((unused));
 const struct limit_state *unused_limit_state __attribute__((unused));
-const struct limit_counters *unused_limit_counters __attribute__((unused));
+const struct limit_cpu *unused_limit_cpu __attribute__((unused));
+const struct proc_key *unused_proc_key __attribute__((unused));
+const struct proc_facts *unused_proc_facts __attribute__((unused));
 
 /* The tracepoint format of sys_exit_*: common header, syscall nr, ret. */
 struct syscall_exit_ctx {
@@ -131,8 +149,9 @@ static __always_inline __u64 net_cookie(struct net *net)
 /* The socket behind fd in task's table, or NULL when fd is no socket. */
 static __always_inline struct sock *fd_sock(struct task_struct *task, int fd)
 {
-	struct file **fds = BPF_CORE_READ(task, files, fdt, fd);
-	unsigned int max = BPF_CORE_READ(task, files, fdt, max_fds);
+	struct fdtable *fdt = task->files->fdt; /* BTF pointers: plain loads */
+	struct file **fds = fdt->fd;
+	unsigned int max = fdt->max_fds;
 	struct file *f = 0;
 
 	if (fd < 0 || (unsigned int)fd >= max)
@@ -189,7 +208,7 @@ static __always_inline void record_cgroup(struct task_struct *task, __u64 id)
 	struct cgroup_path *p = bpf_map_lookup_elem(&cgroup_scratch, &zero);
 	if (!p)
 		return;
-	struct kernfs_node *kn = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn);
+	struct kernfs_node *kn = task->cgroups->dfl_cgrp->kn;
 	if (!kn || BPF_CORE_READ(kn, id) != id)
 		return; /* moved between the helper and here: leave it to user space */
 	p->depth = 0;
@@ -216,22 +235,22 @@ static __always_inline void record_cgroup(struct task_struct *task, __u64 id)
  * which program failed even after it has exited. */
 static __always_inline void read_exe(struct event *e, struct task_struct *task)
 {
-	struct mm_struct *mm = BPF_CORE_READ(task, mm);
+	struct mm_struct *mm = task->mm; /* BTF pointers from here: plain loads */
 	e->exe_ino = 0;
 	e->exe_dev = 0;
 	e->args_len = 0;
 	e->exe_name[0] = 0;
 	if (!mm)
 		return;
-	struct file *exe = BPF_CORE_READ(mm, exe_file);
+	struct file *exe = mm->exe_file;
 	if (exe) {
-		e->exe_ino = BPF_CORE_READ(exe, f_inode, i_ino);
-		e->exe_dev = BPF_CORE_READ(exe, f_inode, i_sb, s_dev);
-		const unsigned char *name = BPF_CORE_READ(exe, f_path.dentry, d_name.name);
+		e->exe_ino = exe->f_inode->i_ino;
+		e->exe_dev = exe->f_inode->i_sb->s_dev;
+		const unsigned char *name = exe->f_path.dentry->d_name.name;
 		bpf_probe_read_kernel_str(e->exe_name, sizeof(e->exe_name), name);
 	}
-	unsigned long start = BPF_CORE_READ(mm, arg_start);
-	unsigned long end = BPF_CORE_READ(mm, arg_end);
+	unsigned long start = mm->arg_start;
+	unsigned long end = mm->arg_end;
 	__u64 n = end > start ? end - start : 0;
 	if (n > sizeof(e->args))
 		n = sizeof(e->args);
@@ -240,6 +259,27 @@ static __always_inline void read_exe(struct event *e, struct task_struct *task)
 		return;
 	if (bpf_probe_read_user(e->args, n, (const void *)start) == 0)
 		e->args_len = n;
+}
+
+/* The program's identity once per process and program: later events of the
+ * same proc_key say it was sent (the ring keeps their order: this event was
+ * reserved before the key was recorded, so it is read first). */
+static __always_inline void proc_facts(struct event *e, struct task_struct *task)
+{
+	struct proc_key k = {.tgid = e->tgid, .start_boottime = e->start_boottime, .exec_id = e->exec_id};
+	if (bpf_map_lookup_elem(&procs, &k)) {
+		e->flags |= EADDR_F_PROC_SENT;
+		e->exe_ino = 0;
+		e->exe_dev = 0;
+		e->args_len = 0;
+		e->exe_name[0] = 0;
+		return;
+	}
+	read_exe(e, task);
+	struct proc_facts f = {.exe_ino = e->exe_ino, .exe_dev = e->exe_dev, .args_len = e->args_len};
+	__builtin_memcpy(f.exe_name, e->exe_name, sizeof(f.exe_name));
+	__builtin_memcpy(f.args, e->args, sizeof(f.args));
+	bpf_map_update_elem(&procs, &k, &f, BPF_ANY);
 }
 
 static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, struct sock *nodeport);
@@ -302,48 +342,90 @@ static __always_inline void key_local(struct limit_key *k, struct sock *sk)
 	}
 }
 
-/* GCRA: true when the key has no budget left now. Two CPUs may race on one
- * key; the loser looks again once, then passes: the rate may be exceeded by
- * an event, the counts stay exact. */
-static __always_inline bool over_budget(struct limit_state *s, __u64 now)
+/* GCRA: true when the key has no budget now. *until is when it may have
+ * some again: tat only grows, so every failure before then is over budget.
+ * Two CPUs may race on one key; the loser looks again once, then passes:
+ * the rate may be exceeded by an event, the counts stay exact. */
+static __always_inline bool over_budget(struct limit_state *s, __u64 now, __u64 *until)
 {
 	for (int i = 0; i < 2; i++) {
 		__u64 tat = *(volatile __u64 *)&s->tat;
 		__u64 t = tat > now ? tat : now;
-		if (t - now > limit_tolerance_ns)
+		if (t - now > limit_tolerance_ns) {
+			*until = t - limit_tolerance_ns;
 			return true;
-		if (__sync_val_compare_and_swap(&s->tat, tat, t + limit_interval_ns) == tat)
+		}
+		if (__sync_val_compare_and_swap(&s->tat, tat, t + limit_interval_ns) == tat) {
+			*until = t + limit_interval_ns - limit_tolerance_ns;
 			return false;
+		}
 	}
+	*until = 0;
 	return false;
 }
 
+/* Moves what this CPU held back for its cached key into limit_counts. */
+static __always_inline void flush_held(struct limit_cpu *c)
+{
+	if (!c->held)
+		return;
+	__u64 *n = bpf_map_lookup_elem(&limit_counts, &c->id);
+	if (n)
+		*n += c->held; /* per-CPU value: no other writer */
+	else
+		bpf_map_update_elem(&limit_counts, &c->id, &c->held, BPF_NOEXIST);
+	c->held = 0;
+}
+
+static __always_inline bool same_key(const struct limit_key *a, const struct limit_key *b)
+{
+	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[4] == y[4];
+}
+
 /* The rate limit: true when the failure was counted and must go no further;
- * otherwise *st is its key's state (NULL if the key could not be kept). */
-static __always_inline bool limited(struct limit_key *k, struct limit_state **st)
+ * otherwise *id is its key's (0 if the key could not be kept). A storm of
+ * one key on a CPU takes the fast path: the CPU's cached key, still over
+ * budget, counted in the CPU's own slot: no hash lookup, no shared write. */
+static __always_inline bool limited(struct limit_key *k, __u64 *id)
 {
 	__u32 zero = 0;
-	struct limit_counters *c = bpf_map_lookup_elem(&limit_totals, &zero);
+	struct limit_cpu *c = bpf_map_lookup_elem(&limit_cpus, &zero);
 	if (!c)
 		return false;
 	__u64 now = bpf_ktime_get_boot_ns();
+	bool cached = c->id && same_key(&c->key, k);
+	if (cached && now < c->until) {
+		c->held++;
+		c->suppressed++;
+		return true;
+	}
 	struct limit_state *s = bpf_map_lookup_elem(&limits, k);
 	if (!s) {
+		c->keys++; /* ids start at 1: 0 is "none" */
 		struct limit_state fresh = {
 			.id = (c->keys << 16) | (bpf_get_smp_processor_id() & 0xffff),
 			.tat = now + limit_interval_ns,
 		};
-		c->keys++; /* per-CPU slot: no other writer */
 		bpf_map_update_elem(&limits, k, &fresh, BPF_NOEXIST);
-		*st = bpf_map_lookup_elem(&limits, k); /* another CPU's, if it won the race */
+		s = bpf_map_lookup_elem(&limits, k); /* another CPU's, if it won the race */
+		*id = s ? s->id : 0;
 		return false;
 	}
-	if (over_budget(s, now)) {
-		__sync_fetch_and_add(&s->suppressed, 1);
+	__u64 until;
+	bool over = over_budget(s, now, &until);
+	if (!cached || c->id != s->id) {
+		flush_held(c);
+		__builtin_memcpy(&c->key, k, sizeof(*k));
+		c->id = s->id;
+	}
+	c->until = until;
+	if (over) {
+		c->held++;
 		c->suppressed++;
 		return true;
 	}
-	*st = s;
+	*id = s->id;
 	return false;
 }
 
@@ -356,25 +438,21 @@ static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, stru
 		return 0;
 
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct net *task_net = BPF_CORE_READ(task, nsproxy, net_ns);
-	__u32 task_netns = BPF_CORE_READ(task_net, ns.inum);
-	if (filter_netns && task_netns != filter_netns)
+	struct net *task_net = task->nsproxy->net_ns;
+	if (filter_netns && task_net->ns.inum != filter_netns)
 		return 0;
 
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	int fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
-	const void *uaddr = (const void *)PT_REGS_PARM2_CORE_SYSCALL(regs);
-	int addrlen = (int)PT_REGS_PARM3_CORE_SYSCALL(regs);
+	const void *uaddr = (const void *)PT_REGS_PARM2_SYSCALL(regs);
+	int addrlen = (int)PT_REGS_PARM3_SYSCALL(regs);
 	__u64 cgroup_id = bpf_get_current_cgroup_id();
-	__u64 cookie = net_cookie(task_net);
 	__s32 err = nodeport ? 0 : (__s32)-ret;
 
-	struct limit_state *st = 0;
+	__u64 limit_id = 0;
 	if (limit_interval_ns) {
 		struct limit_key k = {
 			.cgroup_id = cgroup_id,
-			.netns_cookie = cookie,
-			.netns = task_netns,
+			.netns = (__u64)task_net,
 			.err = (__u16)err,
 			.syscall = syscall,
 		};
@@ -382,7 +460,7 @@ static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, stru
 			key_local(&k, nodeport);
 		else
 			key_addr(&k, uaddr, addrlen);
-		if (limited(&k, &st))
+		if (limited(&k, &limit_id))
 			return 0;
 	}
 
@@ -397,32 +475,30 @@ static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, stru
 	record_cgroup(task, cgroup_id);
 	/* The process's start, not the thread's: /proc/PID/stat shows the
 	 * group leader's, and a process is what PID names. */
-	e->start_boottime = BPF_CORE_READ(task, group_leader, start_boottime);
+	e->start_boottime = task->group_leader->start_boottime; /* BTF pointers: plain loads */
+	e->exec_id = task->self_exec_id;
 	e->tgid = tgid;
 	e->tid = (__u32)pid_tgid;
-	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
+	e->ppid = task->real_parent->tgid;
 	e->uid = (__u32)bpf_get_current_uid_gid();
-	e->netns = task_netns;
-	e->netns_cookie = cookie;
-	e->mntns = BPF_CORE_READ(task, nsproxy, mnt_ns, ns.inum);
+	e->netns = task_net->ns.inum;
+	e->netns_cookie = net_cookie(task_net);
+	e->mntns = task->nsproxy->mnt_ns->ns.inum;
 	e->err = err;
 	e->syscall = syscall;
 	e->flags = nodeport ? EADDR_F_NODEPORT : 0;
-	e->limit_id = 0;
-	e->limit_suppressed = 0;
-	if (st) {
+	e->limit_id = limit_id;
+	if (limit_id)
 		e->flags |= EADDR_F_LIMITED;
-		e->limit_id = st->id;
-		e->limit_suppressed = *(volatile __u64 *)&st->suppressed;
-	}
 	e->sock_family = 0;
 	e->sock_type = 0;
 	e->sock_protocol = 0;
 	e->local_port = 0;
 	__builtin_memset(e->local_addr, 0, sizeof(e->local_addr));
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	read_exe(e, task);
+	proc_facts(e, task);
 
+	int fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
 	e->fd = fd;
 	e->addrlen = addrlen < 0 ? 0 : (addrlen > 0xffff ? 0xffff : addrlen);
 
@@ -438,8 +514,16 @@ static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, stru
 		read_socket(e, task, fd);
 
 	__u64 flags = 0;
-	if (wakeup_bytes)
-		flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + sizeof(*e) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	if (wakeup_bytes) {
+		/* Wake the reader when this record takes the backlog past a
+		 * multiple of wakeup_bytes: once per wakeup_bytes, not for every
+		 * event past the threshold while the reader gets going (each
+		 * wakeup costs microseconds). A wakeup missed in a race between
+		 * CPUs is made up by the next multiple or the reader's timer. */
+		__u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+		__u64 before = avail > sizeof(*e) + 8 ? avail - sizeof(*e) - 8 : 0; /* 8: the record header */
+		flags = avail / wakeup_bytes != before / wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	}
 	bpf_ringbuf_submit(e, flags);
 	return 0;
 }

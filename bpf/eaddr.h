@@ -20,7 +20,10 @@ enum event_flag {
 	EADDR_F_ADDR = 1,     /* addr holds addr_copied bytes copied from user memory */
 	EADDR_F_SOCKET = 2,   /* sock_* and local_* were read from the fd's socket */
 	EADDR_F_NODEPORT = 4, /* not a failure: connect() got a source port in the NodePort range */
-	EADDR_F_LIMITED = 8,  /* limit_id and limit_suppressed are valid: the rate limit is on */
+	EADDR_F_LIMITED = 8,  /* limit_id is valid: the rate limit is on */
+	/* exe_* and args are empty: an earlier event of the same process
+	 * (tgid, start_boottime, exec_id) carried them; see struct proc_key. */
+	EADDR_F_PROC_SENT = 16,
 };
 
 /* Errnos the programs test (Linux's values). */
@@ -78,43 +81,76 @@ struct event {
 	 * which process for certain, as /proc/PID/stat's starttime says it in
 	 * clock ticks. */
 	__u64 start_boottime;
-	/* With the rate limit on (EADDR_F_LIMITED): which key this event passed
-	 * for (an id never reused, see struct limit_state) and how many failures
-	 * of that key the kernel had held back, in all, when it passed. */
+	/* With the rate limit on (EADDR_F_LIMITED): the key this event passed
+	 * for, an id never reused (struct limit_state). */
 	__u64 limit_id;
-	__u64 limit_suppressed;
+	/* The task's self_exec_id: which program the process runs, as execve()
+	 * changes it (pid and start time stay). */
+	__u64 exec_id;
 };
 
 _Static_assert(sizeof(struct event) == 368, "event layout changed: update decode tests");
 
 /*
- * The rate limit (--rate-limit), applied before anything else is read: a
- * token bucket (GCRA) per limit_key in the LRU hash `limits`. Over budget, a
- * failure only adds one to its key's `suppressed` and to the per-CPU
- * limit_counters; user space reads both each tick.
+ * What identifies a process's program (exe_* and args of struct event) is
+ * read and sent once per process and program: the first event of a
+ * proc_key fills them and records them in the LRU map `procs`; later events
+ * of that key have EADDR_F_PROC_SENT and leave them empty, and user space
+ * fills them from what it kept (or from `procs`).
+ */
+#define EADDR_PROCS 8192 /* processes remembered (LRU) */
+
+struct proc_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 start_boottime;
+	__u64 exec_id;
+};
+
+struct proc_facts {
+	__u64 exe_ino;
+	__u32 exe_dev;
+	__u16 args_len;
+	__u16 pad;
+	char exe_name[EADDR_EXE_NAME_MAX];
+	char args[EADDR_ARGS_MAX];
+};
+
+/*
+ * The rate limit (--rate-limit), applied before the rest of the event is
+ * read: a token bucket (GCRA) per limit_key in the LRU hash `limits`, whose
+ * state is written only when a failure passes. Each CPU keeps the last key
+ * it looked up and until when that key is over budget (struct limit_cpu):
+ * a storm's failures are counted there, in memory of that CPU only. When
+ * the CPU moves to another key, the count goes to `limit_counts` (key id ->
+ * count, per CPU). User space reads both each tick; a key's count is the
+ * sum of its limit_counts and of the CPUs' slots that hold it.
  */
 #define EADDR_LIMIT_KEYS 16384 /* keys remembered (LRU) */
 
 struct limit_key {
 	__u64 cgroup_id;
-	__u64 netns_cookie; /* the task's netns; 0 on kernels without cookies */
-	__u32 netns;        /* its inode */
+	__u64 netns;   /* the task's struct net: with the cgroup id, which netns for certain */
 	__u16 err;
-	__u8 syscall;       /* enum syscall_id */
-	__u8 family;        /* AF_INET or AF_INET6 when addr is set, else 0 */
-	__u8 addr[16];      /* connect: the destination; bind and NodePort: the local address */
+	__u8 syscall;  /* enum syscall_id */
+	__u8 family;   /* AF_INET or AF_INET6 when addr is set, else 0 */
+	__u32 pad;
+	__u8 addr[16]; /* connect: the destination; bind and NodePort: the local address */
 };
 
 struct limit_state {
-	__u64 id;         /* (keys created on that CPU) << 16 | CPU: unique while eaddr runs */
-	__u64 tat;        /* GCRA's theoretical arrival time, ns since boot */
-	__u64 suppressed; /* failures held back since the key was created (never reset) */
+	__u64 id;  /* (keys created on that CPU) << 16 | CPU, from 1 << 16: unique while eaddr runs */
+	__u64 tat; /* GCRA's theoretical arrival time, ns since boot */
 };
 
-/* Per CPU; user space sums them. */
-struct limit_counters {
-	__u64 suppressed; /* every failure held back, whatever became of its key */
-	__u64 keys;       /* keys created: more than the map holds means some were evicted */
+/* Per CPU, in the one-entry per-CPU array `limit_cpus`. */
+struct limit_cpu {
+	__u64 suppressed;      /* every failure held back on this CPU, whatever became of its key */
+	__u64 keys;            /* keys this CPU created: more than the map holds means some were evicted */
+	struct limit_key key;  /* the last key looked up ... */
+	__u64 id;              /* ... its id (0: none yet) */
+	__u64 until;           /* ... over budget until then (ns since boot) */
+	__u64 held;            /* ... failures held back here and not yet in limit_counts */
 };
 
 _Static_assert(sizeof(struct limit_key) == 40, "limit_key layout changed");

@@ -84,15 +84,19 @@ type Event struct {
 	// Exe identifies the executable even after the process exited: its file
 	// name, inode and device (as stat(2) reports st_dev), and Args the first
 	// bytes of argv, NUL-separated (a busybox applet, an interpreter's script).
-	ExeName  []byte
-	ExeIno   uint64
-	ExeDev   uint64
-	Args     []byte
-	FD       int32
-	Addrlen  int // the addrlen argument
-	NetNS    uint32
-	MntNS    uint32
-	CgroupID uint64
+	ExeName []byte
+	ExeIno  uint64
+	ExeDev  uint64
+	Args    []byte
+	// ExeUnresolved says why Exe and Args are empty when the kernel had
+	// sent them with an earlier event of the process that eaddr no longer
+	// keeps (tracer.FlagProcSent); "" otherwise.
+	ExeUnresolved string
+	FD            int32
+	Addrlen       int // the addrlen argument
+	NetNS         uint32
+	MntNS         uint32
+	CgroupID      uint64
 	// CgroupPath is relative to the cgroup2 root, "" when unknown, and then
 	// CgroupUnresolved says why.
 	CgroupPath       string
@@ -158,6 +162,10 @@ func (e *Event) Kind() string {
 	return "failure"
 }
 
+// ExeForgotten is Event.ExeUnresolved when the program's identity was sent
+// once, with an earlier event of the process, and is no longer kept.
+const ExeForgotten = "the kernel sends a process's executable and argv once, with its first event; eaddr no longer keeps them (more than 8,192 processes failed since)"
+
 // Decoder turns raw events into Events. It is not safe for concurrent use.
 type Decoder struct {
 	Clock   *BootClock
@@ -199,6 +207,10 @@ func (d *Decoder) Decode(raw *tracer.RawEvent, ev *Event) {
 	ev.Args = ev.args[:n]
 	ev.ExeIno = raw.ExeIno
 	ev.ExeDev = 0
+	ev.ExeUnresolved = ""
+	if raw.Flags&tracer.FlagProcSent != 0 {
+		ev.ExeUnresolved = ExeForgotten
+	}
 	if raw.ExeIno != 0 {
 		// The kernel's dev_t is MAJOR<<20|MINOR; stat(2) encodes it differently.
 		ev.ExeDev = unix.Mkdev(raw.ExeDev>>20, raw.ExeDev&(1<<20-1))

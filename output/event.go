@@ -68,6 +68,10 @@ func appendProcess(b []byte, ev *decode.Event) []byte {
 		b = append(b, `,"exe":`...)
 		b = appendBytesString(b, ev.ExeName)
 	}
+	if ev.ExeUnresolved != "" {
+		b = append(b, `,"exe_unresolved":`...)
+		b = AppendString(b, ev.ExeUnresolved)
+	}
 	return append(b, '}')
 }
 

@@ -56,7 +56,7 @@ type Size struct{ Len, Cap int }
 // Caches are the bounded caches of the trace loop, by name.
 type Caches struct {
 	CgroupPaths, PodsByCgroup, PodsByNetNS, PodsByPID, Binaries Size
-	Diagnoses, NetNSHandles, RateLimitKeys, CRIIDs              Size
+	Diagnoses, NetNSHandles, RateLimitKeys, CRIIDs, Processes   Size
 }
 
 // cacheSeries names each cache in eaddr_cache_entries and _capacity.
@@ -73,6 +73,7 @@ var cacheSeries = []struct {
 	{"netns_handles", func(c *Caches) Size { return c.NetNSHandles }},
 	{"rate_limit_keys", func(c *Caches) Size { return c.RateLimitKeys }},
 	{"cri_ids", func(c *Caches) Size { return c.CRIIDs }},
+	{"processes", func(c *Caches) Size { return c.Processes }},
 }
 
 type errKey struct {

@@ -13,19 +13,22 @@ import (
 
 // limitBook accounts for the failures the kernel's rate limit held back
 // (bpf/eaddr.h, struct limit_state). Each kernel key has an id that is never
-// reused and a count that only grows; every event that passes carries both.
-// A failure is counted once, by whichever comes first, an event of its key
-// or the read of the kernel's keys each tick, and goes where its key's latest
-// event went: written (suppressed), filtered, or filtered as unresolved.
-// Counts of a key no event of which reached user space (its events lost, or
-// the key evicted before a read) are unattributed: counted, in no pod.
+// reused, carried by the events that pass; its per-CPU counts are read each
+// tick (tracer.LimitStates). A failure is counted once, when read, where its
+// key's latest event went: suppressed (and carried by the key's next
+// written event), filtered, or filtered as unresolved. Counts of a key no
+// event of which reached user space yet wait in the kernel; those of a key
+// evicted before they were read are unattributed: in the totals, in no pod.
 // Not safe for concurrent use; allocation-free once a key is known.
 type limitBook struct {
 	on   bool
 	keys map[uint64]*limitKey // by kernel key id
 	now  time.Time            // of the last read
+	// final: the programs are detached and this is the last read, so
+	// what is not attributed now never will be.
+	final bool
 
-	// Collected, by what became of the key's events.
+	// Read from the kernel so far, by what became of the key's events.
 	suppressed, filtered, unresolved uint64
 
 	// From the kernel at the last read.
@@ -34,8 +37,8 @@ type limitBook struct {
 }
 
 type limitKey struct {
-	collected uint64             // held back failures counted so far
-	carried   uint64             // LimitSuppressed of the key's last event
+	collected uint64             // the kernel's count at the last read
+	pending   uint64             // suppressed, not yet carried by an event
 	fate      limitFate          // what became of its last event
 	errors    prometheus.Counter // its eaddr_errors_total series; nil: none
 	seen      time.Time          // the last read before an event or read saw it
@@ -51,8 +54,9 @@ const (
 
 func newLimitBook(on bool) *limitBook { return &limitBook{on: on, keys: map[uint64]*limitKey{}} }
 
-// event accounts for ev's key with the kernel's figures in raw: it returns
-// how many failures of that key were held back since its previous event.
+// event notes where an event of raw's key went, and returns how many
+// failures of that key were read as held back since its previous written
+// event: the event's "suppressed".
 func (b *limitBook) event(raw *tracer.RawEvent, fate limitFate, errors prometheus.Counter) uint64 {
 	if raw.Flags&tracer.FlagLimited == 0 {
 		return 0
@@ -63,18 +67,22 @@ func (b *limitBook) event(raw *tracer.RawEvent, fate limitFate, errors prometheu
 		b.keys[raw.LimitId] = k
 	}
 	k.fate, k.errors, k.seen = fate, errors, b.now
-	b.collect(k, raw.LimitSuppressed)
-	n := raw.LimitSuppressed - min(k.carried, raw.LimitSuppressed)
-	k.carried = max(k.carried, raw.LimitSuppressed)
+	if fate != fateWritten {
+		return 0
+	}
+	n := k.pending
+	k.pending = 0
 	return n
 }
 
-// collect counts the part of a key's total not counted yet.
+// collect counts what a key held back since the last read. A count below
+// the last one means the kernel evicted the key's count and started again:
+// what it had not yet read is gone (unattributed, see read).
 func (b *limitBook) collect(k *limitKey, total uint64) {
-	if total <= k.collected {
-		return
-	}
 	n := total - k.collected
+	if total < k.collected {
+		n = total
+	}
 	k.collected = total
 	switch k.fate {
 	case fateFiltered:
@@ -83,21 +91,22 @@ func (b *limitBook) collect(k *limitKey, total uint64) {
 		b.unresolved += n
 	default:
 		b.suppressed += n
+		k.pending += n
 		if k.errors != nil {
 			k.errors.Add(float64(n))
 		}
 	}
 }
 
-// limitForget is how long a key the kernel no longer has is remembered after
-// its last event: longer than any event waits in user space (holdFor,
-// diagWait), so an event of a forgotten key cannot arrive and count again.
+// limitForget is how long a key without counts in the kernel is remembered
+// after its last event: longer than any event waits in user space (holdFor,
+// diagWait).
 const limitForget = 5 * time.Second
 
 // limitSource is what read needs of the tracer.
 type limitSource interface {
 	LimitCounts() (suppressed, keys uint64, err error)
-	LimitStates(fn func(id, suppressed uint64)) (int, error)
+	LimitStates(fn func(id, suppressed uint64)) (keys int, err error)
 	LimitKeysMax() int
 }
 
@@ -113,7 +122,7 @@ func (b *limitBook) read(t limitSource, now time.Time) error {
 		return err
 	}
 	n, err := t.LimitStates(func(id, suppressed uint64) {
-		if k := b.keys[id]; k != nil {
+		if k := b.keys[id]; k != nil { // else no event of it was seen yet: wait
 			k.seen = now
 			b.collect(k, suppressed)
 		}
@@ -130,8 +139,13 @@ func (b *limitBook) read(t limitSource, now time.Time) error {
 	return nil
 }
 
-// unattributed is what the kernel held back that no key's event accounts for.
+// unattributed is what the kernel held back that no key's event accounts
+// for: known only once the programs are detached (final), as until then a
+// count may wait for its key's first event.
 func (b *limitBook) unattributed() uint64 {
+	if !b.final {
+		return 0
+	}
 	return b.total - min(b.total, b.suppressed+b.filtered+b.unresolved)
 }
 

@@ -13,74 +13,86 @@ import (
 // kernelKeys stands in for the tracer's rate limit maps.
 type kernelKeys struct {
 	total, created uint64
-	keys           map[uint64]uint64
+	counts         map[uint64]uint64
+	entries        int
 }
 
 func (k *kernelKeys) LimitCounts() (uint64, uint64, error) { return k.total, k.created, nil }
 func (k *kernelKeys) LimitKeysMax() int                    { return 16384 }
 func (k *kernelKeys) LimitStates(fn func(id, s uint64)) (int, error) {
-	for id, s := range k.keys {
+	for id, s := range k.counts {
 		fn(id, s)
 	}
-	return len(k.keys), nil
+	return k.entries, nil
 }
 
-func limited(id, total uint64) *tracer.RawEvent {
-	return &tracer.RawEvent{Flags: tracer.FlagLimited, LimitId: id, LimitSuppressed: total}
+func limited(id uint64) *tracer.RawEvent {
+	return &tracer.RawEvent{Flags: tracer.FlagLimited, LimitId: id}
 }
 
-// Each failure the kernel held back is counted once, by an event of its key
-// or by a read, whichever comes first; it goes where its key's events go;
-// what no event accounts for is unattributed; an event carries what was
-// held back since its key's previous event.
+// Each failure the kernel held back is counted once, when read, where its
+// key's events go; a key's next written event carries what was read since
+// its previous one; a count waits for its key's first event; what no event
+// accounts for is unattributed, known at the final read.
 func TestLimitBook(t *testing.T) {
 	b := newLimitBook(true)
-	k := &kernelKeys{keys: map[uint64]uint64{}}
+	k := &kernelKeys{}
 	series := prometheus.NewCounter(prometheus.CounterOpts{Name: "x"})
 	now := time.Unix(1000, 0)
-	step := func(total, created uint64, keys map[uint64]uint64) {
+	step := func(total, created uint64, entries int, counts map[uint64]uint64) {
 		t.Helper()
-		k.total, k.created, k.keys = total, created, keys
+		k.total, k.created, k.entries, k.counts = total, created, entries, counts
 		now = now.Add(time.Second)
 		if err := b.read(k, now); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := b.event(limited(1, 0), fateWritten, series); n != 0 {
+	if n := b.event(limited(1), fateWritten, series); n != 0 {
 		t.Fatalf("a new key's first event carries %d", n)
 	}
-	b.event(limited(2, 0), fateFiltered, nil)
-	step(17, 3, map[uint64]uint64{1: 10, 2: 7}) // key 3 was created and evicted unseen
-	if b.suppressed != 10 || b.filtered != 7 || value(series) != 10 {
-		t.Fatalf("after a read: suppressed %d filtered %d series %v, want 10 7 10", b.suppressed, b.filtered, value(series))
+	b.event(limited(2), fateFiltered, nil)
+	// Key 3's first event has not been seen: its 5 wait.
+	step(22, 3, 3, map[uint64]uint64{1: 10, 2: 7, 3: 5})
+	if b.suppressed != 10 || b.filtered != 7 || value(series) != 10 || b.held() != 10 {
+		t.Fatalf("after a read: suppressed %d filtered %d series %v held %d, want 10 7 10 10", b.suppressed, b.filtered, value(series), b.held())
 	}
-	if n := b.event(limited(1, 15), fateWritten, series); n != 15 {
-		t.Errorf("the next event of key 1 carries %d, want 15 (all since its previous event)", n)
+	if n := b.event(limited(1), fateWritten, series); n != 10 {
+		t.Errorf("the next event of key 1 carries %d, want 10 (all read since its previous event)", n)
 	}
-	if n := b.event(limited(1, 15), fateWritten, series); n != 0 {
+	if n := b.event(limited(1), fateWritten, series); n != 0 {
 		t.Errorf("an event right after carries %d, want 0", n)
 	}
-	step(30, 3, map[uint64]uint64{1: 15, 2: 7})
-	if b.suppressed != 15 || value(series) != 15 {
-		t.Errorf("counted twice: suppressed %d, series %v, want 15", b.suppressed, value(series))
+	b.event(limited(3), fateWritten, series)
+	step(30, 4, 3, map[uint64]uint64{1: 15, 2: 7, 3: 5}) // key 4 made and evicted unread: 3 of the 30
+	if b.suppressed != 20 || value(series) != 20 {
+		t.Errorf("suppressed %d, series %v, want 20: each count once", b.suppressed, value(series))
 	}
-	if b.unattributed() != 8 || b.held() != 23 || b.evicted() != 1 {
-		t.Errorf("unattributed %d held %d evicted %d, want 8 23 1", b.unattributed(), b.held(), b.evicted())
+	if b.unattributed() != 0 || b.evicted() != 1 {
+		t.Errorf("unattributed %d before the final read, evicted %d; want 0 1", b.unattributed(), b.evicted())
 	}
-	// Key 2 evicted from the kernel: remembered while an event may still
-	// come, forgotten after.
+	// Key 2's count evicted from the kernel and started again.
+	step(32, 4, 3, map[uint64]uint64{1: 15, 2: 2, 3: 5})
+	if b.filtered != 9 {
+		t.Errorf("filtered %d, want 9: a restarted count adds what it counted", b.filtered)
+	}
+	// Keys forgotten only when the kernel has no count and no event came.
 	for range 5 {
-		step(30, 3, map[uint64]uint64{1: 15})
+		step(32, 4, 1, map[uint64]uint64{1: 15})
 	}
 	if b.keys[2] == nil {
 		t.Errorf("key 2 forgotten within %v of its last sight", limitForget)
 	}
-	step(30, 3, map[uint64]uint64{1: 15})
+	step(32, 4, 1, map[uint64]uint64{1: 15})
 	if b.keys[2] != nil || b.keys[1] == nil {
 		t.Errorf("keys kept %v: want 1 only, %v after key 2 was last seen", b.keys, limitForget)
 	}
-	if n := b.event(&tracer.RawEvent{LimitId: 1, LimitSuppressed: 99}, fateWritten, series); n != 0 || b.suppressed != 15 {
-		t.Errorf("an event without FlagLimited counted: carried %d, suppressed %d", n, b.suppressed)
+	b.final = true
+	step(33, 4, 1, map[uint64]uint64{1: 15})
+	if b.unattributed() != 33-20-9 || b.held() != 24 {
+		t.Errorf("final: unattributed %d held %d, want 4 24", b.unattributed(), b.held())
+	}
+	if n := b.event(&tracer.RawEvent{LimitId: 1}, fateWritten, series); n != 0 {
+		t.Errorf("an event without FlagLimited carried %d", n)
 	}
 }
 

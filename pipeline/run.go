@@ -358,6 +358,9 @@ func (r *traceRun) cacheSizes() *Caches {
 	}
 	c.RateLimitKeys = Size{r.limits.entries, r.limits.max}
 	c.CRIIDs = Size{r.names.Len(), r.names.MaxEntries}
+	if st, err := r.t.Stats(); err == nil {
+		c.Processes = Size{st.Procs, st.ProcsMax}
+	}
 	return &c
 }
 
@@ -400,6 +403,7 @@ func (r *traceRun) stats() Stats {
 // finish writes what is queued, logs the totals and returns them.
 func (r *traceRun) finish() (Stats, error) {
 	r.sk.close(2 * time.Second)
+	r.limits.final = true
 	if err := r.limits.read(r.t, time.Now()); err != nil { // the detached programs' last counts
 		r.log.Warn("reading the kernel's rate limit counts at stop", "err", err)
 	}

@@ -38,72 +38,94 @@ const (
 )
 
 type eaddrEvent struct {
-	_               structs.HostLayout
-	BootNs          uint64
-	CgroupId        uint64
-	ExeIno          uint64
-	ExeDev          uint32
-	ArgsLen         uint16
-	Pad0            uint16
-	Tgid            uint32
-	Tid             uint32
-	Ppid            uint32
-	Uid             uint32
-	Netns           uint32
-	Mntns           uint32
-	Fd              int32
-	Err             int32
-	Addrlen         uint16
-	AddrCopied      uint16
-	SockFamily      uint16
-	SockType        uint16
-	SockProtocol    uint16
-	LocalPort       uint16
-	Syscall         uint8
-	Flags           uint8
-	Pad             [2]uint8
-	LocalAddr       [16]uint8
-	Comm            [16]int8
-	Addr            [128]uint8
-	ExeName         [32]int8
-	Args            [64]int8
-	NetnsCookie     uint64
-	StartBoottime   uint64
-	LimitId         uint64
-	LimitSuppressed uint64
+	_             structs.HostLayout
+	BootNs        uint64
+	CgroupId      uint64
+	ExeIno        uint64
+	ExeDev        uint32
+	ArgsLen       uint16
+	Pad0          uint16
+	Tgid          uint32
+	Tid           uint32
+	Ppid          uint32
+	Uid           uint32
+	Netns         uint32
+	Mntns         uint32
+	Fd            int32
+	Err           int32
+	Addrlen       uint16
+	AddrCopied    uint16
+	SockFamily    uint16
+	SockType      uint16
+	SockProtocol  uint16
+	LocalPort     uint16
+	Syscall       uint8
+	Flags         uint8
+	Pad           [2]uint8
+	LocalAddr     [16]uint8
+	Comm          [16]int8
+	Addr          [128]uint8
+	ExeName       [32]int8
+	Args          [64]int8
+	NetnsCookie   uint64
+	StartBoottime uint64
+	LimitId       uint64
+	ExecId        uint64
 }
 
 type eaddrEventFlag uint32
 
 const (
-	eaddrEventFlagEADDR_F_ADDR     eaddrEventFlag = 1
-	eaddrEventFlagEADDR_F_SOCKET   eaddrEventFlag = 2
-	eaddrEventFlagEADDR_F_NODEPORT eaddrEventFlag = 4
-	eaddrEventFlagEADDR_F_LIMITED  eaddrEventFlag = 8
+	eaddrEventFlagEADDR_F_ADDR      eaddrEventFlag = 1
+	eaddrEventFlagEADDR_F_SOCKET    eaddrEventFlag = 2
+	eaddrEventFlagEADDR_F_NODEPORT  eaddrEventFlag = 4
+	eaddrEventFlagEADDR_F_LIMITED   eaddrEventFlag = 8
+	eaddrEventFlagEADDR_F_PROC_SENT eaddrEventFlag = 16
 )
 
-type eaddrLimitCounters struct {
+type eaddrLimitCpu struct {
 	_          structs.HostLayout
 	Suppressed uint64
 	Keys       uint64
+	Key        eaddrLimitKey
+	Id         uint64
+	Until      uint64
+	Held       uint64
 }
 
 type eaddrLimitKey struct {
-	_           structs.HostLayout
-	CgroupId    uint64
-	NetnsCookie uint64
-	Netns       uint32
-	Err         uint16
-	Syscall     uint8
-	Family      uint8
-	Addr        [16]uint8
+	_        structs.HostLayout
+	CgroupId uint64
+	Netns    uint64
+	Err      uint16
+	Syscall  uint8
+	Family   uint8
+	Pad      uint32
+	Addr     [16]uint8
 }
 
 type eaddrLimitState struct {
-	_          structs.HostLayout
-	Id         uint64
-	Tat        uint64
-	Suppressed uint64
+	_   structs.HostLayout
+	Id  uint64
+	Tat uint64
+}
+
+type eaddrProcFacts struct {
+	_       structs.HostLayout
+	ExeIno  uint64
+	ExeDev  uint32
+	ArgsLen uint16
+	Pad     uint16
+	ExeName [32]int8
+	Args    [64]int8
+}
+
+type eaddrProcKey struct {
+	_             structs.HostLayout
+	Tgid          uint32
+	Pad           uint32
+	StartBoottime uint64
+	ExecId        uint64
 }
 
 type eaddrSyscallId uint32
@@ -117,31 +139,35 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	eaddrMapCgroupPaths         = "cgroup_paths"
-	eaddrMapCgroupScratch       = "cgroup_scratch"
-	eaddrMapEvents              = "events"
-	eaddrMapLimitTotals         = "limit_totals"
-	eaddrMapLimits              = "limits"
-	eaddrMapLost                = "lost"
-	eaddrProgExitBind           = "exit_bind"
-	eaddrProgExitConnect        = "exit_connect"
-	eaddrVarAllErrnos           = "all_errnos"
-	eaddrVarErrnoMask           = "errno_mask"
-	eaddrVarFilterNetns         = "filter_netns"
-	eaddrVarFilterTgid          = "filter_tgid"
-	eaddrVarLimitIntervalNs     = "limit_interval_ns"
-	eaddrVarLimitToleranceNs    = "limit_tolerance_ns"
-	eaddrVarNodeportHi          = "nodeport_hi"
-	eaddrVarNodeportLo          = "nodeport_lo"
-	eaddrVarNodeportNetns       = "nodeport_netns"
-	eaddrVarNodeportOn          = "nodeport_on"
-	eaddrVarUnusedCgroupPath    = "unused_cgroup_path"
-	eaddrVarUnusedEnums         = "unused_enums"
-	eaddrVarUnusedEvent         = "unused_event"
-	eaddrVarUnusedLimitCounters = "unused_limit_counters"
-	eaddrVarUnusedLimitKey      = "unused_limit_key"
-	eaddrVarUnusedLimitState    = "unused_limit_state"
-	eaddrVarWakeupBytes         = "wakeup_bytes"
+	eaddrMapCgroupPaths      = "cgroup_paths"
+	eaddrMapCgroupScratch    = "cgroup_scratch"
+	eaddrMapEvents           = "events"
+	eaddrMapLimitCounts      = "limit_counts"
+	eaddrMapLimitCpus        = "limit_cpus"
+	eaddrMapLimits           = "limits"
+	eaddrMapLost             = "lost"
+	eaddrMapProcs            = "procs"
+	eaddrProgExitBind        = "exit_bind"
+	eaddrProgExitConnect     = "exit_connect"
+	eaddrVarAllErrnos        = "all_errnos"
+	eaddrVarErrnoMask        = "errno_mask"
+	eaddrVarFilterNetns      = "filter_netns"
+	eaddrVarFilterTgid       = "filter_tgid"
+	eaddrVarLimitIntervalNs  = "limit_interval_ns"
+	eaddrVarLimitToleranceNs = "limit_tolerance_ns"
+	eaddrVarNodeportHi       = "nodeport_hi"
+	eaddrVarNodeportLo       = "nodeport_lo"
+	eaddrVarNodeportNetns    = "nodeport_netns"
+	eaddrVarNodeportOn       = "nodeport_on"
+	eaddrVarUnusedCgroupPath = "unused_cgroup_path"
+	eaddrVarUnusedEnums      = "unused_enums"
+	eaddrVarUnusedEvent      = "unused_event"
+	eaddrVarUnusedLimitCpu   = "unused_limit_cpu"
+	eaddrVarUnusedLimitKey   = "unused_limit_key"
+	eaddrVarUnusedLimitState = "unused_limit_state"
+	eaddrVarUnusedProcFacts  = "unused_proc_facts"
+	eaddrVarUnusedProcKey    = "unused_proc_key"
+	eaddrVarWakeupBytes      = "wakeup_bytes"
 )
 
 // loadEaddr returns the embedded CollectionSpec for eaddr.
@@ -197,32 +223,36 @@ type eaddrMapSpecs struct {
 	CgroupPaths   *ebpf.MapSpec `ebpf:"cgroup_paths"`
 	CgroupScratch *ebpf.MapSpec `ebpf:"cgroup_scratch"`
 	Events        *ebpf.MapSpec `ebpf:"events"`
-	LimitTotals   *ebpf.MapSpec `ebpf:"limit_totals"`
+	LimitCounts   *ebpf.MapSpec `ebpf:"limit_counts"`
+	LimitCpus     *ebpf.MapSpec `ebpf:"limit_cpus"`
 	Limits        *ebpf.MapSpec `ebpf:"limits"`
 	Lost          *ebpf.MapSpec `ebpf:"lost"`
+	Procs         *ebpf.MapSpec `ebpf:"procs"`
 }
 
 // eaddrVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type eaddrVariableSpecs struct {
-	AllErrnos           *ebpf.VariableSpec `ebpf:"all_errnos"`
-	ErrnoMask           *ebpf.VariableSpec `ebpf:"errno_mask"`
-	FilterNetns         *ebpf.VariableSpec `ebpf:"filter_netns"`
-	FilterTgid          *ebpf.VariableSpec `ebpf:"filter_tgid"`
-	LimitIntervalNs     *ebpf.VariableSpec `ebpf:"limit_interval_ns"`
-	LimitToleranceNs    *ebpf.VariableSpec `ebpf:"limit_tolerance_ns"`
-	NodeportHi          *ebpf.VariableSpec `ebpf:"nodeport_hi"`
-	NodeportLo          *ebpf.VariableSpec `ebpf:"nodeport_lo"`
-	NodeportNetns       *ebpf.VariableSpec `ebpf:"nodeport_netns"`
-	NodeportOn          *ebpf.VariableSpec `ebpf:"nodeport_on"`
-	UnusedCgroupPath    *ebpf.VariableSpec `ebpf:"unused_cgroup_path"`
-	UnusedEnums         *ebpf.VariableSpec `ebpf:"unused_enums"`
-	UnusedEvent         *ebpf.VariableSpec `ebpf:"unused_event"`
-	UnusedLimitCounters *ebpf.VariableSpec `ebpf:"unused_limit_counters"`
-	UnusedLimitKey      *ebpf.VariableSpec `ebpf:"unused_limit_key"`
-	UnusedLimitState    *ebpf.VariableSpec `ebpf:"unused_limit_state"`
-	WakeupBytes         *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	AllErrnos        *ebpf.VariableSpec `ebpf:"all_errnos"`
+	ErrnoMask        *ebpf.VariableSpec `ebpf:"errno_mask"`
+	FilterNetns      *ebpf.VariableSpec `ebpf:"filter_netns"`
+	FilterTgid       *ebpf.VariableSpec `ebpf:"filter_tgid"`
+	LimitIntervalNs  *ebpf.VariableSpec `ebpf:"limit_interval_ns"`
+	LimitToleranceNs *ebpf.VariableSpec `ebpf:"limit_tolerance_ns"`
+	NodeportHi       *ebpf.VariableSpec `ebpf:"nodeport_hi"`
+	NodeportLo       *ebpf.VariableSpec `ebpf:"nodeport_lo"`
+	NodeportNetns    *ebpf.VariableSpec `ebpf:"nodeport_netns"`
+	NodeportOn       *ebpf.VariableSpec `ebpf:"nodeport_on"`
+	UnusedCgroupPath *ebpf.VariableSpec `ebpf:"unused_cgroup_path"`
+	UnusedEnums      *ebpf.VariableSpec `ebpf:"unused_enums"`
+	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedLimitCpu   *ebpf.VariableSpec `ebpf:"unused_limit_cpu"`
+	UnusedLimitKey   *ebpf.VariableSpec `ebpf:"unused_limit_key"`
+	UnusedLimitState *ebpf.VariableSpec `ebpf:"unused_limit_state"`
+	UnusedProcFacts  *ebpf.VariableSpec `ebpf:"unused_proc_facts"`
+	UnusedProcKey    *ebpf.VariableSpec `ebpf:"unused_proc_key"`
+	WakeupBytes      *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // eaddrObjects contains all objects after they have been loaded into the kernel.
@@ -248,9 +278,11 @@ type eaddrMaps struct {
 	CgroupPaths   *ebpf.Map `ebpf:"cgroup_paths"`
 	CgroupScratch *ebpf.Map `ebpf:"cgroup_scratch"`
 	Events        *ebpf.Map `ebpf:"events"`
-	LimitTotals   *ebpf.Map `ebpf:"limit_totals"`
+	LimitCounts   *ebpf.Map `ebpf:"limit_counts"`
+	LimitCpus     *ebpf.Map `ebpf:"limit_cpus"`
 	Limits        *ebpf.Map `ebpf:"limits"`
 	Lost          *ebpf.Map `ebpf:"lost"`
+	Procs         *ebpf.Map `ebpf:"procs"`
 }
 
 func (m *eaddrMaps) Close() error {
@@ -258,9 +290,11 @@ func (m *eaddrMaps) Close() error {
 		m.CgroupPaths,
 		m.CgroupScratch,
 		m.Events,
-		m.LimitTotals,
+		m.LimitCounts,
+		m.LimitCpus,
 		m.Limits,
 		m.Lost,
+		m.Procs,
 	)
 }
 
@@ -268,23 +302,25 @@ func (m *eaddrMaps) Close() error {
 //
 // It can be passed to loadEaddrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type eaddrVariables struct {
-	AllErrnos           *ebpf.Variable `ebpf:"all_errnos"`
-	ErrnoMask           *ebpf.Variable `ebpf:"errno_mask"`
-	FilterNetns         *ebpf.Variable `ebpf:"filter_netns"`
-	FilterTgid          *ebpf.Variable `ebpf:"filter_tgid"`
-	LimitIntervalNs     *ebpf.Variable `ebpf:"limit_interval_ns"`
-	LimitToleranceNs    *ebpf.Variable `ebpf:"limit_tolerance_ns"`
-	NodeportHi          *ebpf.Variable `ebpf:"nodeport_hi"`
-	NodeportLo          *ebpf.Variable `ebpf:"nodeport_lo"`
-	NodeportNetns       *ebpf.Variable `ebpf:"nodeport_netns"`
-	NodeportOn          *ebpf.Variable `ebpf:"nodeport_on"`
-	UnusedCgroupPath    *ebpf.Variable `ebpf:"unused_cgroup_path"`
-	UnusedEnums         *ebpf.Variable `ebpf:"unused_enums"`
-	UnusedEvent         *ebpf.Variable `ebpf:"unused_event"`
-	UnusedLimitCounters *ebpf.Variable `ebpf:"unused_limit_counters"`
-	UnusedLimitKey      *ebpf.Variable `ebpf:"unused_limit_key"`
-	UnusedLimitState    *ebpf.Variable `ebpf:"unused_limit_state"`
-	WakeupBytes         *ebpf.Variable `ebpf:"wakeup_bytes"`
+	AllErrnos        *ebpf.Variable `ebpf:"all_errnos"`
+	ErrnoMask        *ebpf.Variable `ebpf:"errno_mask"`
+	FilterNetns      *ebpf.Variable `ebpf:"filter_netns"`
+	FilterTgid       *ebpf.Variable `ebpf:"filter_tgid"`
+	LimitIntervalNs  *ebpf.Variable `ebpf:"limit_interval_ns"`
+	LimitToleranceNs *ebpf.Variable `ebpf:"limit_tolerance_ns"`
+	NodeportHi       *ebpf.Variable `ebpf:"nodeport_hi"`
+	NodeportLo       *ebpf.Variable `ebpf:"nodeport_lo"`
+	NodeportNetns    *ebpf.Variable `ebpf:"nodeport_netns"`
+	NodeportOn       *ebpf.Variable `ebpf:"nodeport_on"`
+	UnusedCgroupPath *ebpf.Variable `ebpf:"unused_cgroup_path"`
+	UnusedEnums      *ebpf.Variable `ebpf:"unused_enums"`
+	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`
+	UnusedLimitCpu   *ebpf.Variable `ebpf:"unused_limit_cpu"`
+	UnusedLimitKey   *ebpf.Variable `ebpf:"unused_limit_key"`
+	UnusedLimitState *ebpf.Variable `ebpf:"unused_limit_state"`
+	UnusedProcFacts  *ebpf.Variable `ebpf:"unused_proc_facts"`
+	UnusedProcKey    *ebpf.Variable `ebpf:"unused_proc_key"`
+	WakeupBytes      *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // eaddrPrograms contains all programs after they have been loaded into the kernel.

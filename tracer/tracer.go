@@ -45,6 +45,10 @@ const (
 	FlagNodePort = uint8(eaddrEventFlagEADDR_F_NODEPORT)
 	// FlagLimited: LimitId and LimitSuppressed are valid (the rate limit is on).
 	FlagLimited = uint8(eaddrEventFlagEADDR_F_LIMITED)
+	// FlagProcSent: the kernel left Exe* and Args out, as an earlier event of
+	// the process carried them. Read fills them in and clears the flag; it
+	// stays set only when eaddr no longer had them (Stats.ProcsForgotten).
+	FlagProcSent = uint8(eaddrEventFlagEADDR_F_PROC_SENT)
 )
 
 // ErrnoInProgress (EINPROGRESS) is never reported, even with AllErrnos.
@@ -94,9 +98,14 @@ type Tracer struct {
 	rec   ringbuf.Record
 	log   *slog.Logger
 
-	limitKeys []eaddrLimitKey // LimitStates' batch buffers
-	limitVals []eaddrLimitState
-	limitCur  ebpf.MapBatchCursor
+	procs *procCache
+	// LimitStates' batch buffers.
+	ncpu                  int
+	limitIDs, limitPerCPU []uint64
+	limitKeys             []eaddrLimitKey
+	limitVals             []eaddrLimitState
+	limitCPUs             []eaddrLimitCpu
+	limitSums             map[uint64]uint64
 
 	detachOnce sync.Once
 	events     uint64 // records read
@@ -136,6 +145,7 @@ func New(opts Options) (*Tracer, error) {
 		return nil, err
 	}
 	t := &Tracer{log: log}
+	t.procs = newProcCache(procsKept, t.lookupProc)
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -250,6 +260,7 @@ func (t *Tracer) Read(ev *RawEvent) error {
 			continue
 		}
 		t.events++
+		t.procs.fill(ev)
 		return nil
 	}
 }
@@ -294,11 +305,16 @@ type Stats struct {
 	Events     uint64 // events read from the ring buffer
 	KernelLost uint64 // events the kernel dropped because the ring buffer was full
 	Malformed  uint64 // records that were not an event (never expected)
+	// Events whose program identity the kernel had sent with an earlier
+	// event of the process, and which neither eaddr (the last 4,096 to
+	// 8,192 processes) nor the kernel's map (the last 8,192) still had.
+	ProcsForgotten  uint64
+	Procs, ProcsMax int // processes whose program identity is kept, and the bound
 }
 
 // Stats reads the counters; KernelLost sums the per-CPU counter.
 func (t *Tracer) Stats() (Stats, error) {
-	s := Stats{Events: t.events, Malformed: t.short}
+	s := Stats{Events: t.events, Malformed: t.short, ProcsForgotten: t.procs.forgotten, Procs: t.procs.len(), ProcsMax: 2 * t.procs.max}
 	var per []uint64
 	if err := t.objs.Lost.Lookup(uint32(0), &per); err != nil {
 		return s, fmt.Errorf("reading the lost-events counter: %w", err)
@@ -313,11 +329,10 @@ func (t *Tracer) Stats() (Stats, error) {
 // the kernel, and keys created (more than LimitKeysMax() in the map means the
 // oldest were evicted).
 func (t *Tracer) LimitCounts() (suppressed, keys uint64, err error) {
-	var per []eaddrLimitCounters
-	if err := t.objs.LimitTotals.Lookup(uint32(0), &per); err != nil {
+	if err := t.objs.LimitCpus.Lookup(uint32(0), &t.limitCPUs); err != nil {
 		return 0, 0, fmt.Errorf("reading the rate limit's counters: %w", err)
 	}
-	for _, c := range per {
+	for _, c := range t.limitCPUs {
 		suppressed += c.Suppressed
 		keys += c.Keys
 	}
@@ -327,25 +342,65 @@ func (t *Tracer) LimitCounts() (suppressed, keys uint64, err error) {
 // LimitKeysMax is how many rate limit keys the kernel keeps (LRU).
 func (t *Tracer) LimitKeysMax() int { return int(t.objs.Limits.MaxEntries()) }
 
-// LimitStates calls fn with each rate limit key's id and the failures it
-// held back since it was created, in batches (no allocation once warm).
-func (t *Tracer) LimitStates(fn func(id, suppressed uint64)) (int, error) {
-	if t.limitKeys == nil {
-		t.limitKeys, t.limitVals = make([]eaddrLimitKey, 256), make([]eaddrLimitState, 256)
-	}
-	t.limitCur = ebpf.MapBatchCursor{}
-	total := 0
-	for {
-		n, err := t.objs.Limits.BatchLookup(&t.limitCur, t.limitKeys, t.limitVals, nil)
-		for _, v := range t.limitVals[:n] {
-			fn(v.Id, v.Suppressed)
+// limitBatch is the batch size of the rate limit maps' reads.
+const limitBatch = 256
+
+// LimitStates calls fn with the id of each rate limit key that held back
+// failures and how many, summed over CPUs, since the key was created; it
+// returns how many keys the kernel keeps now (for evictions, see
+// LimitCounts). A count read while a CPU moves it from its slot to
+// limit_counts may come out short, never long: the map is read before the
+// slots. Once a tick: batched reads of the maps, no allocation once warm.
+func (t *Tracer) LimitStates(fn func(id, suppressed uint64)) (keys int, err error) {
+	if t.limitIDs == nil {
+		t.ncpu, err = ebpf.PossibleCPU()
+		if err != nil {
+			return 0, err
 		}
-		total += n
+		t.limitIDs, t.limitPerCPU = make([]uint64, limitBatch), make([]uint64, limitBatch*t.ncpu)
+		t.limitKeys, t.limitVals = make([]eaddrLimitKey, limitBatch), make([]eaddrLimitState, limitBatch)
+		t.limitSums = make(map[uint64]uint64)
+	}
+	clear(t.limitSums)
+	err = batches(t.objs.LimitCounts, t.limitIDs, t.limitPerCPU, func(n int) {
+		for i, id := range t.limitIDs[:n] {
+			for _, c := range t.limitPerCPU[i*t.ncpu : (i+1)*t.ncpu] {
+				t.limitSums[id] += c
+			}
+		}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reading the rate limit's counts: %w", err)
+	}
+	if err := t.objs.LimitCpus.Lookup(uint32(0), &t.limitCPUs); err != nil {
+		return 0, fmt.Errorf("reading the rate limit's per-CPU slots: %w", err)
+	}
+	for _, c := range t.limitCPUs {
+		if c.Id != 0 {
+			t.limitSums[c.Id] += c.Held
+		}
+	}
+	for id, n := range t.limitSums {
+		fn(id, n)
+	}
+	err = batches(t.objs.Limits, t.limitKeys, t.limitVals, func(n int) { keys += n })
+	if err != nil {
+		return 0, fmt.Errorf("reading the rate limit's keys: %w", err)
+	}
+	return keys, nil
+}
+
+// batches reads all of m, len(keys) entries at a time, calling got after each.
+func batches(m *ebpf.Map, keys, vals any, got func(n int)) error {
+	var cur ebpf.MapBatchCursor
+	for {
+		n, err := m.BatchLookup(&cur, keys, vals, nil)
+		got(n)
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return total, nil
+			return nil
 		}
 		if err != nil {
-			return total, fmt.Errorf("reading the rate limit's keys: %w", err)
+			return err
 		}
 	}
 }

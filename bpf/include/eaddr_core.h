@@ -28,8 +28,10 @@ typedef _Bool bool;
 
 /* From include/uapi/linux/bpf.h: the values are ABI and never change. */
 enum bpf_map_type {
+	BPF_MAP_TYPE_HASH = 1,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_LRU_HASH = 9,
+	BPF_MAP_TYPE_LRU_PERCPU_HASH = 10,
 	BPF_MAP_TYPE_RINGBUF = 27,
 };
 enum {
@@ -158,6 +160,7 @@ struct task_struct {
 	struct task_struct *group_leader;
 	struct css_set *cgroups;
 	__u64 start_boottime; /* ns since boot; /proc/PID/stat starttime is the group leader's, in clock ticks */
+	__u64 self_exec_id;   /* one more with each execve() */
 } __attribute__((preserve_access_index));
 
 typedef struct {

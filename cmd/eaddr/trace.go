@@ -61,7 +61,7 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.Uint32Var(&f.NetNS, "netns", 0, "only this network namespace inode, as in /proc/PID/ns/net (filtered in the kernel); it must exist at start; 0 for all")
 	fs.StringVar(&f.Cgroup, "cgroup", "", "only processes whose cgroup v2 path starts with this prefix, which starts with /, e.g. /kubepods; an event whose cgroup is not known is dropped and counted as filtered_unresolved")
 	fs.IntVar(&f.RingSize, "ring-size", tracer.DefaultRingSize, "ring buffer size in bytes, a power of two from the page size up to 256 MiB (268435456); events that do not fit are counted as lost")
-	fs.DurationVar(&f.Flush, "flush-interval", 50*time.Millisecond, "the longest an event waits before it is written: the kernel wakes eaddr for every 64 KiB of events or on this timer, not for each event (a wakeup per event costs several µs per failing call); 0 wakes it for every event")
+	fs.DurationVar(&f.Flush, "flush-interval", 50*time.Millisecond, "the longest an event waits before it is written: the kernel wakes eaddr for every eighth of the ring buffer filled (512 KiB by default) or on this timer, not for each event (a wakeup costs several µs, more in a VM); 0 wakes it for every event")
 	fs.StringVar(&f.Node, "node", "", "node name in each event (default: $NODE_NAME, else the hostname)")
 	fs.BoolVar(&f.Diagnose, "diagnose", true, "per event, read the netns of the failure (port range, sockets toward the destination by state, who holds them, addresses) and give the root cause and a fix")
 	fs.DurationVar(&f.DiagnoseInterval, "diagnose-interval", time.Second, "at most one netns snapshot per netns, syscall, errno and address in this interval; events inside it share the snapshot")
@@ -132,7 +132,7 @@ func (f *TraceFlags) kernelOptions(c *pipeline.Config) error {
 	}
 	c.Flush = f.Flush
 	if f.Flush > 0 {
-		c.Tracer.WakeupBytes = min(64<<10, f.RingSize/4)
+		c.Tracer.WakeupBytes = f.RingSize / 8
 	}
 	return nil
 }
