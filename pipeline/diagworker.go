@@ -207,6 +207,37 @@ func (s *diagShare) answered(w *diagWorker, ticket uint64, g *diagnose.Diagnosis
 	return out
 }
 
+// prefetch asks for k's snapshot unless this interval has one or one is
+// asked, and returns the ticket with a reference taken (0: nothing asked).
+func (s *diagShare) prefetch(w *diagWorker, raw *tracer.RawEvent, k diagnose.Key, now time.Time) uint64 {
+	if r, ok := s.recent[k]; ok && now.Sub(r.at) < s.interval {
+		return 0
+	}
+	ticket, ok := s.inflight[k]
+	if !ok {
+		if len(w.reqs) >= cap(w.reqs) {
+			return 0 // full: the event asks itself later, and is counted then
+		}
+		if ticket, ok = w.submit(raw); !ok {
+			return 0
+		}
+		s.inflight[k] = ticket
+		s.waiting[ticket] = &ticketState{key: k}
+	}
+	s.waiting[ticket].refs++
+	return ticket
+}
+
+// unref drops a prefetch's reference; the last one frees the ticket.
+func (s *diagShare) unref(w *diagWorker, ticket uint64) {
+	if s == nil || ticket == 0 {
+		return
+	}
+	if st := s.waiting[ticket]; st != nil {
+		s.done(w, ticket, st)
+	}
+}
+
 // gaveUp is an event that goes out before its ticket's result.
 func (s *diagShare) gaveUp(w *diagWorker, ticket uint64) {
 	s.late++

@@ -38,19 +38,20 @@ type holdQueue struct {
 }
 
 type heldEvent struct {
-	raw   tracer.RawEvent
-	until time.Time
+	raw    tracer.RawEvent
+	until  time.Time
+	ticket uint64 // the diagnosis asked for it meanwhile (0: none), see prefetchDiag
 }
 
 func newHoldQueue(max int) holdQueue { return holdQueue{max: max} }
 
 // push keeps a copy of raw until the deadline; false when the queue is full.
-func (h *holdQueue) push(raw *tracer.RawEvent, until time.Time) bool {
+func (h *holdQueue) push(raw *tracer.RawEvent, until time.Time, ticket uint64) bool {
 	if len(h.q) >= h.max {
 		h.overflow++
 		return false
 	}
-	h.q = append(h.q, heldEvent{raw: *raw, until: until})
+	h.q = append(h.q, heldEvent{raw: *raw, until: until, ticket: ticket})
 	return true
 }
 
@@ -117,9 +118,11 @@ func (r *traceRun) handle(raw *tracer.RawEvent) {
 		r.diag.seen(raw)
 	}
 	if r.pods.Map(ev, false) {
-		if r.hold.push(raw, time.Now().Add(holdFor)) {
+		ticket := r.prefetchDiag(raw, ev)
+		if r.hold.push(raw, time.Now().Add(holdFor), ticket) {
 			return
 		}
+		r.share.unref(r.diag, ticket)
 		r.pods.Map(ev, true)
 	}
 	r.process(raw, ev)
@@ -151,6 +154,7 @@ func (r *traceRun) release(final bool) {
 			continue
 		}
 		r.process(&h.raw, &r.ev)
+		r.share.unref(r.diag, h.ticket) // its own ask holds the ticket now, if it asked
 	}
 	clear(r.hold.q[len(kept):])
 	r.hold.q = kept
@@ -187,6 +191,26 @@ func (r *traceRun) process(raw *tracer.RawEvent, ev *decode.Event) {
 		return
 	}
 	r.askDiagnosis(raw, ev)
+}
+
+// prefetchDiag asks for the diagnosis of an event that waits for its names,
+// so that the snapshot is taken meanwhile and the two waits overlap. Only
+// when the event will be written: no filter waits for the names, and the
+// others keep it (a snapshot nobody uses would break the accounting). The
+// ticket holds a reference until the event is processed (share.unref).
+func (r *traceRun) prefetchDiag(raw *tracer.RawEvent, ev *decode.Event) uint64 {
+	c := &r.c
+	if r.diag == nil || c.Namespace != "" || c.Pod != "" || c.Container != "" || c.Selector != nil {
+		return 0
+	}
+	if keep, _ := c.keep(ev); !keep {
+		return 0
+	}
+	k, ok := diagnose.KeyOf(ev)
+	if !ok {
+		return 0
+	}
+	return r.share.prefetch(r.diag, raw, k, time.Now())
 }
 
 // askDiagnosis writes ev with the snapshot its key already has in this
