@@ -93,6 +93,13 @@ func (b *bench) rateLimitOffTargets(w io.Writer) {
 			verdictS(w, "MISSED", lossT, got+fmt.Sprintf(": missed by %s/s", rate(200e3-s.best)))
 		}
 	}
+	const firstT = "first, unsuppressed event of a key: failing call <= floor + 800 ns"
+	if !rateLimitOff(b.o.eaddrArgs) {
+		verdictS(w, "n/a", firstT, fmt.Sprintf("not measured in this run (the per-call rows ran eaddr %s, whose repeats are suppressed; -eaddr-args 'trace --rate-limit off' makes every failure an event)", strings.Join(b.o.eaddrArgs, " ")))
+	} else {
+		e, f := b.res.med(rowFailing, cfgEaddr), b.res.med(rowFailing, cfgFloor)
+		verdict(w, e-f <= 800, !math.IsNaN(e-f), firstT, over(e-f, 800, "ns", fmt.Sprintf("eaddr %+.0f ns over the floor (the per-call failing row, every failure an event)", e-f)))
+	}
 	for _, x := range []struct{ rate, limit float64 }{{10e3, 2}, {100e3, 10}} {
 		t := fmt.Sprintf("--rate-limit off: CPU <= %.0f%% of a core at %s/s", x.limit, rate(x.rate))
 		i := indexOf(b.res.cpuTargets, x.rate)
