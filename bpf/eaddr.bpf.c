@@ -429,75 +429,33 @@ static __always_inline bool limited(struct limit_key *k, __u64 *id)
 	return false;
 }
 
-static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, struct sock *nodeport)
+/* Who failed: the task's identity and namespaces, and its program's. */
+static __always_inline void fill_task(struct event *e, struct task_struct *task, struct net *task_net, __u64 pid_tgid)
 {
-	long ret = ctx->ret;
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tgid = pid_tgid >> 32;
-	if (filter_tgid && tgid != filter_tgid)
-		return 0;
-
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct net *task_net = task->nsproxy->net_ns;
-	if (filter_netns && task_net->ns.inum != filter_netns)
-		return 0;
-
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	const void *uaddr = (const void *)PT_REGS_PARM2_SYSCALL(regs);
-	int addrlen = (int)PT_REGS_PARM3_SYSCALL(regs);
-	__u64 cgroup_id = bpf_get_current_cgroup_id();
-	__s32 err = nodeport ? 0 : (__s32)-ret;
-
-	__u64 limit_id = 0;
-	if (limit_interval_ns) {
-		struct limit_key k = {
-			.cgroup_id = cgroup_id,
-			.netns = (__u64)task_net,
-			.err = (__u16)err,
-			.syscall = syscall,
-		};
-		if (nodeport)
-			key_local(&k, nodeport);
-		else
-			key_addr(&k, uaddr, addrlen);
-		if (limited(&k, &limit_id))
-			return 0;
-	}
-
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_lost();
-		return 0;
-	}
-
-	e->boot_ns = bpf_ktime_get_boot_ns();
-	e->cgroup_id = cgroup_id;
-	record_cgroup(task, cgroup_id);
 	/* The process's start, not the thread's: /proc/PID/stat shows the
 	 * group leader's, and a process is what PID names. */
 	e->start_boottime = task->group_leader->start_boottime; /* BTF pointers: plain loads */
 	e->exec_id = task->self_exec_id;
-	e->tgid = tgid;
+	e->tgid = pid_tgid >> 32;
 	e->tid = (__u32)pid_tgid;
 	e->ppid = task->real_parent->tgid;
 	e->uid = (__u32)bpf_get_current_uid_gid();
 	e->netns = task_net->ns.inum;
 	e->netns_cookie = net_cookie(task_net);
 	e->mntns = task->nsproxy->mnt_ns->ns.inum;
-	e->err = err;
-	e->syscall = syscall;
-	e->flags = nodeport ? EADDR_F_NODEPORT : 0;
-	e->limit_id = limit_id;
-	if (limit_id)
-		e->flags |= EADDR_F_LIMITED;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	proc_facts(e, task);
+}
+
+/* The call: fd, the sockaddr as passed, and the socket behind fd. */
+static __always_inline void fill_call(struct event *e, struct task_struct *task, struct pt_regs *regs,
+				      const void *uaddr, int addrlen)
+{
 	e->sock_family = 0;
 	e->sock_type = 0;
 	e->sock_protocol = 0;
 	e->local_port = 0;
 	__builtin_memset(e->local_addr, 0, sizeof(e->local_addr));
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	proc_facts(e, task);
-
 	int fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
 	e->fd = fd;
 	e->addrlen = addrlen < 0 ? 0 : (addrlen > 0xffff ? 0xffff : addrlen);
@@ -512,19 +470,65 @@ static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, stru
 	/* EBADF and ENOTSOCK mean there is no socket behind fd to look at. */
 	if (e->err != EADDR_EBADF && e->err != EADDR_ENOTSOCK)
 		read_socket(e, task, fd);
+}
 
-	__u64 flags = 0;
-	if (wakeup_bytes) {
-		/* Wake the reader when this record takes the backlog past a
-		 * multiple of wakeup_bytes: once per wakeup_bytes, not for every
-		 * event past the threshold while the reader gets going (each
-		 * wakeup costs microseconds). A wakeup missed in a race between
-		 * CPUs is made up by the next multiple or the reader's timer. */
-		__u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
-		__u64 before = avail > sizeof(*e) + 8 ? avail - sizeof(*e) - 8 : 0; /* 8: the record header */
-		flags = avail / wakeup_bytes != before / wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+/* Wake the reader when this record takes the backlog past a multiple of
+ * wakeup_bytes: once per wakeup_bytes, not for every event past the
+ * threshold while the reader gets going (each wakeup costs microseconds). A
+ * wakeup missed in a race between CPUs is made up by the next multiple or
+ * the reader's timer. 0: the kernel's default (when the reader has caught up). */
+static __always_inline __u64 wakeup_flags(void)
+{
+	if (!wakeup_bytes)
+		return 0;
+	__u64 rec = sizeof(struct event) + 8; /* 8: the record header */
+	__u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	__u64 before = avail > rec ? avail - rec : 0;
+	return avail / wakeup_bytes != before / wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, struct sock *nodeport)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (filter_tgid && (pid_tgid >> 32) != filter_tgid)
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct net *task_net = task->nsproxy->net_ns;
+	if (filter_netns && task_net->ns.inum != filter_netns)
+		return 0;
+
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	const void *uaddr = (const void *)PT_REGS_PARM2_SYSCALL(regs);
+	int addrlen = (int)PT_REGS_PARM3_SYSCALL(regs);
+	__u64 cgroup_id = bpf_get_current_cgroup_id();
+	__s32 err = nodeport ? 0 : (__s32)-ctx->ret;
+
+	__u64 limit_id = 0;
+	if (limit_interval_ns) {
+		struct limit_key k = {.cgroup_id = cgroup_id, .netns = (__u64)task_net, .err = (__u16)err, .syscall = syscall};
+		if (nodeport)
+			key_local(&k, nodeport);
+		else
+			key_addr(&k, uaddr, addrlen);
+		if (limited(&k, &limit_id))
+			return 0;
 	}
-	bpf_ringbuf_submit(e, flags);
+
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost();
+		return 0;
+	}
+	e->boot_ns = bpf_ktime_get_boot_ns();
+	e->cgroup_id = cgroup_id;
+	record_cgroup(task, cgroup_id);
+	e->err = err;
+	e->syscall = syscall;
+	e->flags = (nodeport ? EADDR_F_NODEPORT : 0) | (limit_id ? EADDR_F_LIMITED : 0);
+	e->limit_id = limit_id;
+	fill_task(e, task, task_net, pid_tgid);
+	fill_call(e, task, regs, uaddr, addrlen);
+	bpf_ringbuf_submit(e, wakeup_flags());
 	return 0;
 }
 
