@@ -14,7 +14,7 @@ import (
 // asks nothing when the interval has a snapshot, and counts nothing as
 // skipped when the queue is full (the event asks itself later).
 func TestDiagPrefetch(t *testing.T) {
-	w := &diagWorker{reqs: make(chan diagReq, 2), results: map[uint64]*diagnose.Diagnosis{}, abandoned: map[uint64]bool{}}
+	w := &diagWorker{reqs: make(chan diagReq, 3), results: map[uint64]*diagnose.Diagnosis{}, abandoned: map[uint64]bool{}}
 	s := newDiagShare(time.Second)
 	var raw tracer.RawEvent
 	now := time.Now()
@@ -42,6 +42,9 @@ func TestDiagPrefetch(t *testing.T) {
 	s.recent[k2] = recentDiag{at: now}
 	if tk := s.prefetch(w, &raw, k2, now); tk != 0 {
 		t.Errorf("a key with a snapshot of this interval was asked again (ticket %d)", tk)
+	}
+	if tk := s.prefetch(w, &raw, k2, now.Add(time.Second)); tk == 0 {
+		t.Errorf("a key whose snapshot is stale when the event asks was not asked")
 	}
 	w.reqs <- diagReq{} // the queue is full now
 	if tk := s.prefetch(w, &raw, k3, now); tk != 0 || w.full != 0 {

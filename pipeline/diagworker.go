@@ -207,10 +207,11 @@ func (s *diagShare) answered(w *diagWorker, ticket uint64, g *diagnose.Diagnosis
 	return out
 }
 
-// prefetch asks for k's snapshot unless this interval has one or one is
-// asked, and returns the ticket with a reference taken (0: nothing asked).
-func (s *diagShare) prefetch(w *diagWorker, raw *tracer.RawEvent, k diagnose.Key, now time.Time) uint64 {
-	if r, ok := s.recent[k]; ok && now.Sub(r.at) < s.interval {
+// prefetch asks for k's snapshot unless one is asked or the key's last one
+// will still be of its interval at until, when the event asks, and returns
+// the ticket with a reference taken (0: nothing asked).
+func (s *diagShare) prefetch(w *diagWorker, raw *tracer.RawEvent, k diagnose.Key, until time.Time) uint64 {
+	if r, ok := s.recent[k]; ok && until.Sub(r.at) < s.interval {
 		return 0
 	}
 	ticket, ok := s.inflight[k]

@@ -210,7 +210,7 @@ func (r *traceRun) prefetchDiag(raw *tracer.RawEvent, ev *decode.Event) uint64 {
 	if !ok {
 		return 0
 	}
-	return r.share.prefetch(r.diag, raw, k, time.Now())
+	return r.share.prefetch(r.diag, raw, k, time.Now().Add(holdFor))
 }
 
 // askDiagnosis writes ev with the snapshot its key already has in this
