@@ -304,3 +304,32 @@ func (l *stderrLog) waitFor(t *testing.T, s string, d time.Duration) {
 		}
 	}
 }
+
+// The kernel sends a process's program identity with its first event only;
+// every later event of the storm still names the executable and is
+// explained as the first one is, from what eaddr kept.
+func TestProgramIdentityOncePerProcess(t *testing.T) {
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--rate-limit", "off", "--diagnose=false")
+	const n = 50
+	flood(t, ns, n) // one python process, 50 failures
+	var evs []jsonEvent
+	for deadline := time.Now().Add(10 * time.Second); len(evs) < n && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		p.mu.Lock()
+		evs = append(evs[:0], p.events...)
+		p.mu.Unlock()
+	}
+	if len(evs) < n {
+		t.Fatalf("%d of %d events within 10s", len(evs), n)
+	}
+	first := evs[0]
+	if first.Process.Exe == "" || first.Explain == nil || first.Explain.Client == "" {
+		t.Fatalf("the first event has no executable or client: %+v", first)
+	}
+	for i, ev := range evs {
+		if ev.Process.PID != first.Process.PID || ev.Process.Exe != first.Process.Exe || ev.Explain == nil || ev.Explain.Client != first.Explain.Client {
+			t.Fatalf("event %d of %d: pid %d exe %q client %v; the first: pid %d exe %q client %q", i+1, n, ev.Process.PID, ev.Process.Exe, ev.Explain, first.Process.PID, first.Process.Exe, first.Explain.Client)
+		}
+	}
+	t.Logf("%d events of pid %d, all exe %q, client %q", len(evs), first.Process.PID, first.Process.Exe, first.Explain.Client)
+}
