@@ -56,6 +56,8 @@ type jsonEvent struct {
 		UID  int    `json:"uid"`
 		Comm string `json:"comm"`
 		Exe  string `json:"exe"`
+		// ExeUnresolved: why exe is missing (sent once, no longer kept).
+		ExeUnresolved string `json:"exe_unresolved"`
 	} `json:"process"`
 	Socket struct {
 		FD       int    `json:"fd"`
