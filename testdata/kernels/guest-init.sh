@@ -62,6 +62,10 @@ if [ $$ = 1 ]; then
 	# the kernel runs this to load a module (inet_diag, tcp_diag, ... for sock_diag): the
 	# kernel package's own tree, depmod-ed on the host (run.sh writes the script per arch)
 	echo "$K/modprobe" > /proc/sys/kernel/modprobe
+	# the CNI plugins of the containerd test keep their results in /var/lib/cni: writable here
+	# (the share is read-only), on /var/lib when the host has no /var/lib/cni to mount on
+	if [ -d /var/lib/cni ]; then mount -t tmpfs cni /var/lib/cni
+	elif [ -d /var/lib ]; then mount -t tmpfs varlib /var/lib && mkdir /var/lib/cni; fi
 	kv modprobe "$(cat /proc/sys/kernel/modprobe)"
 fi
 
