@@ -53,23 +53,28 @@ func Probe(log *slog.Logger) error {
 			return fmt.Errorf("tracepoint syscalls/%s is missing under %s: the kernel needs CONFIG_FTRACE_SYSCALLS=y", tp, dir)
 		}
 	}
-	if err := supported(features.HaveMapType(ebpf.RingBuf), log, "BPF ring buffer", "5.8"); err != nil {
-		return err
-	}
-	for _, h := range []struct {
-		fn      asm.BuiltinFunc
-		name    string
-		version string
-	}{
-		{asm.FnGetCurrentTaskBtf, "bpf_get_current_task_btf", "5.11"},
-		{asm.FnTaskPtRegs, "bpf_task_pt_regs", "5.15"},
-		{asm.FnKtimeGetBootNs, "bpf_ktime_get_boot_ns", "5.8"},
-	} {
-		if err := supported(features.HaveProgramHelper(ebpf.TracePoint, h.fn), log, "the helper "+h.name, h.version); err != nil {
+	for _, f := range kernelFeatures {
+		if err := supported(f.check(), log, f.what, f.version); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// kernelFeatures are what Probe asks the kernel for, after BTF and the
+// tracepoints; each says what it is and since when Linux has it.
+var kernelFeatures = []struct {
+	what, version string
+	check         func() error
+}{
+	{"the BPF ring buffer", "5.8", func() error { return features.HaveMapType(ebpf.RingBuf) }},
+	{"the helper bpf_get_current_task_btf", "5.11", helper(asm.FnGetCurrentTaskBtf)},
+	{"the helper bpf_task_pt_regs", "5.15", helper(asm.FnTaskPtRegs)},
+	{"the helper bpf_ktime_get_boot_ns", "5.8", helper(asm.FnKtimeGetBootNs)},
+}
+
+func helper(fn asm.BuiltinFunc) func() error {
+	return func() error { return features.HaveProgramHelper(ebpf.TracePoint, fn) }
 }
 
 // supported follows the features contract: nil is supported, ErrNotSupported
