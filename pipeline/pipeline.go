@@ -171,7 +171,7 @@ type traceRun struct {
 }
 
 func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, met *metrics, hooks Hooks) (*traceRun, error) {
-	r := &traceRun{c: c, t: t, log: log, met: met, hooks: hooks, limits: newLimitBook(c.Tracer.Rate > 0), hold: newHoldQueue(holdMax)}
+	r := &traceRun{c: c, t: t, log: log, met: met, hooks: hooks, limits: newLimitBook(c.Rate > 0), hold: newHoldQueue(holdMax)}
 	cg, err := pod.NewCgroupResolver(t)
 	r.dec = decode.NewDecoder(nil)
 	if err != nil {

@@ -110,10 +110,15 @@ type limitSource interface {
 	LimitKeysMax() int
 }
 
-// read collects every key's count from the kernel, then forgets the keys
-// the kernel no longer has and no event named for limitForget.
+// limitEvery is how often read asks the kernel: the maps are read whole, and
+// the tick may come every flush interval (50 ms).
+const limitEvery = time.Second
+
+// read collects every key's count from the kernel, at most once per
+// limitEvery unless final, then forgets the keys the kernel no longer has
+// and no event named for limitForget.
 func (b *limitBook) read(t limitSource, now time.Time) error {
-	if !b.on {
+	if !b.on || (!b.final && !b.now.IsZero() && now.Sub(b.now) < limitEvery) {
 		return nil
 	}
 	b.now = now

@@ -58,7 +58,7 @@ func (h *holdQueue) push(raw *tracer.RawEvent, until time.Time, ticket uint64) b
 // loop reads until the tracer is stopped and drained.
 func (r *traceRun) loop() error {
 	wait := r.c.Flush
-	if wait == 0 && (r.met != nil || r.sum.enabled) {
+	if wait == 0 && (r.met != nil || r.sum.enabled || r.limits.on) {
 		wait = time.Second
 	}
 	r.lastTick = time.Now()
@@ -332,14 +332,16 @@ func (r *traceRun) render(buf []byte, ev *decode.Event, explained bool, g *diagn
 // tick runs at least every flush interval (or second): counters for
 // metrics, and the summary record when it is due.
 func (r *traceRun) tick(now time.Time) {
-	if r.met == nil && !r.sum.enabled {
-		return
-	}
-	st, _ := r.t.Stats()
+	// The kernel's held back counts are read whatever is enabled: the
+	// events' "suppressed" (table output too) come from this read.
 	if err := r.limits.read(r.t, now); err != nil && !r.limitErr {
 		r.limitErr = true
 		r.log.Warn("reading the kernel's rate limit counts; suppressed counts lag until it works", "err", err)
 	}
+	if r.met == nil && !r.sum.enabled {
+		return
+	}
+	st, _ := r.t.Stats()
 	if r.met != nil {
 		r.updateMetrics(st)
 	}
@@ -361,11 +363,11 @@ func (r *traceRun) updateMetrics(st tracer.Stats) {
 	m.criFailures.Store(r.names.Failures.Load())
 	_, why := r.names.Healthy()
 	m.criDown.Store(&why)
-	m.caches.Store(r.cacheSizes())
+	m.caches.Store(r.cacheSizes(st))
 }
 
 // cacheSizes samples every bounded cache of the trace.
-func (r *traceRun) cacheSizes() *Caches {
+func (r *traceRun) cacheSizes(st tracer.Stats) *Caches {
 	var c Caches
 	if r.cgroups != nil {
 		c.CgroupPaths = Size{r.cgroups.Len(), r.cgroups.Cap()}
@@ -382,9 +384,7 @@ func (r *traceRun) cacheSizes() *Caches {
 	}
 	c.RateLimitKeys = Size{r.limits.entries, r.limits.max}
 	c.CRIIDs = Size{r.names.Len(), r.names.MaxEntries}
-	if st, err := r.t.Stats(); err == nil {
-		c.Processes = Size{st.Procs, st.ProcsMax}
-	}
+	c.Processes = Size{st.Procs, st.ProcsMax}
 	return &c
 }
 
