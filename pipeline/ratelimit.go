@@ -76,13 +76,15 @@ func (b *limitBook) event(raw *tracer.RawEvent, fate limitFate, errors prometheu
 }
 
 // collect counts what a key held back since the last read. A count below
-// the last one means the kernel evicted the key's count and started again:
-// what it had not yet read is gone (unattributed, see read).
+// the last one is a short read (a CPU moved it from its slot to the map
+// between the two reads: the next read has it) or, rarely, a count the
+// kernel evicted and started again; either way nothing is counted now, and
+// what never comes back is unattributed at the final read.
 func (b *limitBook) collect(k *limitKey, total uint64) {
-	n := total - k.collected
-	if total < k.collected {
-		n = total
+	if total <= k.collected {
+		return
 	}
+	n := total - k.collected
 	k.collected = total
 	switch k.fate {
 	case fateFiltered:

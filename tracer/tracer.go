@@ -43,7 +43,7 @@ const (
 	// FlagNodePort marks a connect() that succeeded (or is in progress) with
 	// a kernel-chosen source port inside the NodePort range: not a failure.
 	FlagNodePort = uint8(eaddrEventFlagEADDR_F_NODEPORT)
-	// FlagLimited: LimitId and LimitSuppressed are valid (the rate limit is on).
+	// FlagLimited: LimitId is valid (the rate limit is on).
 	FlagLimited = uint8(eaddrEventFlagEADDR_F_LIMITED)
 	// FlagProcSent: the kernel left Exe* and Args out, as an earlier event of
 	// the process carried them. Read fills them in and clears the flag; it
@@ -350,7 +350,7 @@ const limitBatch = 256
 // returns how many keys the kernel keeps now (for evictions, see
 // LimitCounts). A count read while a CPU moves it from its slot to
 // limit_counts may come out short, never long: the map is read before the
-// slots. Once a tick: batched reads of the maps, no allocation once warm.
+// slots. Once a second: batched reads of the maps, no allocation once warm.
 func (t *Tracer) LimitStates(fn func(id, suppressed uint64)) (keys int, err error) {
 	if t.limitIDs == nil {
 		t.ncpu, err = ebpf.PossibleCPU()
