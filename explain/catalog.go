@@ -69,6 +69,29 @@ type Message struct {
 	Text    string   `json:"text"`
 	Also    []string `json:"also"` // other versions' wordings: recognised, never predicted
 	errno   int      // parsed Errno; 0 for "*"
+	// Confidence is ConfidenceExact when eaddr fills every part of Text
+	// from the event, ConfidenceTemplate when some part is unknowable
+	// (curl's elapsed ms, a host name as typed): those are shown <name>.
+	Confidence string `json:"-"`
+}
+
+// Confidence of a predicted line.
+const (
+	ConfidenceExact    = "exact"
+	ConfidenceTemplate = "template"
+)
+
+// unknowable are the placeholders eaddr cannot fill from an event; they
+// render as <name> and make a message a template.
+var unknowable = []string{"ms", "host", "ptr", "timestamp"}
+
+func confidenceOf(text string) string {
+	for _, u := range unknowable {
+		if strings.Contains(text, "{"+u+"}") {
+			return ConfidenceTemplate
+		}
+	}
+	return ConfidenceExact
 }
 
 var (
@@ -116,6 +139,7 @@ func LoadCatalog() (*Catalog, error) {
 			}
 			for j := range cl.Messages {
 				m := &cl.Messages[j]
+				m.Confidence = confidenceOf(m.Text)
 				if m.Errno == "*" {
 					continue
 				}
@@ -220,22 +244,32 @@ func containsInt(list []int, n int) bool {
 // Template returns the client's message template for syscall and errno,
 // preferring an exact errno over "*".
 func (cl *Client) Template(sys decode.Syscall, errno int) (string, bool) {
-	best, found := "", false
-	for _, m := range cl.Messages {
+	if m := cl.Message(sys, errno); m != nil {
+		return m.Text, true
+	}
+	return "", false
+}
+
+// Message returns the client's message for syscall and errno, preferring
+// an exact errno over "*"; nil when it has none.
+func (cl *Client) Message(sys decode.Syscall, errno int) *Message {
+	var best *Message
+	for i := range cl.Messages {
+		m := &cl.Messages[i]
 		if m.Syscall != "*" && m.Syscall != sys.String() {
 			continue
 		}
 		if m.Errno == "*" {
-			if !found {
-				best, found = m.Text, true
+			if best == nil {
+				best = m
 			}
 			continue
 		}
 		if m.errno == errno {
-			return m.Text, true
+			return m
 		}
 	}
-	return best, found
+	return best
 }
 
 // MsgVars are the values a template is filled with.
@@ -254,7 +288,8 @@ type MsgVars struct {
 
 // Render appends tmpl filled with v. ok is false when the template needs a
 // value that is unknown (the libc's strerror when the libc is unknown, or
-// the address), so that a guess is never shown as a prediction.
+// the address), so that a guess is never shown as a prediction. The parts
+// no event can tell (see unknowable) are written <name>.
 func Render(b []byte, tmpl string, v *MsgVars) (_ []byte, ok bool) {
 	ok = true
 	for len(tmpl) > 0 {
@@ -326,8 +361,9 @@ func appendVar(b []byte, name string, v *MsgVars) ([]byte, bool) {
 		return append(b, decode.FamilyName(v.Family)...), true
 	case "addrlen":
 		return strconv.AppendInt(b, int64(v.Addrlen), 10), true
-	case "ms":
-		return append(b, '0'), true
+	case "ms", "host", "ptr", "timestamp":
+		// Unknowable: the message is a template (ConfidenceTemplate).
+		return append(append(append(b, '<'), name...), '>'), true
 	}
 	return append(b, "{"+name+"}"...), false
 }

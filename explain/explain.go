@@ -70,21 +70,63 @@ func (e *Explainer) Explain(ev *decode.Event, x *Explanation) {
 }
 
 // AppendClientMessage appends the line the client most likely printed;
-// ok is false when it cannot be predicted.
+// ok is false when it cannot be predicted. Confidence says how sure it is.
 func (x *Explanation) AppendClientMessage(b []byte) ([]byte, bool) {
 	if x.Client == nil {
 		return b, false
 	}
-	tmpl, ok := x.Client.Template(x.Vars.Syscall, x.Vars.Errno)
-	if !ok {
+	m := x.Client.Message(x.Vars.Syscall, x.Vars.Errno)
+	if m == nil {
 		return b, false
 	}
 	n := len(b)
-	b, ok = Render(b, tmpl, &x.Vars)
+	b, ok := Render(b, m.Text, &x.Vars)
 	if !ok {
 		return b[:n], false
 	}
 	return b, true
+}
+
+// Confidence is how sure AppendClientMessage's line is: ConfidenceExact,
+// ConfidenceTemplate (parts shown <name> vary), or "" with no client.
+func (x *Explanation) Confidence() string {
+	if x.Client == nil {
+		return ""
+	}
+	if m := x.Client.Message(x.Vars.Syscall, x.Vars.Errno); m != nil {
+		return m.Confidence
+	}
+	return ""
+}
+
+// ClientUnknown says why no client is named (Client is nil): eaddr claims
+// a printed line only for programs whose wording it knows.
+func (x *Explanation) ClientUnknown() string {
+	if x.Binary == nil {
+		return "the program's binary could not be read, so what it printed is unknown: grep its logs for the errno text"
+	}
+	return "no catalogued wording for this program: each program words its failures its own way; grep its logs for the errno text"
+}
+
+// Grep appends to dst the errno texts to search logs for: the program's
+// libc's (or Go's) strerror, or glibc's and musl's when its libc is
+// unknown. The strings are the tables' own: nothing is allocated once dst
+// has room.
+func (x *Explanation) Grep(dst []string) []string {
+	libcs := [...]Libc{x.Vars.Libc, ""}
+	if x.Vars.Libc == LibcUnknown {
+		libcs = [...]Libc{LibcGlibc, LibcMusl}
+	}
+	for _, libc := range libcs {
+		if libc == LibcUnknown {
+			continue
+		}
+		s, ok := Strerror(libc, x.Vars.Errno)
+		if ok && (len(dst) == 0 || dst[len(dst)-1] != s) {
+			dst = append(dst, s)
+		}
+	}
+	return dst
 }
 
 // related is the failure that the same cause shows as in a client that

@@ -61,7 +61,7 @@ func TestCatalogValid(t *testing.T) {
 		}
 	}
 	// The issue's minimum coverage.
-	for _, id := range []string{"curl", "gnu-wget", "busybox-wget", "busybox-nc", "openbsd-nc", "ncat", "socat", "python", "go", "java", "node", "perl", "ruby", "nginx", "envoy", "c"} {
+	for _, id := range []string{"curl", "gnu-wget", "busybox-wget", "busybox-nc", "openbsd-nc", "ncat", "socat", "python", "go", "java", "node", "perl", "ruby", "nginx", "envoy"} {
 		if !ids[id] {
 			t.Errorf("catalog lacks %s", id)
 		}
@@ -110,7 +110,8 @@ func TestIdentify(t *testing.T) {
 		{`Cannot assign requested address - connect(2) for "10.96.0.10" port 80 (Errno::EADDRNOTAVAIL)`, decode.EADDRNOTAVAIL, decode.Connect, "Ruby", LibcGlibc, "10.96.0.10", 80},
 		{"2026/11/30 05:00:00 [crit] 7#7: *1 connect() to 10.96.0.10:80 failed (99: Cannot assign requested address) while connecting to upstream", decode.EADDRNOTAVAIL, decode.Connect, "nginx upstream", LibcGlibc, "10.96.0.10", 80},
 		{"upstream connect error or disconnect/reset before headers. reset reason: connection failure, transport failure reason: immediate connect error: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "Envoy upstream", LibcGlibc, "", 0},
-		{"connect: Address not available", decode.EADDRNOTAVAIL, decode.Connect, "C program (perror)", LibcMusl, "", 0},
+		// No client claims a bare perror() line: only the errno text is known.
+		{"connect: Address not available", decode.EADDRNOTAVAIL, 0, "", LibcMusl, "", 0},
 	} {
 		ids := c.Identify(tc.in)
 		if len(ids) == 0 {
@@ -164,7 +165,7 @@ func TestClientMessageFromRecordedEvents(t *testing.T) {
 		bin  BinaryInfo
 		want string
 	}{
-		{"connect-eaddrnotavail-curl-ipv4", c, "curl: (7) Failed to connect to 127.0.0.1 port 8080 after 0 ms: Couldn't connect to server"},
+		{"connect-eaddrnotavail-curl-ipv4", c, "curl: (7) Failed to connect to 127.0.0.1 port 8080 after <ms> ms: Couldn't connect to server"},
 		{"connect-eaddrnotavail-wget-ipv6", c, "Connecting to [::1]:8080... failed: Cannot assign requested address."},
 		{"connect-eaddrnotavail-busybox-wget-ipv4", BinaryInfo{Runtime: "busybox", Libc: LibcGlibc}, "wget: can't connect to remote host (127.0.0.1): Cannot assign requested address"},
 		{"connect-eaddrnotavail-busybox-nc-ipv4", BinaryInfo{Runtime: "busybox", Libc: LibcGlibc}, "nc: can't connect to remote host (127.0.0.1): Cannot assign requested address"},
@@ -187,6 +188,41 @@ func TestClientMessageFromRecordedEvents(t *testing.T) {
 				t.Errorf("no meaning, or fewer than 10 other wordings: %+v", ex)
 			}
 		})
+	}
+}
+
+// A native program eaddr has no wording for is not given one: no client,
+// no line, and the errno texts to grep for, its libc's or both when the
+// libc is unknown.
+func TestUnknownProgramClaimsNothing(t *testing.T) {
+	x, err := NewExplainer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		bin  BinaryInfo
+		grep []string
+	}{
+		{BinaryInfo{Runtime: RuntimeC, Libc: LibcGlibc}, []string{"Cannot assign requested address"}},
+		{BinaryInfo{Runtime: RuntimeC, Libc: LibcMusl}, []string{"Address not available"}},
+		{BinaryInfo{Runtime: RuntimeC}, []string{"Cannot assign requested address", "Address not available"}},
+	} {
+		ev := recorded(t, x, "connect-eaddrnotavail-curl-ipv4", tc.bin)
+		ev.ExeName, ev.Comm, ev.Args = []byte("myapp"), []byte("myapp"), []byte("myapp\x00")
+		var ex Explanation
+		x.Explain(ev, &ex)
+		if ex.Client != nil {
+			t.Errorf("%+v: client %q claimed", tc.bin, ex.Client.Name)
+		}
+		if msg, ok := ex.AppendClientMessage(nil); ok || ex.Confidence() != "" {
+			t.Errorf("%+v: predicted %q (%s)", tc.bin, msg, ex.Confidence())
+		}
+		if got := ex.Grep(nil); strings.Join(got, "|") != strings.Join(tc.grep, "|") {
+			t.Errorf("%+v: grep %q, want %q", tc.bin, got, tc.grep)
+		}
+		if ex.ClientUnknown() == "" {
+			t.Errorf("no reason why the client is unknown")
+		}
 	}
 }
 

@@ -48,6 +48,9 @@ var placeholderRe = map[string]string{
 	"af_name":     `\w+`,
 	"addrlen":     `[0-9]+`,
 	"ms":          `[0-9]+`,
+	"host":        `(?P<host>[^\s\]\[]+)`,
+	"ptr":         `0x[0-9a-fA-F]+`,
+	"timestamp":   `[0-9][0-9:./ TZ-]*`,
 }
 
 // compile turns a message template into a regular expression, unanchored so
@@ -105,6 +108,10 @@ func (c *Catalog) Identify(input string) []Identification {
 			}
 			switch name {
 			case "ip":
+				if ip, err := netip.ParseAddr(m[i]); err == nil {
+					id.IP = ip.Unmap()
+				}
+			case "host":
 				if ip, err := netip.ParseAddr(m[i]); err == nil {
 					id.IP = ip.Unmap()
 				}

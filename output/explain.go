@@ -12,6 +12,7 @@ import (
 type Events struct {
 	Explainer *explain.Explainer // nil: no explain objects
 	msg       []byte
+	grep      []string
 }
 
 // Append appends ev as one JSON object with, when they are not nil, the
@@ -43,16 +44,7 @@ func (w *Events) appendExplain(b []byte, x *explain.Explanation, wordings bool) 
 			b = AppendString(b, string(x.Binary.Libc))
 		}
 	}
-	if x.Client != nil {
-		var ok bool
-		b = appendField(b, &comma, "client")
-		b = AppendString(b, x.Client.Name)
-		w.msg, ok = x.AppendClientMessage(w.msg[:0])
-		if ok {
-			b = appendField(b, &comma, "client_message")
-			b = appendBytesString(b, w.msg)
-		}
-	}
+	b = w.appendClient(b, &comma, x)
 	if wordings {
 		b = appendField(b, &comma, "other_wordings")
 		b = append(b, '[')
@@ -69,6 +61,41 @@ func (w *Events) appendExplain(b []byte, x *explain.Explanation, wordings bool) 
 		b = append(b, ']')
 	}
 	return append(b, '}')
+}
+
+// appendClient appends the client, the line it printed when eaddr knows
+// its wording, and the errno texts to grep for. A program whose wording
+// eaddr does not know is "unknown", with why: never a guessed line.
+func (w *Events) appendClient(b []byte, comma *bool, x *explain.Explanation) []byte {
+	b = appendField(b, comma, "client")
+	if x.Client == nil {
+		b = AppendString(b, "unknown")
+		b = appendField(b, comma, "client_unknown")
+		b = AppendString(b, x.ClientUnknown())
+	} else {
+		var ok bool
+		b = AppendString(b, x.Client.Name)
+		w.msg, ok = x.AppendClientMessage(w.msg[:0])
+		if ok {
+			b = appendField(b, comma, "client_message")
+			b = appendBytesString(b, w.msg)
+			b = appendField(b, comma, "confidence")
+			b = AppendString(b, x.Confidence())
+		}
+	}
+	w.grep = x.Grep(w.grep[:0])
+	if len(w.grep) > 0 {
+		b = appendField(b, comma, "grep")
+		b = append(b, '[')
+		for i, s := range w.grep {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = AppendString(b, s)
+		}
+		b = append(b, ']')
+	}
+	return b
 }
 
 // AppendTableExplained appends the second line of a table row: which client
@@ -91,8 +118,21 @@ func AppendTableExplained(b []byte, x *explain.Explanation) []byte {
 	n := len(b)
 	b = append(b, " printed: "...)
 	b, ok := x.AppendClientMessage(b)
-	if !ok {
-		b = b[:n]
+	if ok {
+		if x.Confidence() == explain.ConfidenceTemplate {
+			b = append(b, " (<...> varies)"...)
+		}
+		return b
+	}
+	b = b[:n]
+	var g [2]string
+	for i, s := range x.Grep(g[:0]) {
+		if i == 0 {
+			b = append(b, ": wording unknown, grep for "...)
+		} else {
+			b = append(b, " or "...)
+		}
+		b = AppendString(b, s)
 	}
 	return b
 }

@@ -20,6 +20,9 @@ type client struct {
 	Syscall decode.Syscall
 	Errno   int
 	libc    string // the libc it is known to use, when the test knows
+	// unknown: a program whose wording eaddr does not know (a test's own C
+	// program): eaddr must not claim a line for it.
+	unknown bool
 }
 
 // findClients returns the clients installed on this machine, set up to

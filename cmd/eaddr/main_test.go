@@ -72,7 +72,10 @@ type jsonEvent struct {
 		Runtime       string `json:"runtime"`
 		Libc          string `json:"libc"`
 		Client        string `json:"client"`
-		ClientMessage string `json:"client_message"`
+		ClientMessage string   `json:"client_message"`
+		Confidence    string   `json:"confidence"`
+		ClientUnknown string   `json:"client_unknown"`
+		Grep          []string `json:"grep"`
 		OtherWordings []struct {
 			By   string `json:"by"`
 			Text string `json:"text"`
