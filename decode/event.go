@@ -120,6 +120,9 @@ type Event struct {
 	// Suppressed counts the identical failures (same netns, syscall, errno
 	// and address) that the rate limit held back before this one.
 	Suppressed uint64
+	// Attempt numbers the failures of one logical attempt of a thread
+	// (explain.Attempts): 1 for the first, 2 and up for its retries.
+	Attempt int
 
 	// Socket fields come from the fd's socket; HasSocket is false when the
 	// fd was not a socket or could not be read.

@@ -25,6 +25,7 @@ const (
 	RuntimeNode    = "node"
 	RuntimePerl    = "perl"
 	RuntimeRuby    = "ruby"
+	RuntimePHP     = "php"
 	RuntimeUnknown = ""
 )
 
@@ -33,7 +34,8 @@ const (
 // never from its comm.
 type BinaryInfo struct {
 	// Runtime is "c" (a native program using libc's strerror), "go",
-	// "busybox", "python", "java", "node", "perl", "ruby", or "" (unknown).
+	// "busybox", "python", "java", "node", "perl", "ruby", "php", or ""
+	// (unknown).
 	Runtime string
 	// Libc is the errno wording the program prints: LibcGlibc, LibcMusl,
 	// LibcGo (Go's own table), or LibcUnknown.
@@ -50,7 +52,17 @@ type BinaryInfo struct {
 	// Name is the base name of the file analysed, after symlink resolution,
 	// e.g. "busybox", "python3.11", "curl".
 	Name string
+	// Needed are the shared libraries the program links (DT_NEEDED, at
+	// most maxNeeded), e.g. "libcurl-gnutls.so.4": a program that links
+	// libcurl words a failed connect() as libcurl does.
+	Needed []string
+	// GoPath is a Go program's main package path from its build info,
+	// e.g. "github.com/prometheus/prometheus/cmd/prometheus".
+	GoPath string
 }
+
+// maxNeeded bounds BinaryInfo.Needed.
+const maxNeeded = 64
 
 // ErrNotELF is returned (wrapped) by AnalyzeBinary and AnalyzeBinaryFile when
 // the file is not an ELF executable, e.g. a "#!" script.
@@ -128,7 +140,7 @@ func AnalyzeBinary(path string) (BinaryInfo, error) {
 //     glibc, Alpine's busybox is dynamic musl).
 //  6. Interpreters by name: python, python3, python3.N → "python"; java →
 //     "java"; node, nodejs → "node"; perl, perl5.N → "perl"; ruby, ruby3.N →
-//     "ruby". Libc still comes from rules 3 and 4.
+//     "ruby"; php, php8.N → "php". Libc still comes from rules 3 and 4.
 //  7. Otherwise a native program: Runtime "c", with the libc found.
 func AnalyzeBinaryFile(f *os.File, name string) (BinaryInfo, error) {
 	if name == "" {
@@ -151,7 +163,7 @@ func AnalyzeBinaryFile(f *os.File, name string) (BinaryInfo, error) {
 		if bi, err := buildinfo.Read(f); err == nil {
 			info.Runtime = RuntimeGo
 			info.Libc = LibcGo
-			info.GoVersion = bi.GoVersion
+			info.GoVersion, info.GoPath = bi.GoVersion, bi.Path
 			return info, nil
 		}
 		// Any failure, including an I/O error, means "not (readable as)
@@ -163,6 +175,9 @@ func AnalyzeBinaryFile(f *os.File, name string) (BinaryInfo, error) {
 	needles := [][]byte{busyBoxMarker}
 	if info.Static {
 		needles = append(needles, glibcEADDRNOTAVAIL, muslEADDRNOTAVAIL)
+	}
+	if needed, err := ef.DynString(elf.DT_NEEDED); err == nil {
+		info.Needed = needed[:min(len(needed), maxNeeded)]
 	}
 	found, err := scanReadOnly(f, ef, needles)
 	if err != nil {
@@ -256,6 +271,7 @@ func interpreterByName(name string) string {
 		{"python", RuntimePython},
 		{"perl", RuntimePerl},
 		{"ruby", RuntimeRuby},
+		{"php", RuntimePHP},
 	} {
 		v, ok := strings.CutPrefix(name, p.prefix)
 		if !ok {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -370,7 +371,7 @@ func TestAnalyzeBinaryProcExeDeleted(t *testing.T) {
 	}
 	want.Name = "mysleep"
 	got := binAnalyze(t, path)
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("AnalyzeBinary(%s) = %+v, want %+v", path, got, want)
 	}
 }
@@ -504,3 +505,24 @@ func benchmarkAnalyzeBinary(b *testing.B, path string) {
 func BenchmarkAnalyzeBinaryBusyBox(b *testing.B) { benchmarkAnalyzeBinary(b, "/usr/bin/busybox") }
 func BenchmarkAnalyzeBinaryPython3(b *testing.B) { benchmarkAnalyzeBinary(b, "/usr/bin/python3") }
 func BenchmarkAnalyzeBinaryCurl(b *testing.B)    { benchmarkAnalyzeBinary(b, "/usr/bin/curl") }
+
+// A native program's linked libraries are read (DT_NEEDED), and a Go
+// program's main package (its build info).
+func TestBinaryNeededAndGoPath(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		testenv.Skip(t, "curl is not installed")
+		return
+	}
+	info := binAnalyze(t, curl)
+	if !linksAny(info.Needed, []string{"libcurl"}) || !linksAny(info.Needed, []string{"libc.so"}) {
+		t.Errorf("curl needs %q, want libcurl and libc among them", info.Needed)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := binAnalyze(t, self); info.Runtime != RuntimeGo || info.GoPath != "github.com/eaddr/eaddr/explain.test" || info.Needed != nil {
+		t.Errorf("this test binary: runtime %q, Go path %q, needed %q", info.Runtime, info.GoPath, info.Needed)
+	}
+}

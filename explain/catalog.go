@@ -45,6 +45,8 @@ type Client struct {
 	Messages []Message `json:"messages"`
 	Note     string    `json:"note"`
 	Source   string    `json:"source"`
+	// Retries: the client makes several failing calls per printed line.
+	Retries *Retries `json:"retries"`
 	// Prog is the program name its messages start with, when they do;
 	// default: the first exe or applet name, else the id.
 	Prog string `json:"prog"`
@@ -58,8 +60,26 @@ type Match struct {
 	Exe     []string `json:"exe"`
 	Applet  []string `json:"applet"`
 	Runtime []string `json:"runtime"`
+	// Needed: a native program that links a library whose name starts
+	// with one of these (DT_NEEDED), e.g. "libcurl".
+	Needed []string `json:"needed"`
+	// Program: with Runtime, only when the interpreter runs this program
+	// (AppendProgram: "-m pip", "app.js", "-jar app.jar", "com.example.Main").
+	Program []string `json:"program"`
 	Errno   []string `json:"errno"`
 	errnos  []int
+}
+
+// Retries says how many failing calls make one printed line: at most Max
+// (0: not bounded), each within WindowMs of the previous (0: the default,
+// RetryWindowNs), and Note says so in words.
+type Retries struct {
+	Max      int    `json:"max"`
+	WindowMs int    `json:"window_ms"`
+	Syscall  string `json:"syscall"` // "" or "*": either
+	Errno    string `json:"errno"`   // "" or "*": every errno
+	Note     string `json:"note"`
+	errno    int
 }
 
 // Message is a template for one syscall and errno ("*": any).
@@ -129,6 +149,14 @@ func LoadCatalog() (*Catalog, error) {
 				cl.Prog = cl.ID
 			}
 			cl.prog = []byte(cl.Prog)
+			if r := cl.Retries; r != nil && r.Errno != "" && r.Errno != "*" {
+				n, err := decode.ParseErrno(r.Errno)
+				if err != nil {
+					catalogErr = fmt.Errorf("explain/catalog.json: client %s: retries: %w", cl.ID, err)
+					return
+				}
+				r.errno = n
+			}
 			for _, e := range cl.Match.Errno {
 				n, err := decode.ParseErrno(e)
 				if err != nil {
@@ -186,32 +214,51 @@ func (c *Catalog) ClientByID(id string) *Client {
 }
 
 // Classify picks the client for a failing process: its binary's analysis,
-// its executable's file name and its busybox applet (comm, or argv[1] when
-// run as `busybox APPLET`). The first entry that matches wins, so specific
-// entries stand before generic ones in catalog.json. nil when none matches.
-func (c *Catalog) Classify(bin *BinaryInfo, exe, applet []byte, errno int) *Client {
+// its executable's file name, its busybox applet (comm, or argv[1] when run
+// as `busybox APPLET`) and the program an interpreter runs (AppendProgram).
+// The first entry that matches wins, so specific entries stand before
+// generic ones in catalog.json. nil when none matches.
+func (c *Catalog) Classify(bin *BinaryInfo, exe, applet, program []byte, errno int) *Client {
 	for i := range c.Clients {
 		cl := &c.Clients[i]
-		m := &cl.Match
-		if len(m.errnos) > 0 && !containsInt(m.errnos, errno) {
-			continue
-		}
-		switch {
-		case len(m.Applet) > 0:
-			if bin.Runtime == "busybox" && containsBytes(m.Applet, applet) {
-				return cl
-			}
-		case len(m.Exe) > 0:
-			if bin.Runtime != "busybox" && bin.Runtime != "go" && containsBytes(m.Exe, exe) {
-				return cl
-			}
-		case len(m.Runtime) > 0:
-			if contains(m.Runtime, bin.Runtime) {
-				return cl
-			}
+		if cl.matches(bin, exe, applet, program, errno) {
+			return cl
 		}
 	}
 	return nil
+}
+
+func (cl *Client) matches(bin *BinaryInfo, exe, applet, program []byte, errno int) bool {
+	m := &cl.Match
+	if len(m.errnos) > 0 && !containsInt(m.errnos, errno) {
+		return false
+	}
+	switch {
+	case len(m.Applet) > 0:
+		return bin.Runtime == RuntimeBusyBox && containsBytes(m.Applet, applet)
+	case len(m.Exe) > 0:
+		return bin.Runtime != RuntimeBusyBox && bin.Runtime != RuntimeGo && containsBytes(m.Exe, exe)
+	case len(m.Needed) > 0:
+		return bin.Runtime == RuntimeC && linksAny(bin.Needed, m.Needed)
+	case len(m.Runtime) > 0:
+		if !contains(m.Runtime, bin.Runtime) {
+			return false
+		}
+		return len(m.Program) == 0 || containsBytes(m.Program, program)
+	}
+	return false
+}
+
+// linksAny: one of the libraries needed starts with one of the prefixes.
+func linksAny(needed, prefixes []string) bool {
+	for _, n := range needed {
+		for _, p := range prefixes {
+			if strings.HasPrefix(n, p) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {

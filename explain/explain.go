@@ -16,7 +16,12 @@ type Explanation struct {
 	Source  string      // how the binary was found: exe, path or cache
 	Client  *Client     // nil when no catalog entry matches
 	Vars    MsgVars
+	// Program is what an interpreter runs ("-m http.server", "app.js",
+	// "-jar app.jar") or a Go program's main package; empty when unknown
+	// or not an interpreter.
+	Program []byte
 	prog    [64]byte
+	program [96]byte
 }
 
 // Explainer fills Explanations. Not safe for concurrent use.
@@ -57,7 +62,7 @@ func (e *Explainer) Explain(ev *decode.Event, x *Explanation) {
 	x.Vars.Addrlen = ev.Addrlen
 	n := copy(x.prog[:], baseName(argAt(ev.Args, 0)))
 	x.Vars.Prog = x.prog[:n]
-	x.Client = nil
+	x.Client, x.Program = nil, nil
 	if x.Binary == nil {
 		return
 	}
@@ -66,7 +71,12 @@ func (e *Explainer) Explain(ev *decode.Event, x *Explanation) {
 	if bytes.Equal(applet, []byte("busybox")) || bytes.Equal(applet, ev.ExeName) {
 		applet = argAt(ev.Args, 1)
 	}
-	x.Client = e.Catalog.Classify(x.Binary, ev.ExeName, applet, ev.Errno)
+	if p, ok := AppendProgram(x.program[:0], x.Binary.Runtime, ev.Args); ok {
+		x.Program = p
+	} else if x.Binary.GoPath != "" {
+		x.Program = append(x.program[:0], x.Binary.GoPath[:min(len(x.Binary.GoPath), len(x.program))]...)
+	}
+	x.Client = e.Catalog.Classify(x.Binary, ev.ExeName, applet, x.Program, ev.Errno)
 }
 
 // AppendClientMessage appends the line the client most likely printed;
@@ -97,6 +107,24 @@ func (x *Explanation) Confidence() string {
 		return m.Confidence
 	}
 	return ""
+}
+
+// RetryNote returns what the client's retries mean for this errno, and
+// the bounds Attempts.Mark uses for it: window ns and max calls per line.
+// With no client or no retries: "", the default window, no bound.
+func (x *Explanation) RetryNote() (note string, window uint64, max int) {
+	window = RetryWindowNs
+	if x.Client == nil || x.Client.Retries == nil {
+		return "", window, 0
+	}
+	r := x.Client.Retries
+	if (r.errno != 0 && r.errno != x.Vars.Errno) || (r.Syscall != "" && r.Syscall != "*" && r.Syscall != x.Vars.Syscall.String()) {
+		return "", window, 0
+	}
+	if r.WindowMs > 0 {
+		window = uint64(r.WindowMs) * 1e6
+	}
+	return r.Note, window, r.Max
 }
 
 // ClientUnknown says why no client is named (Client is nil): eaddr claims

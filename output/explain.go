@@ -43,6 +43,10 @@ func (w *Events) appendExplain(b []byte, x *explain.Explanation, wordings bool) 
 			b = appendField(b, &comma, "libc")
 			b = AppendString(b, string(x.Binary.Libc))
 		}
+		if len(x.Program) > 0 {
+			b = appendField(b, &comma, "program")
+			b = appendBytesString(b, x.Program)
+		}
 	}
 	b = w.appendClient(b, &comma, x)
 	if wordings {
@@ -82,6 +86,10 @@ func (w *Events) appendClient(b []byte, comma *bool, x *explain.Explanation) []b
 			b = appendField(b, comma, "confidence")
 			b = AppendString(b, x.Confidence())
 		}
+	}
+	if note, _, _ := x.RetryNote(); note != "" {
+		b = appendField(b, comma, "retries")
+		b = AppendString(b, note)
 	}
 	w.grep = x.Grep(w.grep[:0])
 	if len(w.grep) > 0 {

@@ -164,6 +164,7 @@ type traceRun struct {
 	raw      tracer.RawEvent
 	ev       decode.Event
 	x        explain.Explanation
+	attempts explain.Attempts // retries of one logical attempt, numbered
 	lastTick time.Time
 
 	written, filtered, filteredUnresolved uint64

@@ -11,6 +11,7 @@ import (
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose"
+	"github.com/eaddr/eaddr/explain"
 	"github.com/eaddr/eaddr/output"
 	"github.com/eaddr/eaddr/tracer"
 )
@@ -282,8 +283,13 @@ func (r *traceRun) drainDiag() {
 // emit explains and writes one event.
 func (r *traceRun) emit(ev *decode.Event, g *diagnose.Diagnosis) {
 	explained := r.explainer != nil && !ev.NodePort
+	window, max := uint64(explain.RetryWindowNs), 0
 	if explained {
 		r.explainer.Explain(ev, &r.x)
+		_, window, max = r.x.RetryNote()
+	}
+	if !ev.NodePort {
+		ev.Attempt = r.attempts.Mark(ev, window, max)
 	}
 	buf := r.sk.buf()
 	start := len(buf)

@@ -76,6 +76,7 @@ type jsonEvent struct {
 		Confidence    string   `json:"confidence"`
 		ClientUnknown string   `json:"client_unknown"`
 		Grep          []string `json:"grep"`
+		Program       string   `json:"program"`
 		OtherWordings []struct {
 			By   string `json:"by"`
 			Text string `json:"text"`

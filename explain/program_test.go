@@ -1,0 +1,38 @@
+package explain
+
+import (
+	"strings"
+	"testing"
+)
+
+// The program an interpreter runs, from argv as the kernel gives it
+// (NUL-separated, cut at 64 bytes).
+func TestAppendProgram(t *testing.T) {
+	for _, tc := range []struct {
+		runtime, argv, want string
+		ok                  bool
+	}{
+		{RuntimePython, "python3\x00-u\x00-m\x00http.server\x008080\x00", "-m http.server", true},
+		{RuntimePython, "python3\x00-X\x00dev\x00/srv/app/main.py\x00", "main.py", true},
+		{RuntimePython, "python3\x00-c\x00import socket\x00", "-c", true},
+		{RuntimeNode, "node\x00--require\x00./tracing.js\x00server.js\x00", "server.js", true},
+		{RuntimeNode, "node\x00-e\x00fetch()\x00", "-e", true},
+		{RuntimeJava, "java\x00-cp\x00/app/lib/*\x00-Xmx1g\x00com.example.Main\x00", "com.example.Main", true},
+		{RuntimeJava, "java\x00-Dx=y\x00-jar\x00/opt/app/app.jar\x00", "-jar app.jar", true},
+		{RuntimeRuby, "ruby\x00-e\x00TCPServer.new(8080)\x00", "-e", true},
+		{RuntimePHP, "php\x00-d\x00x=1\x00artisan\x00", "artisan", true},
+		{RuntimePerl, "perl\x00-MLWP::UserAgent\x00-e\x00...\x00", "-e", true},
+		// Cut by the 64-byte limit inside the script's name.
+		{RuntimePython, "python3\x00/very/long/path/to/the/applicat", "applicat...", true},
+		// Cut inside an option: nothing is claimed.
+		{RuntimePython, "python3\x00--chec", "", false},
+		{RuntimePython, "python3\x00", "", false},
+		{RuntimeC, "curl\x00http://x/\x00", "", false},
+		{RuntimeGo, "app\x00", "", false},
+	} {
+		got, ok := AppendProgram(nil, tc.runtime, []byte(tc.argv))
+		if string(got) != tc.want || ok != tc.ok {
+			t.Errorf("%s %q: %q %v, want %q %v", tc.runtime, strings.ReplaceAll(tc.argv, "\x00", " "), got, ok, tc.want, tc.ok)
+		}
+	}
+}
