@@ -68,15 +68,16 @@ type jsonEvent struct {
 	Local   *jsonAddr `json:"local"`
 	Remote  *jsonAddr `json:"remote"`
 	Explain *struct {
-		Meaning       string `json:"meaning"`
-		Runtime       string `json:"runtime"`
-		Libc          string `json:"libc"`
-		Client        string `json:"client"`
+		Meaning       string   `json:"meaning"`
+		Runtime       string   `json:"runtime"`
+		Libc          string   `json:"libc"`
+		Client        string   `json:"client"`
 		ClientMessage string   `json:"client_message"`
 		Confidence    string   `json:"confidence"`
 		ClientUnknown string   `json:"client_unknown"`
 		Grep          []string `json:"grep"`
 		Program       string   `json:"program"`
+		Retries       string   `json:"retries"`
 		OtherWordings []struct {
 			By   string `json:"by"`
 			Text string `json:"text"`
@@ -116,6 +117,7 @@ type jsonEvent struct {
 	PodUnresolved string `json:"pod_unresolved"`
 	HostNetwork   bool   `json:"host_network"`
 	Suppressed    int    `json:"suppressed"`
+	Attempt       int    `json:"attempt"`
 	NetNS         uint64 `json:"netns"`
 	MntNS         uint64 `json:"mntns"`
 	Cgroup        struct {
