@@ -21,8 +21,21 @@ var catalogJSON []byte
 
 // Catalog is the parsed catalog.json.
 type Catalog struct {
-	Errnos  []ErrnoInfo `json:"errnos"`
-	Clients []Client    `json:"clients"`
+	Errnos   []ErrnoInfo `json:"errnos"`
+	Clients  []Client    `json:"clients"`
+	Expected []Expected  `json:"expected"`
+}
+
+// Expected is a failure that programs cause on purpose and nobody prints:
+// a probe for an optional service, such as glibc asking nscd first on
+// every name lookup. Matched on a unix socket's path and the errno.
+type Expected struct {
+	Syscall string   `json:"syscall"`
+	Paths   []string `json:"paths"`
+	Errnos  []string `json:"errnos"`
+	Why     string   `json:"why"`
+	Source  string   `json:"source"`
+	errnos  []int
 }
 
 // ErrnoInfo explains one errno for one syscall ("*": either).
@@ -179,6 +192,17 @@ func LoadCatalog() (*Catalog, error) {
 				m.errno = n
 			}
 		}
+		for i := range c.Expected {
+			e := &c.Expected[i]
+			for _, name := range e.Errnos {
+				n, err := decode.ParseErrno(name)
+				if err != nil {
+					catalogErr = fmt.Errorf("explain/catalog.json: expected[%d]: %w", i, err)
+					return
+				}
+				e.errnos = append(e.errnos, n)
+			}
+		}
 		catalog = &c
 	})
 	return catalog, catalogErr
@@ -201,6 +225,25 @@ func (c *Catalog) Meaning(sys decode.Syscall, errno int) *ErrnoInfo {
 		}
 	}
 	return any
+}
+
+// ExpectedFailure returns why ev is a failure programs cause on purpose
+// (a probe nobody prints), or "".
+func (c *Catalog) ExpectedFailure(ev *decode.Event) string {
+	addr := &ev.Remote
+	if ev.Syscall == decode.Bind {
+		addr = &ev.Local
+	}
+	if len(addr.Path) == 0 {
+		return ""
+	}
+	for i := range c.Expected {
+		e := &c.Expected[i]
+		if e.Syscall == ev.Syscall.String() && containsInt(e.errnos, ev.Errno) && containsBytes(e.Paths, addr.Path) {
+			return e.Why
+		}
+	}
+	return ""
 }
 
 // ClientByID returns the client with that id, or nil.

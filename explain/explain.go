@@ -11,11 +11,14 @@ import (
 // for that syscall, how the process renders errnos, which client it is,
 // the line it most likely printed and how others word the same failure.
 type Explanation struct {
-	Meaning *ErrnoInfo  // nil when the catalog does not know the errno
-	Binary  *BinaryInfo // nil when the binary could not be analysed
-	Source  string      // how the binary was found: exe, path or cache
-	Client  *Client     // nil when no catalog entry matches
-	Vars    MsgVars
+	Meaning *ErrnoInfo // nil when the catalog does not know the errno
+	// Expected says why this failure is one programs cause on purpose
+	// (catalog "expected"): "" for a real one.
+	Expected string
+	Binary   *BinaryInfo // nil when the binary could not be analysed
+	Source   string      // how the binary was found: exe, path or cache
+	Client   *Client     // nil when no catalog entry matches
+	Vars     MsgVars
 	// Program is what an interpreter runs ("-m http.server", "app.js",
 	// "-jar app.jar") or a Go program's main package; empty when unknown
 	// or not an interpreter.
@@ -47,6 +50,7 @@ func NewExplainer() (*Explainer, error) {
 // Explain fills x for ev. It does not allocate once the binary is cached.
 func (e *Explainer) Explain(ev *decode.Event, x *Explanation) {
 	x.Meaning = e.Catalog.Meaning(ev.Syscall, ev.Errno)
+	x.Expected = e.Catalog.ExpectedFailure(ev)
 	x.Binary, x.Source, _ = e.Detector.Binary(ev)
 	x.Vars = MsgVars{Syscall: ev.Syscall, Errno: ev.Errno, PID: ev.PID, FD: ev.FD, Addrlen: 0}
 	addr := &ev.Remote

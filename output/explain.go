@@ -30,6 +30,10 @@ func (w *Events) Append(b []byte, ev *decode.Event, node string, x *explain.Expl
 func (w *Events) appendExplain(b []byte, x *explain.Explanation, wordings bool) []byte {
 	b = append(b, `,"explain":{`...)
 	comma := false
+	if x.Expected != "" {
+		b = appendField(b, &comma, "expected")
+		b = AppendString(b, x.Expected)
+	}
 	if x.Meaning != nil {
 		b = appendField(b, &comma, "meaning")
 		b = AppendString(b, x.Meaning.Meaning)

@@ -69,6 +69,7 @@ type jsonEvent struct {
 	Remote  *jsonAddr `json:"remote"`
 	Explain *struct {
 		Meaning       string   `json:"meaning"`
+		Expected      string   `json:"expected"`
 		Runtime       string   `json:"runtime"`
 		Libc          string   `json:"libc"`
 		Client        string   `json:"client"`

@@ -54,7 +54,7 @@ type TraceFlags struct {
 // SetFlags registers the flags on fs.
 func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.Output, "output", "o", "json", "json: one JSON object per line (docs/events.md); table: aligned columns for a person")
-	fs.StringVar(&f.Errno, "errno", "EADDRNOTAVAIL,EADDRINUSE", "errnos to report, by name or number, comma separated; 'all' reports every failure except EINPROGRESS")
+	fs.StringVar(&f.Errno, "errno", "EADDRNOTAVAIL,EADDRINUSE", "errnos to report, by name or number, comma separated; 'all' reports every failure except EINPROGRESS, including probes programs make on purpose and print nothing about, marked explain.expected (glibc's nscd socket: ENOENT twice per name lookup)")
 	fs.StringVar(&f.Syscall, "syscall", "connect,bind", "syscalls to trace: connect, bind or both")
 	fs.Uint32Var(&f.PID, "pid", 0, "only this process id (filtered in the kernel); 0 for all")
 	fs.StringVar(&f.Comm, "comm", "", "only processes whose comm (first 15 bytes of the name) is exactly this")

@@ -686,3 +686,49 @@ func TestExplainLevels(t *testing.T) {
 		t.Errorf("the default event is %d bytes, want at most 2 KB", sl)
 	}
 }
+
+// With --errno all, glibc's nscd probe (ENOENT, twice per lookup) is
+// labelled expected, the second as its retry; a unix connect to another
+// missing path is not. The python process's own failure comes last, so
+// the test knows everything before it was seen.
+func TestExpectedProbes(t *testing.T) {
+	if _, err := os.Stat("/var/run/nscd/socket"); err == nil {
+		testenv.Skip(t, "nscd runs on this machine: its socket exists")
+	}
+	ns := exhausted(t, "tcp4", "127.0.0.1")
+	py := python(t)
+	p := startTrace(t, "--errno", "all", "--netns", strconv.FormatUint(ns.Inode(), 10))
+	script := `import socket, pwd
+pwd.getpwnam("root")   # glibc: nscd first
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect("/run/eaddr-test-no-such.sock")
+except OSError as e:
+    print(e)
+`
+	pid, out := runInNS(t, ns, py, "-c", script)
+	evs := p.forPID(pid, 3, 5*time.Second)
+	var nscd, other []jsonEvent
+	for _, ev := range evs {
+		switch {
+		case ev.Remote != nil && ev.Remote.Path == "/var/run/nscd/socket":
+			nscd = append(nscd, ev)
+		case ev.Remote != nil && ev.Remote.Path == "/run/eaddr-test-no-such.sock":
+			other = append(other, ev)
+		}
+	}
+	if len(other) != 1 || other[0].Explain == nil || other[0].Explain.Expected != "" {
+		t.Fatalf("want the script's own failure once, not expected: %+v (python: %q)", other, out)
+	}
+	if len(nscd) != 2 {
+		t.Fatalf("%d nscd probes, want 2: %+v", len(nscd), evs)
+	}
+	for i, ev := range nscd {
+		if ev.Errno != "ENOENT" || ev.Explain == nil || !strings.Contains(ev.Explain.Expected, "nscd") {
+			t.Errorf("nscd probe %d: %s, explain %+v: want ENOENT labelled expected", i+1, ev.Errno, ev.Explain)
+		}
+	}
+	if nscd[0].Attempt != 0 || nscd[1].Attempt != 2 {
+		t.Errorf("nscd probes numbered %d, %d; want the second as attempt 2", nscd[0].Attempt, nscd[1].Attempt)
+	}
+}
