@@ -53,6 +53,8 @@ func AppendExplainResult(b []byte, r *ExplainResult) []byte {
 		b = appendStrField(b, &comma, "client", r.Client)
 		b = append(b, `,"client_source":`...)
 		b = AppendString(b, r.ClientSource)
+	} else {
+		b = appendStrField(b, &comma, "client", "unknown")
 	}
 	b = appendStrField(b, &comma, "libc", r.Libc)
 	if r.Meaning != "" {

@@ -28,8 +28,11 @@ func WriteExplainText(w io.Writer, r *explain.Report) {
 		}
 		p("\n          %s\n", r.ID.Client.Note)
 		p("          source: %s\n", r.ID.Client.Source)
-	} else if r.ID.Libc != "" {
-		p("wording:  %s's strerror text\n", r.ID.Libc)
+	} else {
+		if r.ID.Libc != "" {
+			p("wording:  %s's strerror text\n", r.ID.Libc)
+		}
+		p("client:   unknown: no catalogued program prints this line; only the errno was recognised\n")
 	}
 	for _, a := range r.Also {
 		if a.Client != nil {

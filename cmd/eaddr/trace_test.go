@@ -514,6 +514,8 @@ func TestExplainCommand(t *testing.T) {
 		{"bind: Address in use", []string{"EADDRINUSE (98)", "syscall:  bind", "musl", "Address already in use"}},
 		{"Cannot assign requested address", []string{"EADDRNOTAVAIL (99)", "glibc's strerror text", "Address not available"}},
 		{"99", []string{"EADDRNOTAVAIL (99)", "syscall:  connect (most likely"}},
+		// A program nobody catalogued: the errno, and no client claimed.
+		{"myapp: connect: Cannot assign requested address", []string{"EADDRNOTAVAIL (99)", "client:   unknown"}},
 		{"EADDRINUSE", []string{"EADDRINUSE (98)"}},
 	} {
 		out, errOut, code := run(t, ctx, "explain", tc.in)
