@@ -31,7 +31,7 @@ func TestCatalogValid(t *testing.T) {
 		if cl.Name == "" || cl.Source == "" || cl.Order == "" || len(cl.Messages) == 0 || len(cl.Libcs) == 0 {
 			t.Errorf("%s: name, source, order, messages and libcs are all required", cl.ID)
 		}
-		if len(cl.Match.Exe)+len(cl.Match.Applet)+len(cl.Match.Runtime) == 0 {
+		if len(cl.Match.Exe)+len(cl.Match.Applet)+len(cl.Match.Runtime)+len(cl.Match.Needed) == 0 {
 			t.Errorf("%s: no way to recognise it", cl.ID)
 		}
 		for _, l := range cl.Libcs {
@@ -326,4 +326,32 @@ func readRaw(t *testing.T, path string) *tracer.RawEvent {
 		t.Fatal(err)
 	}
 	return &raw
+}
+
+// A native program is recognised by what it links: git's http helper
+// words a failed connect as libcurl does; curl itself stays curl; a Go
+// program never matches a library rule.
+func TestClassifyByLinkedLibrary(t *testing.T) {
+	c, err := LoadCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		bin  BinaryInfo
+		exe  string
+		want string
+	}{
+		{BinaryInfo{Runtime: RuntimeC, Libc: LibcGlibc, Needed: []string{"libcurl-gnutls.so.4", "libz.so.1"}}, "git-remote-http", "libcurl"},
+		{BinaryInfo{Runtime: RuntimeC, Libc: LibcGlibc, Needed: []string{"libcurl.so.4"}}, "curl", "curl"},
+		{BinaryInfo{Runtime: RuntimeC, Libc: LibcGlibc, Needed: []string{"libz.so.1"}}, "myapp", ""},
+		{BinaryInfo{Runtime: RuntimeGo, Libc: LibcGo, Needed: []string{"libcurl.so.4"}}, "app", "go"},
+	} {
+		got := ""
+		if cl := c.Classify(&tc.bin, []byte(tc.exe), nil, nil, decode.EADDRNOTAVAIL); cl != nil {
+			got = cl.ID
+		}
+		if got != tc.want {
+			t.Errorf("%s %v: client %q, want %q", tc.exe, tc.bin.Needed, got, tc.want)
+		}
+	}
 }
