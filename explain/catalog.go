@@ -62,8 +62,9 @@ type Client struct {
 	Retries *Retries `json:"retries"`
 	// Prog is the program name its messages start with, when they do;
 	// default: the first exe or applet name, else the id.
-	Prog string `json:"prog"`
-	prog []byte
+	Prog   string `json:"prog"`
+	prog   []byte
+	applet []byte // the first applet matched: its name where wordings show one
 }
 
 // Match says how a client is recognised from its binary: by executable
@@ -162,6 +163,9 @@ func LoadCatalog() (*Catalog, error) {
 				cl.Prog = cl.ID
 			}
 			cl.prog = []byte(cl.Prog)
+			if len(cl.Match.Applet) > 0 {
+				cl.applet = []byte(cl.Match.Applet[0])
+			}
 			if r := cl.Retries; r != nil && r.Errno != "" && r.Errno != "*" {
 				n, err := decode.ParseErrno(r.Errno)
 				if err != nil {
@@ -370,6 +374,7 @@ type MsgVars struct {
 	IP      netip.Addr // remote for connect, local for bind; invalid if unknown
 	Port    uint16
 	Prog    []byte // argv[0] base name
+	Applet  []byte // a busybox applet's name (comm, or argv[1] of `busybox APPLET`)
 	PID     uint32
 	FD      int32
 	Family  uint16
@@ -441,6 +446,8 @@ func appendVar(b []byte, name string, v *MsgVars) ([]byte, bool) {
 		return append(b, v.Syscall.String()...), true
 	case "prog":
 		return append(b, v.Prog...), len(v.Prog) > 0
+	case "applet":
+		return append(b, v.Applet...), len(v.Applet) > 0
 	case "pid":
 		return strconv.AppendUint(b, uint64(v.PID), 10), true
 	case "fd":

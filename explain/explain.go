@@ -81,6 +81,7 @@ func (e *Explainer) Explain(ev *decode.Event, x *Explanation) {
 		x.Program = append(x.program[:0], x.Binary.GoPath[:min(len(x.Binary.GoPath), len(x.program))]...)
 	}
 	x.Client = e.Catalog.Classify(x.Binary, ev.ExeName, applet, x.Program, ev.Errno)
+	x.Vars.Applet = applet
 }
 
 // AppendClientMessage appends the line the client most likely printed;
@@ -241,7 +242,7 @@ func (w *wordings) try(cl *Client, sys decode.Syscall, errno int, libc Libc, not
 		return
 	}
 	e := w.e
-	w.v.Syscall, w.v.Errno, w.v.Libc, w.v.Prog = sys, errno, libc, cl.prog
+	w.v.Syscall, w.v.Errno, w.v.Libc, w.v.Prog, w.v.Applet = sys, errno, libc, cl.prog, cl.applet
 	start, lstart := len(e.text), len(e.labels)
 	e.text, ok = Render(e.text, tmpl, &w.v)
 	if !ok {

@@ -47,7 +47,7 @@ func TestCatalogValid(t *testing.T) {
 				t.Errorf("%s: %v", cl.ID, err)
 			}
 			for _, text := range append([]string{m.Text}, m.Also...) {
-				v.Libc = cl.Libcs[0]
+				v.Libc, v.Applet = cl.Libcs[0], []byte("telnet")
 				out, ok := Render(nil, text, &v)
 				if !ok || strings.ContainsAny(string(out), "{}") {
 					t.Errorf("%s: template %q renders as %q (ok %v)", cl.ID, text, out, ok)

@@ -42,6 +42,7 @@ var placeholderRe = map[string]string{
 	"errno_num":   `(?P<errno_num>[0-9]+)`,
 	"syscall":     `(?P<syscall>connect|bind)`,
 	"prog":        `(?P<prog>[^\s:\[\]]+)`,
+	"applet":      `(?P<prog>[a-z0-9_.-]+)`,
 	"pid":         `[0-9]+`,
 	"fd":          `[0-9]+`,
 	"af":          `[0-9]+`,
@@ -311,7 +312,7 @@ func (c *Catalog) Closest(input string, n int) []Wording {
 		for _, m := range cl.Messages {
 			for _, errno := range []int{decode.EADDRNOTAVAIL, decode.EADDRINUSE, 111} {
 				for _, libc := range cl.Libcs {
-					v.Syscall, v.Errno, v.Libc, v.Prog = syscallOr(m.Syscall), errno, libc, cl.prog
+					v.Syscall, v.Errno, v.Libc, v.Prog, v.Applet = syscallOr(m.Syscall), errno, libc, cl.prog, cl.applet
 					text, ok := Render(nil, m.Text, &v)
 					if !ok {
 						continue
