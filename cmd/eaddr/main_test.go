@@ -73,6 +73,13 @@ type jsonEvent struct {
 		Libc          string `json:"libc"`
 		Client        string `json:"client"`
 		ClientMessage string `json:"client_message"`
+		// Confidence: "exact", or "template" when client_message has
+		// <name> parts eaddr cannot know.
+		Confidence string `json:"confidence"`
+		// Expected: what the program is expected to print, when eaddr says.
+		Expected string `json:"expected"`
+		// Grep: errno texts to search the program's logs for.
+		Grep          []string `json:"grep"`
 		OtherWordings []struct {
 			By   string `json:"by"`
 			Text string `json:"text"`
@@ -112,9 +119,12 @@ type jsonEvent struct {
 	PodUnresolved string `json:"pod_unresolved"`
 	HostNetwork   bool   `json:"host_network"`
 	Suppressed    int    `json:"suppressed"`
-	NetNS         uint64 `json:"netns"`
-	MntNS         uint64 `json:"mntns"`
-	Cgroup        struct {
+	// Attempt: 2 and up for a retry of the same logical attempt; absent
+	// on the first.
+	Attempt int    `json:"attempt"`
+	NetNS   uint64 `json:"netns"`
+	MntNS   uint64 `json:"mntns"`
+	Cgroup  struct {
 		ID         uint64 `json:"id"`
 		Path       string `json:"path"`
 		Unresolved string `json:"unresolved"`
