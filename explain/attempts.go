@@ -15,8 +15,9 @@ import (
 // may allow more (retry_window_ms) when it sleeps between tries.
 const RetryWindowNs = 50e6
 
-// attemptSlots bounds the threads followed; a collision forgets an
-// attempt, so a retry may then be numbered 1: never a wrong higher number.
+// attemptSlots bounds the (thread, failure) pairs followed; a collision
+// forgets an attempt, so a retry may then be numbered 1: never a wrong
+// higher number.
 const attemptSlots = 1024
 
 type attemptSlot struct {
@@ -70,7 +71,20 @@ func (a *Attempts) Mark(ev *decode.Event, window uint64, max int) int {
 		}
 		any = false
 	}
-	s := &a.slots[ev.TID%attemptSlots]
+	// One slot per thread and failure: events are written in kernel order
+	// per failure (address), but another failure of the same thread (an
+	// nscd probe waiting for its diagnosis) may come out between two
+	// retries and must not break them.
+	key := ip
+	if any {
+		key = [16]byte{}
+	}
+	h := uint64(ev.TID)*0x9E3779B97F4A7C15 ^ uint64(ev.Syscall)<<48 ^ uint64(ev.Errno)<<32 ^ uint64(port)
+	for i := 0; i < 16; i += 8 {
+		h = (h ^ uint64(key[i])<<56 ^ uint64(key[i+1])<<48 ^ uint64(key[i+2])<<40 ^ uint64(key[i+3])<<32 ^
+			uint64(key[i+4])<<24 ^ uint64(key[i+5])<<16 ^ uint64(key[i+6])<<8 ^ uint64(key[i+7])) * 0x100000001B3
+	}
+	s := &a.slots[h%attemptSlots]
 	same := s.n > 0 && s.tid == ev.TID && s.start == ev.StartBoottime && s.sys == ev.Syscall &&
 		s.errno == ev.Errno && s.port == port && (s.ip == ip || (any && s.anyAddr)) &&
 		ev.FD >= s.fd-2 && ev.FD <= s.fd+2 && ev.BootNs >= s.lastNs && ev.BootNs-s.lastNs <= window &&

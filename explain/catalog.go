@@ -32,6 +32,11 @@ type Catalog struct {
 type Expected struct {
 	Syscall string   `json:"syscall"`
 	Paths   []string `json:"paths"`
+	// Addrs (ip:port) with Runtime: an inet address one runtime's library
+	// probes, e.g. urllib3 binding [::1]:0 to learn whether IPv6 works.
+	Addrs   []string `json:"addrs"`
+	Runtime string   `json:"runtime"`
+	addrs   []netip.AddrPort
 	Errnos  []string `json:"errnos"`
 	Why     string   `json:"why"`
 	Source  string   `json:"source"`
@@ -58,8 +63,9 @@ type Client struct {
 	Messages []Message `json:"messages"`
 	Note     string    `json:"note"`
 	Source   string    `json:"source"`
-	// Retries: the client makes several failing calls per printed line.
-	Retries *Retries `json:"retries"`
+	// Retries: the client makes several failing calls per printed line
+	// (per syscall and errno).
+	Retries []Retries `json:"retries"`
 	// Prog is the program name its messages start with, when they do;
 	// default: the first exe or applet name, else the id.
 	Prog   string `json:"prog"`
@@ -102,7 +108,14 @@ type Message struct {
 	Errno   string   `json:"errno"`
 	Text    string   `json:"text"`
 	Also    []string `json:"also"` // other versions' wordings: recognised, never predicted
-	errno   int      // parsed Errno; 0 for "*"
+	// Flag, NoFlag: the message applies only when the program was (not)
+	// given this short option, e.g. "v" for -v or -zv (HasFlag).
+	Flag   string `json:"flag"`
+	NoFlag string `json:"no_flag"`
+	// RecogniseOnly: `eaddr explain` recognises the text, but it is never
+	// predicted: the client may print it or something else.
+	RecogniseOnly bool `json:"recognise_only"`
+	errno         int  // parsed Errno; 0 for "*"
 	// Confidence is ConfidenceExact when eaddr fills every part of Text
 	// from the event, ConfidenceTemplate when some part is unknowable
 	// (curl's elapsed ms, a host name as typed): those are shown <name>.
@@ -117,7 +130,7 @@ const (
 
 // unknowable are the placeholders eaddr cannot fill from an event; they
 // render as <name> and make a message a template.
-var unknowable = []string{"ms", "host", "ptr", "timestamp"}
+var unknowable = []string{"ms", "host", "ptr", "timestamp", "service"}
 
 func confidenceOf(text string) string {
 	for _, u := range unknowable {
@@ -166,7 +179,11 @@ func LoadCatalog() (*Catalog, error) {
 			if len(cl.Match.Applet) > 0 {
 				cl.applet = []byte(cl.Match.Applet[0])
 			}
-			if r := cl.Retries; r != nil && r.Errno != "" && r.Errno != "*" {
+			for j := range cl.Retries {
+				r := &cl.Retries[j]
+				if r.Errno == "" || r.Errno == "*" {
+					continue
+				}
 				n, err := decode.ParseErrno(r.Errno)
 				if err != nil {
 					catalogErr = fmt.Errorf("explain/catalog.json: client %s: retries: %w", cl.ID, err)
@@ -206,6 +223,14 @@ func LoadCatalog() (*Catalog, error) {
 				}
 				e.errnos = append(e.errnos, n)
 			}
+			for _, a := range e.Addrs {
+				ap, err := netip.ParseAddrPort(a)
+				if err != nil {
+					catalogErr = fmt.Errorf("explain/catalog.json: expected[%d]: %w", i, err)
+					return
+				}
+				e.addrs = append(e.addrs, ap)
+			}
 		}
 		catalog = &c
 	})
@@ -232,19 +257,27 @@ func (c *Catalog) Meaning(sys decode.Syscall, errno int) *ErrnoInfo {
 }
 
 // ExpectedFailure returns why ev is a failure programs cause on purpose
-// (a probe nobody prints), or "".
-func (c *Catalog) ExpectedFailure(ev *decode.Event) string {
+// (a probe nobody prints), or "". runtime is the program's
+// (BinaryInfo.Runtime), "" when unknown.
+func (c *Catalog) ExpectedFailure(ev *decode.Event, runtime string) string {
 	addr := &ev.Remote
 	if ev.Syscall == decode.Bind {
 		addr = &ev.Local
 	}
-	if len(addr.Path) == 0 {
-		return ""
-	}
 	for i := range c.Expected {
 		e := &c.Expected[i]
-		if e.Syscall == ev.Syscall.String() && containsInt(e.errnos, ev.Errno) && containsBytes(e.Paths, addr.Path) {
+		if e.Syscall != ev.Syscall.String() || !containsInt(e.errnos, ev.Errno) {
+			continue
+		}
+		switch {
+		case len(addr.Path) > 0 && containsBytes(e.Paths, addr.Path):
 			return e.Why
+		case addr.IP.IsValid() && e.Runtime != "" && e.Runtime == runtime:
+			for _, a := range e.addrs {
+				if a == addr.IP {
+					return e.Why
+				}
+			}
 		}
 	}
 	return ""
@@ -291,7 +324,22 @@ func (cl *Client) matches(bin *BinaryInfo, exe, applet, program []byte, errno in
 		if !contains(m.Runtime, bin.Runtime) {
 			return false
 		}
-		return len(m.Program) == 0 || containsBytes(m.Program, program)
+		return len(m.Program) == 0 || matchesProgram(m.Program, program)
+	}
+	return false
+}
+
+// matchesProgram: program is one of list, where "x*" stands for every
+// program starting with x.
+func matchesProgram(list []string, program []byte) bool {
+	for _, p := range list {
+		if pre, ok := strings.CutSuffix(p, "*"); ok {
+			if strings.HasPrefix(string(program), pre) { // no allocation: compared only
+				return true
+			}
+		} else if p == string(program) {
+			return true
+		}
 	}
 	return false
 }
@@ -338,19 +386,31 @@ func containsInt(list []int, n int) bool {
 // Template returns the client's message template for syscall and errno,
 // preferring an exact errno over "*".
 func (cl *Client) Template(sys decode.Syscall, errno int) (string, bool) {
-	if m := cl.Message(sys, errno); m != nil {
+	if m := cl.messageFor(sys, errno, nil, false); m != nil {
 		return m.Text, true
 	}
 	return "", false
 }
 
-// Message returns the client's message for syscall and errno, preferring
-// an exact errno over "*"; nil when it has none.
-func (cl *Client) Message(sys decode.Syscall, errno int) *Message {
+// Message returns the message the client prints for syscall and errno,
+// preferring an exact errno over "*"; nil when eaddr does not know it.
+// args (argv, NUL-separated) decide the messages that depend on an option:
+// with none, only those that do not.
+func (cl *Client) Message(sys decode.Syscall, errno int, args []byte) *Message {
+	return cl.messageFor(sys, errno, args, true)
+}
+
+// messageFor is Message; without predict, a wording of the client for
+// sys and errno whatever the options (for the lists of wordings).
+func (cl *Client) messageFor(sys decode.Syscall, errno int, args []byte, predict bool) *Message {
 	var best *Message
 	for i := range cl.Messages {
 		m := &cl.Messages[i]
 		if m.Syscall != "*" && m.Syscall != sys.String() {
+			continue
+		}
+		if predict && (m.RecogniseOnly || (m.Flag != "" && !HasFlag(args, m.Flag[0])) ||
+			(m.NoFlag != "" && (len(args) == 0 || HasFlag(args, m.NoFlag[0])))) {
 			continue
 		}
 		if m.Errno == "*" {
@@ -364,6 +424,36 @@ func (cl *Client) Message(sys decode.Syscall, errno int) *Message {
 		}
 	}
 	return best
+}
+
+// HasFlag reports whether argv (NUL-separated, argv[0] first) has the
+// short option c alone or among others ("-v", "-zv"), before a "--".
+func HasFlag(args []byte, c byte) bool {
+	first := true
+	for len(args) > 0 {
+		a := args
+		if i := indexByte(args, 0); i >= 0 {
+			a, args = args[:i], args[i+1:]
+		} else {
+			args = nil
+		}
+		if first {
+			first = false
+			continue
+		}
+		if len(a) == 2 && a[0] == '-' && a[1] == '-' {
+			return false
+		}
+		if len(a) < 2 || a[0] != '-' || a[1] == '-' {
+			continue
+		}
+		for _, b := range a[1:] {
+			if b == c {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // MsgVars are the values a template is filled with.
@@ -458,9 +548,53 @@ func appendVar(b []byte, name string, v *MsgVars) ([]byte, bool) {
 		return append(b, decode.FamilyName(v.Family)...), true
 	case "addrlen":
 		return strconv.AppendInt(b, int64(v.Addrlen), 10), true
-	case "ms", "host", "ptr", "timestamp":
+	case "ms", "host", "ptr", "timestamp", "service":
 		// Unknowable: the message is a template (ConfidenceTemplate).
 		return append(append(append(b, '<'), name...), '>'), true
+	case "listen_addr":
+		// The address as the program was given it: known only when it is
+		// not the wildcard (Go prints ":8080" for an empty host).
+		if !v.IP.IsValid() {
+			return b, false
+		}
+		if v.IP.IsUnspecified() {
+			b = append(b, "<host>:"...)
+			return strconv.AppendUint(b, uint64(v.Port), 10), true
+		}
+		return netip.AddrPortFrom(v.IP, v.Port).AppendTo(b), true
+	case "addr_full":
+		// socat: an IPv6 address written out in full, 8 groups of 4.
+		if !v.IP.IsValid() {
+			return b, false
+		}
+		if !v.IP.Is6() {
+			return netip.AddrPortFrom(v.IP, v.Port).AppendTo(b), true
+		}
+		b = append(b, '[')
+		a := v.IP.As16()
+		for i := 0; i < 16; i += 2 {
+			if i > 0 {
+				b = append(b, ':')
+			}
+			b = appendHex4(b, uint16(a[i])<<8|uint16(a[i+1]))
+		}
+		b = append(b, "]:"...)
+		return strconv.AppendUint(b, uint64(v.Port), 10), true
+	case "local_any":
+		// Node: the unbound local address of the family.
+		if v.Family == decode.AFInet6 {
+			return append(b, ":::0"...), true
+		}
+		return append(b, "0.0.0.0:0"...), true
+	case "lbrace":
+		return append(b, '{'), true
+	case "rbrace":
+		return append(b, '}'), true
 	}
 	return append(b, "{"+name+"}"...), false
+}
+
+func appendHex4(b []byte, x uint16) []byte {
+	const digits = "0123456789abcdef"
+	return append(b, digits[x>>12], digits[x>>8&15], digits[x>>4&15], digits[x&15])
 }

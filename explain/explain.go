@@ -23,6 +23,7 @@ type Explanation struct {
 	// "-jar app.jar") or a Go program's main package; empty when unknown
 	// or not an interpreter.
 	Program []byte
+	args    []byte // the event's argv: valid until the next event is decoded
 	prog    [64]byte
 	program [96]byte
 }
@@ -50,7 +51,6 @@ func NewExplainer() (*Explainer, error) {
 // Explain fills x for ev. It does not allocate once the binary is cached.
 func (e *Explainer) Explain(ev *decode.Event, x *Explanation) {
 	x.Meaning = e.Catalog.Meaning(ev.Syscall, ev.Errno)
-	x.Expected = e.Catalog.ExpectedFailure(ev)
 	x.Binary, x.Source, _ = e.Detector.Binary(ev)
 	x.Vars = MsgVars{Syscall: ev.Syscall, Errno: ev.Errno, PID: ev.PID, FD: ev.FD, Addrlen: 0}
 	addr := &ev.Remote
@@ -66,10 +66,12 @@ func (e *Explainer) Explain(ev *decode.Event, x *Explanation) {
 	x.Vars.Addrlen = ev.Addrlen
 	n := copy(x.prog[:], baseName(argAt(ev.Args, 0)))
 	x.Vars.Prog = x.prog[:n]
-	x.Client, x.Program = nil, nil
+	x.Client, x.Program, x.args = nil, nil, ev.Args
 	if x.Binary == nil {
+		x.Expected = e.Catalog.ExpectedFailure(ev, "")
 		return
 	}
+	x.Expected = e.Catalog.ExpectedFailure(ev, x.Binary.Runtime)
 	x.Vars.Libc = x.Binary.Libc
 	applet := ev.Comm
 	if bytes.Equal(applet, []byte("busybox")) || bytes.Equal(applet, ev.ExeName) {
@@ -84,13 +86,20 @@ func (e *Explainer) Explain(ev *decode.Event, x *Explanation) {
 	x.Vars.Applet = applet
 }
 
-// AppendClientMessage appends the line the client most likely printed;
-// ok is false when it cannot be predicted. Confidence says how sure it is.
-func (x *Explanation) AppendClientMessage(b []byte) ([]byte, bool) {
-	if x.Client == nil {
-		return b, false
+// message is the client's message for this failure; nil when eaddr has
+// none, or when the failure is an expected one that nobody prints.
+func (x *Explanation) message() *Message {
+	if x.Client == nil || x.Expected != "" {
+		return nil
 	}
-	m := x.Client.Message(x.Vars.Syscall, x.Vars.Errno)
+	return x.Client.Message(x.Vars.Syscall, x.Vars.Errno, x.args)
+}
+
+// AppendClientMessage appends the line the client printed, or the part of
+// it that the client and not its caller words; ok is false when eaddr
+// does not know it. Confidence says how sure it is.
+func (x *Explanation) AppendClientMessage(b []byte) ([]byte, bool) {
+	m := x.message()
 	if m == nil {
 		return b, false
 	}
@@ -103,33 +112,37 @@ func (x *Explanation) AppendClientMessage(b []byte) ([]byte, bool) {
 }
 
 // Confidence is how sure AppendClientMessage's line is: ConfidenceExact,
-// ConfidenceTemplate (parts shown <name> vary), or "" with no client.
+// ConfidenceTemplate (parts shown <name> vary), or "" with no line.
 func (x *Explanation) Confidence() string {
-	if x.Client == nil {
+	m := x.message()
+	switch {
+	case m == nil:
 		return ""
+	case m.Confidence == ConfidenceExact && x.Vars.IP.IsUnspecified() && strings.Contains(m.Text, "{listen_addr}"):
+		return ConfidenceTemplate // the wildcard is shown as given: <host>
 	}
-	if m := x.Client.Message(x.Vars.Syscall, x.Vars.Errno); m != nil {
-		return m.Confidence
-	}
-	return ""
+	return m.Confidence
 }
 
-// RetryNote returns what the client's retries mean for this errno, and
+// RetryNote returns what the client's retries mean for this failure, and
 // the bounds Attempts.Mark uses for it: window ns and max calls per line.
 // With no client or no retries: "", the default window, no bound.
 func (x *Explanation) RetryNote() (note string, window uint64, max int) {
 	window = RetryWindowNs
-	if x.Client == nil || x.Client.Retries == nil {
+	if x.Client == nil {
 		return "", window, 0
 	}
-	r := x.Client.Retries
-	if (r.errno != 0 && r.errno != x.Vars.Errno) || (r.Syscall != "" && r.Syscall != "*" && r.Syscall != x.Vars.Syscall.String()) {
-		return "", window, 0
+	for i := range x.Client.Retries {
+		r := &x.Client.Retries[i]
+		if (r.errno != 0 && r.errno != x.Vars.Errno) || (r.Syscall != "" && r.Syscall != "*" && r.Syscall != x.Vars.Syscall.String()) {
+			continue
+		}
+		if r.WindowMs > 0 {
+			window = uint64(r.WindowMs) * 1e6
+		}
+		return r.Note, window, r.Max
 	}
-	if r.WindowMs > 0 {
-		window = uint64(r.WindowMs) * 1e6
-	}
-	return r.Note, window, r.Max
+	return "", window, 0
 }
 
 // ClientUnknown says why no client is named (Client is nil): eaddr claims

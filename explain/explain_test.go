@@ -49,7 +49,7 @@ func TestCatalogValid(t *testing.T) {
 			for _, text := range append([]string{m.Text}, m.Also...) {
 				v.Libc, v.Applet = cl.Libcs[0], []byte("telnet")
 				out, ok := Render(nil, text, &v)
-				if !ok || strings.ContainsAny(string(out), "{}") {
+				if !ok || (strings.ContainsAny(string(out), "{}") && !strings.Contains(text, "{lbrace}")) {
 					t.Errorf("%s: template %q renders as %q (ok %v)", cl.ID, text, out, ok)
 				}
 			}
@@ -110,6 +110,17 @@ func TestIdentify(t *testing.T) {
 		{`Cannot assign requested address - connect(2) for "10.96.0.10" port 80 (Errno::EADDRNOTAVAIL)`, decode.EADDRNOTAVAIL, decode.Connect, "Ruby", LibcGlibc, "10.96.0.10", 80},
 		{"2026/11/30 05:00:00 [crit] 7#7: *1 connect() to 10.96.0.10:80 failed (99: Cannot assign requested address) while connecting to upstream", decode.EADDRNOTAVAIL, decode.Connect, "nginx upstream", LibcGlibc, "10.96.0.10", 80},
 		{"upstream connect error or disconnect/reset before headers. reset reason: connection failure, transport failure reason: immediate connect error: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "Envoy upstream", LibcGlibc, "", 0},
+		{"ssh: connect to host 10.96.0.10 port 22: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "OpenSSH ssh", LibcGlibc, "10.96.0.10", 22},
+		{"Could not connect to Redis at 10.96.0.10:6379: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "redis-cli", LibcGlibc, "10.96.0.10", 6379},
+		{`psql: error: connection to server at "10.96.0.10", port 5432 failed: Cannot assign requested address`, decode.EADDRNOTAVAIL, decode.Connect, "psql (libpq)", LibcGlibc, "10.96.0.10", 5432},
+		{"Can't grab 0.0.0.0:8080 with bind", decode.EADDRINUSE, decode.Bind, "netcat-traditional", "", "0.0.0.0", 8080},
+		{"(UNKNOWN) [10.96.0.10] 80 (http) : Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "netcat-traditional", LibcGlibc, "10.96.0.10", 80},
+		{"[Tue Dec  1 16:18:03 2026] Failed to listen on 127.0.0.1:8080 (reason: Address already in use)", decode.EADDRINUSE, decode.Bind, "PHP built-in web server", LibcGlibc, "127.0.0.1", 8080},
+		{"PHP Warning:  fsockopen(): Unable to connect to 10.96.0.10:80 (Cannot assign requested address) in x.php on line 3", decode.EADDRNOTAVAIL, decode.Connect, "PHP", LibcGlibc, "10.96.0.10", 80},
+		{"500 Can't connect to 10.96.0.10:80 (Cannot assign requested address)", decode.EADDRNOTAVAIL, decode.Connect, "Perl LWP", LibcGlibc, "10.96.0.10", 80},
+		{"curl: (45) bind failed with errno 98: Address already in use", decode.EADDRINUSE, decode.Bind, "curl", LibcGlibc, "", 0},
+		{"listen tcp :8080: bind: address already in use", decode.EADDRINUSE, decode.Bind, "Go programs", LibcGo, "", 8080},
+		{"2026/12/01 16:18:02 socat[19963] E bind(5, {AF=2 127.0.0.1:8080}, 16): Address already in use", decode.EADDRINUSE, decode.Bind, "socat", LibcGlibc, "127.0.0.1", 8080},
 		// No client claims a bare perror() line: only the errno text is known.
 		{"connect: Address not available", decode.EADDRNOTAVAIL, 0, "", LibcMusl, "", 0},
 	} {
@@ -165,13 +176,13 @@ func TestClientMessageFromRecordedEvents(t *testing.T) {
 		bin  BinaryInfo
 		want string
 	}{
-		{"connect-eaddrnotavail-curl-ipv4", c, "curl: (7) Failed to connect to 127.0.0.1 port 8080 after <ms> ms: Couldn't connect to server"},
-		{"connect-eaddrnotavail-wget-ipv6", c, "Connecting to [::1]:8080... failed: Cannot assign requested address."},
+		{"connect-eaddrnotavail-curl-ipv4", c, "curl: (7) Failed to connect to <host> port 8080 after <ms> ms: Couldn't connect to server"},
+		{"connect-eaddrnotavail-wget-ipv6", c, "Connecting to <host>... failed: Cannot assign requested address."},
 		{"connect-eaddrnotavail-busybox-wget-ipv4", BinaryInfo{Runtime: "busybox", Libc: LibcGlibc}, "wget: can't connect to remote host (127.0.0.1): Cannot assign requested address"},
 		{"connect-eaddrnotavail-busybox-nc-ipv4", BinaryInfo{Runtime: "busybox", Libc: LibcGlibc}, "nc: can't connect to remote host (127.0.0.1): Cannot assign requested address"},
 		{"connect-eaddrnotavail-openbsd-nc-ipv4", c, "nc.openbsd: connect to 127.0.0.1 port 8080 (tcp) failed: Cannot assign requested address"},
 		{"connect-eaddrnotavail-python3-ipv4", BinaryInfo{Runtime: "python", Libc: LibcGlibc}, "OSError: [Errno 99] Cannot assign requested address"},
-		{"bind-eaddrinuse-python3-ipv4", BinaryInfo{Runtime: "python", Libc: LibcGlibc}, "OSError: [Errno 98] Address already in use"},
+		{"bind-eaddrinuse-python3-ipv4", BinaryInfo{Runtime: "python", Libc: LibcGlibc}, "OSError: [Errno 98]"},
 		{"connect-econnrefused-python3-ipv4", BinaryInfo{Runtime: "python", Libc: LibcGlibc}, "ConnectionRefusedError: [Errno 111] Connection refused"},
 		// The same busybox event, had the image been Alpine's (musl).
 		{"connect-eaddrnotavail-busybox-wget-ipv4", BinaryInfo{Runtime: "busybox", Libc: LibcMusl}, "wget: can't connect to remote host (127.0.0.1): Address not available"},

@@ -42,16 +42,22 @@ var placeholderRe = map[string]string{
 	"errno_num":   `(?P<errno_num>[0-9]+)`,
 	"syscall":     `(?P<syscall>connect|bind)`,
 	"prog":        `(?P<prog>[^\s:\[\]]+)`,
-	"applet":      `(?P<prog>[a-z0-9_.-]+)`,
+	"applet":      `(?P<prog>[a-z][a-z0-9_.-]*)`,
 	"pid":         `[0-9]+`,
 	"fd":          `[0-9]+`,
 	"af":          `[0-9]+`,
 	"af_name":     `\w+`,
 	"addrlen":     `[0-9]+`,
 	"ms":          `[0-9]+`,
-	"host":        `(?P<host>[^\s\]\[]+)`,
+	"host":        `(?P<host>\S+?)`,
+	"listen_addr": `\[?(?P<ip>[0-9A-Fa-f:.]*?)\]?:(?P<port>[0-9]+)`,
+	"addr_full":   `\[?(?P<ip>[0-9A-Fa-f:.]+?)\]?:(?P<port>[0-9]+)`,
+	"local_any":   `(?:0\.0\.0\.0:0|:::0)`,
+	"lbrace":      `\{`,
+	"rbrace":      `\}`,
+	"service":     `[^()]*`,
 	"ptr":         `0x[0-9a-fA-F]+`,
-	"timestamp":   `[0-9][0-9:./ TZ-]*`,
+	"timestamp":   `[0-9A-Za-z][0-9A-Za-z:./ ,+-]*?`,
 }
 
 // compile turns a message template into a regular expression, unanchored so
@@ -113,8 +119,11 @@ func (c *Catalog) Identify(input string) []Identification {
 					id.IP = ip.Unmap()
 				}
 			case "host":
+				// A host as typed: an IP, or ip:port in wget's line.
 				if ip, err := netip.ParseAddr(m[i]); err == nil {
 					id.IP = ip.Unmap()
+				} else if ap, err := netip.ParseAddrPort(m[i]); err == nil {
+					id.IP, id.Port = ap.Addr().Unmap(), ap.Port()
 				}
 			case "port":
 				if p, err := strconv.ParseUint(m[i], 10, 16); err == nil {
@@ -257,6 +266,9 @@ func indexFoldASCII(s, sub string) int {
 
 var compiledCache []compiled
 
+// minLiteral is the fixed text a wording needs to recognise its client.
+const minLiteral = 6
+
 func (c *Catalog) compiled() []compiled {
 	if compiledCache != nil {
 		return compiledCache
@@ -266,6 +278,11 @@ func (c *Catalog) compiled() []compiled {
 		for _, m := range cl.Messages {
 			for _, text := range append([]string{m.Text}, m.Also...) {
 				re, lit := compile(text)
+				if lit < minLiteral {
+					// "{prog}: {strerror}" would take any "word: text"
+					// for this client's: too little to recognise it by.
+					continue
+				}
 				compiledCache = append(compiledCache, compiled{client: cl, msg: m, re: re, literal: lit})
 				// People quote messages without the program's "name: "
 				// prefix; recognise that too, as less specific.
@@ -291,7 +308,7 @@ func withoutProgPrefix(tmpl string, cl *Client) (string, bool) {
 		return "", false
 	}
 	rest := tmpl[i+2:]
-	if _, lit := compile(rest); lit < 6 {
+	if _, lit := compile(rest); lit < minLiteral {
 		return "", false
 	}
 	return rest, true

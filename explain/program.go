@@ -22,7 +22,7 @@ var interpreters = map[string]interpFlags{
 	RuntimeNode:   {withValue: bs("-r", "--require", "--import", "--loader"), inline: bs("-e", "--eval", "-p", "--print")},
 	RuntimePerl:   {withValue: bs("-I", "-M", "-m"), inline: bs("-e", "-E")},
 	RuntimeRuby:   {withValue: bs("-I", "-r", "-C"), inline: bs("-e")},
-	RuntimePHP:    {withValue: bs("-d", "-c", "-z"), names: bs("-f"), inline: bs("-r")},
+	RuntimePHP:    {withValue: bs("-d", "-c", "-z"), names: bs("-f", "-S"), inline: bs("-r")},
 	RuntimeJava: {
 		withValue: bs("-cp", "-classpath", "--class-path", "-p", "--module-path", "--add-opens",
 			"--add-exports", "--add-modules", "--add-reads", "--enable-native-access"),
@@ -85,6 +85,9 @@ func AppendProgram(b []byte, runtime string, args []byte) ([]byte, bool) {
 			return appendBase(b, v, vwhole || complete), true
 		case has(fl.withValue, a):
 			next()
+		case runtime == RuntimePerl && len(a) > 2 && a[0] == '-' && a[1] == 'M' && whole:
+			// perl -MLWP::Simple -e ...: the modules loaded say what runs.
+			b = append(append(b, a...), ' ')
 		case len(a) > 0 && a[0] == '-':
 			if !whole {
 				return b, false

@@ -21,7 +21,7 @@ func TestAppendProgram(t *testing.T) {
 		{RuntimeJava, "java\x00-Dx=y\x00-jar\x00/opt/app/app.jar\x00", "-jar app.jar", true},
 		{RuntimeRuby, "ruby\x00-e\x00TCPServer.new(8080)\x00", "-e", true},
 		{RuntimePHP, "php\x00-d\x00x=1\x00artisan\x00", "artisan", true},
-		{RuntimePerl, "perl\x00-MLWP::UserAgent\x00-e\x00...\x00", "-e", true},
+		{RuntimePerl, "perl\x00-MLWP::UserAgent\x00-e\x00...\x00", "-MLWP::UserAgent -e", true},
 		// Cut by the 64-byte limit inside the script's name.
 		{RuntimePython, "python3\x00/very/long/path/to/the/applicat", "applicat...", true},
 		// Cut inside an option: nothing is claimed.

@@ -463,7 +463,7 @@ func templateMatch(msg, line string) bool {
 	for i := range parts {
 		parts[i] = regexp.QuoteMeta(parts[i])
 	}
-	return regexp.MustCompile("^" + strings.Join(parts, ".+?") + "$").MatchString(line)
+	return regexp.MustCompile("^" + strings.Join(parts, ".*?") + "$").MatchString(line)
 }
 
 // A client that exits right after its failure is still classified: the
