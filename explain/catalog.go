@@ -83,6 +83,9 @@ type Match struct {
 	// Needed: a native program that links a library whose name starts
 	// with one of these (DT_NEEDED), e.g. "libcurl".
 	Needed []string `json:"needed"`
+	// Argv0: a native program started as one of these ("dir/*": any in
+	// dir), e.g. the helpers apt runs from /usr/lib/apt/methods/.
+	Argv0 []string `json:"argv0"`
 	// Program: with Runtime, only when the interpreter runs this program
 	// (AppendProgram: "-m pip", "app.js", "-jar app.jar", "com.example.Main").
 	Program []string `json:"program"`
@@ -293,38 +296,47 @@ func (c *Catalog) ClientByID(id string) *Client {
 	return nil
 }
 
-// Classify picks the client for a failing process: its binary's analysis,
-// its executable's file name, its busybox applet (comm, or argv[1] when run
-// as `busybox APPLET`) and the program an interpreter runs (AppendProgram).
-// The first entry that matches wins, so specific entries stand before
-// generic ones in catalog.json. nil when none matches.
-func (c *Catalog) Classify(bin *BinaryInfo, exe, applet, program []byte, errno int) *Client {
+// Seen is what identifies a failing process besides its binary's analysis.
+type Seen struct {
+	Exe     []byte // the executable's file name
+	Applet  []byte // busybox applet: comm, or argv[1] of `busybox APPLET`
+	Program []byte // what an interpreter runs (AppendProgram)
+	Argv0   []byte // argv[0] as the program was started
+}
+
+// Classify picks the client for a failing process from its binary's
+// analysis and what else is seen of it. The first entry that matches wins,
+// so specific entries stand before generic ones in catalog.json. nil when
+// none matches.
+func (c *Catalog) Classify(bin *BinaryInfo, seen *Seen, errno int) *Client {
 	for i := range c.Clients {
 		cl := &c.Clients[i]
-		if cl.matches(bin, exe, applet, program, errno) {
+		if cl.matches(bin, seen, errno) {
 			return cl
 		}
 	}
 	return nil
 }
 
-func (cl *Client) matches(bin *BinaryInfo, exe, applet, program []byte, errno int) bool {
+func (cl *Client) matches(bin *BinaryInfo, seen *Seen, errno int) bool {
 	m := &cl.Match
 	if len(m.errnos) > 0 && !containsInt(m.errnos, errno) {
 		return false
 	}
 	switch {
 	case len(m.Applet) > 0:
-		return bin.Runtime == RuntimeBusyBox && containsBytes(m.Applet, applet)
+		return bin.Runtime == RuntimeBusyBox && containsBytes(m.Applet, seen.Applet)
+	case len(m.Argv0) > 0:
+		return bin.Runtime == RuntimeC && matchesProgram(m.Argv0, seen.Argv0)
 	case len(m.Exe) > 0:
-		return bin.Runtime != RuntimeBusyBox && bin.Runtime != RuntimeGo && containsBytes(m.Exe, exe)
+		return bin.Runtime != RuntimeBusyBox && bin.Runtime != RuntimeGo && containsBytes(m.Exe, seen.Exe)
 	case len(m.Needed) > 0:
 		return bin.Runtime == RuntimeC && linksAny(bin.Needed, m.Needed)
 	case len(m.Runtime) > 0:
 		if !contains(m.Runtime, bin.Runtime) {
 			return false
 		}
-		return len(m.Program) == 0 || matchesProgram(m.Program, program)
+		return len(m.Program) == 0 || matchesProgram(m.Program, seen.Program)
 	}
 	return false
 }

@@ -24,6 +24,7 @@ type Explanation struct {
 	// or not an interpreter.
 	Program []byte
 	args    []byte // the event's argv: valid until the next event is decoded
+	seen    Seen
 	prog    [64]byte
 	program [96]byte
 }
@@ -82,7 +83,8 @@ func (e *Explainer) Explain(ev *decode.Event, x *Explanation) {
 	} else if x.Binary.GoPath != "" {
 		x.Program = append(x.program[:0], x.Binary.GoPath[:min(len(x.Binary.GoPath), len(x.program))]...)
 	}
-	x.Client = e.Catalog.Classify(x.Binary, ev.ExeName, applet, x.Program, ev.Errno)
+	x.seen = Seen{Exe: ev.ExeName, Applet: applet, Program: x.Program, Argv0: argAt(ev.Args, 0)}
+	x.Client = e.Catalog.Classify(x.Binary, &x.seen, ev.Errno)
 	x.Vars.Applet = applet
 }
 

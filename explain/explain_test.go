@@ -31,7 +31,7 @@ func TestCatalogValid(t *testing.T) {
 		if cl.Name == "" || cl.Source == "" || cl.Order == "" || len(cl.Messages) == 0 || len(cl.Libcs) == 0 {
 			t.Errorf("%s: name, source, order, messages and libcs are all required", cl.ID)
 		}
-		if len(cl.Match.Exe)+len(cl.Match.Applet)+len(cl.Match.Runtime)+len(cl.Match.Needed) == 0 {
+		if len(cl.Match.Exe)+len(cl.Match.Applet)+len(cl.Match.Runtime)+len(cl.Match.Needed)+len(cl.Match.Argv0) == 0 {
 			t.Errorf("%s: no way to recognise it", cl.ID)
 		}
 		for _, l := range cl.Libcs {
@@ -358,7 +358,7 @@ func TestClassifyByLinkedLibrary(t *testing.T) {
 		{BinaryInfo{Runtime: RuntimeGo, Libc: LibcGo, Needed: []string{"libcurl.so.4"}}, "app", "go"},
 	} {
 		got := ""
-		if cl := c.Classify(&tc.bin, []byte(tc.exe), nil, nil, decode.EADDRNOTAVAIL); cl != nil {
+		if cl := c.Classify(&tc.bin, &Seen{Exe: []byte(tc.exe)}, decode.EADDRNOTAVAIL); cl != nil {
 			got = cl.ID
 		}
 		if got != tc.want {

@@ -131,6 +131,8 @@ func wordingRows() []wordingRow {
 		c("node fetch (caught: message, cause.message)", scA, "connect EADDRNOTAVAIL", true, "node", "-e",
 			`fetch("`+url+`").catch(e=>{console.log(e.message); console.log(e.cause.message)})`),
 		c("node fetch (uncaught)", scA, "[cause]: Error: connect", true, "node", "--input-type=module", "-e", `await fetch("`+url+`")`),
+		// apt-get's http method (a helper child) fails; apt-get prints.
+		c("apt-get update (its http method)", scA, "Cannot initiate the connection", true, "apt-get", "update"),
 		// A program that links libcurl (git's http helper) words it as libcurl.
 		c("git ls-remote (libcurl)", scA, "unable to access", true, "git", "ls-remote", url),
 		// libwww-perl's own script (perl runs it: recognised by argv).
@@ -212,10 +214,10 @@ func wordingRows() []wordingRow {
 	// Programs that retry: Go's dialer (EADDRNOTAVAIL), Go 1.24+ listeners
 	// (MPTCP, then TCP: godial is built in this module, go 1.26), redis-cli,
 	// Ruby's TCPServer without a host (0.0.0.0, then ::), netcat-traditional
-	// (four binds, 2 s apart).
+	// (four binds, 2 s apart), apt (InRelease, then Release).
 	tries := map[string]int{"go net.Dial": 3, "go log.Fatal(net.Dial)": 3, "go http.Get": 3, "go net.Dial IPv6": 3,
 		`go net.Listen ":8080"`: 2, `go net.Listen "127.0.0.1:8080"`: 2, `go http.ListenAndServe ":8080"`: 2,
-		"redis-cli": 2, "ruby TCPServer.new(8080)": 2,
+		"redis-cli": 2, "ruby TCPServer.new(8080)": 2, "apt-get update (its http method)": 2,
 		"nc.traditional -p 8080": 4, "nc.traditional -v -p 8080": 4, "nc.traditional -l -p 8080": 4}
 	for i := range rows {
 		rows[i].tries = tries[rows[i].program]
@@ -288,6 +290,21 @@ func wordingArgv(t *testing.T, row wordingRow, godial string) ([]string, bool) {
 		path = gnuWget()
 	case "nc.openbsd":
 		path = openbsdNC()
+	case "apt-get":
+		if path = look("apt-get"); path == "" {
+			break
+		}
+		// Its own source list and lists directory: the node's are not touched.
+		dir := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(dir, "lists", "partial"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		list := filepath.Join(dir, "eaddr.list")
+		if err := os.WriteFile(list, []byte("deb http://127.0.0.1:8080/debian bookworm main\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return append([]string{path, "-o", "Dir::Etc::sourcelist=" + list, "-o", "Dir::Etc::sourceparts=-",
+			"-o", "Dir::State::Lists=" + filepath.Join(dir, "lists"), "-o", "APT::Sandbox::User=root"}, row.args...), true
 	default:
 		path = look(row.bin)
 	}
