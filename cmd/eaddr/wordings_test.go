@@ -507,6 +507,7 @@ func wordingsReport(results []wordingResult) string {
 		return strings.ReplaceAll(s, "\n", " ⏎ ")
 	}
 	var b strings.Builder
+	b.WriteString(wordingsSummary(results))
 	b.WriteString("| program | scenario | printed line | predicted | verdict | events | attempts |\n")
 	b.WriteString("|---|---|---|---|---|---|---|\n")
 	sorted := append([]wordingResult(nil), results...)
@@ -524,6 +525,59 @@ func wordingsReport(results []wordingResult) string {
 			r.row.syscall, r.row.errno, cell(r.printed), cell(pred), cell(v), r.events, r.attempts)
 	}
 	return b.String()
+}
+
+// embedded are the clients whose words a program prints inside its own
+// line (a script's traceback, a log prefix, a wrapper's message): their
+// best is "contained". The others print the line themselves.
+var embedded = map[string]bool{"Python": true, "Node.js": true, "Go programs": true, "Ruby": true,
+	"Perl": true, "Perl LWP": true, "PHP": true, "a libcurl program": true}
+
+// wordingsSummary counts the verdicts: all rows, the programs that print
+// their own line, the runtimes and libraries, and the side events.
+func wordingsSummary(results []wordingResult) string {
+	type tally struct{ rows, exact, contained, unknown, wrong, events int }
+	var all, own, emb tally
+	side, sideWrong := 0, 0
+	add := func(t *tally, r wordingResult) {
+		t.rows++
+		t.events += r.events
+		switch r.verdict {
+		case "exact":
+			t.exact++
+		case "contained":
+			t.contained++
+		case "wrong":
+			t.wrong++
+		default:
+			t.unknown++
+		}
+	}
+	for _, r := range results {
+		add(&all, r)
+		if embedded[r.client] {
+			add(&emb, r)
+		} else if r.row.catalogued {
+			add(&own, r)
+		}
+		for _, sd := range r.side {
+			side++
+			if strings.Contains(sd, ": wrong ") {
+				sideWrong++
+			}
+		}
+	}
+	line := func(name string, t tally) string {
+		pct := 0.0
+		if t.rows > 0 {
+			pct = 100 * float64(t.exact) / float64(t.rows)
+		}
+		return fmt.Sprintf("| %s | %d | %d | %d (%.0f%%) | %d | %d | %d |\n", name, t.rows, t.events, t.exact, pct, t.contained, t.unknown, t.wrong)
+	}
+	return "| rows | programs and scenarios | events | exact | contained | unknown | wrong |\n|---|---|---|---|---|---|---|\n" +
+		line("all", all) + line("programs that print their own line (catalogued)", own) +
+		line("runtimes and libraries (inside the program's own line)", emb) +
+		fmt.Sprintf("\nOther events of the same programs (nscd and urllib3 probes, DNS): %d, wrong claims among them: %d.\n\n", side, sideWrong)
 }
 
 // listenerNS returns a fresh netns in which a listener holds address.
