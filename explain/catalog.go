@@ -159,85 +159,95 @@ func LoadCatalog() (*Catalog, error) {
 			catalogErr = fmt.Errorf("explain/catalog.json: %w", err)
 			return
 		}
-		for i := range c.Errnos {
-			n, err := decode.ParseErrno(c.Errnos[i].Errno)
-			if err != nil {
-				catalogErr = fmt.Errorf("explain/catalog.json: errnos[%d]: %w", i, err)
-				return
-			}
-			c.Errnos[i].num = n
-		}
-		for i := range c.Clients {
-			cl := &c.Clients[i]
-			switch {
-			case cl.Prog != "":
-			case len(cl.Match.Exe) > 0:
-				cl.Prog = cl.Match.Exe[0]
-			case len(cl.Match.Applet) > 0:
-				cl.Prog = cl.Match.Applet[0]
-			default:
-				cl.Prog = cl.ID
-			}
-			cl.prog = []byte(cl.Prog)
-			if len(cl.Match.Applet) > 0 {
-				cl.applet = []byte(cl.Match.Applet[0])
-			}
-			for j := range cl.Retries {
-				r := &cl.Retries[j]
-				if r.Errno == "" || r.Errno == "*" {
-					continue
-				}
-				n, err := decode.ParseErrno(r.Errno)
-				if err != nil {
-					catalogErr = fmt.Errorf("explain/catalog.json: client %s: retries: %w", cl.ID, err)
-					return
-				}
-				r.errno = n
-			}
-			for _, e := range cl.Match.Errno {
-				n, err := decode.ParseErrno(e)
-				if err != nil {
-					catalogErr = fmt.Errorf("explain/catalog.json: client %s: %w", cl.ID, err)
-					return
-				}
-				cl.Match.errnos = append(cl.Match.errnos, n)
-			}
-			for j := range cl.Messages {
-				m := &cl.Messages[j]
-				m.Confidence = confidenceOf(m.Text)
-				if m.Errno == "*" {
-					continue
-				}
-				n, err := decode.ParseErrno(m.Errno)
-				if err != nil {
-					catalogErr = fmt.Errorf("explain/catalog.json: client %s: %w", cl.ID, err)
-					return
-				}
-				m.errno = n
-			}
-		}
-		for i := range c.Expected {
-			e := &c.Expected[i]
-			for _, name := range e.Errnos {
-				n, err := decode.ParseErrno(name)
-				if err != nil {
-					catalogErr = fmt.Errorf("explain/catalog.json: expected[%d]: %w", i, err)
-					return
-				}
-				e.errnos = append(e.errnos, n)
-			}
-			for _, a := range e.Addrs {
-				ap, err := netip.ParseAddrPort(a)
-				if err != nil {
-					catalogErr = fmt.Errorf("explain/catalog.json: expected[%d]: %w", i, err)
-					return
-				}
-				e.addrs = append(e.addrs, ap)
-			}
+		if err := c.prepare(); err != nil {
+			catalogErr = fmt.Errorf("explain/catalog.json: %w", err)
+			return
 		}
 		catalog = &c
 	})
 	return catalog, catalogErr
+}
+
+// prepare parses what the JSON holds as text: errno names, addresses.
+func (c *Catalog) prepare() error {
+	var err error
+	for i := range c.Errnos {
+		if c.Errnos[i].num, err = decode.ParseErrno(c.Errnos[i].Errno); err != nil {
+			return fmt.Errorf("errnos[%d]: %w", i, err)
+		}
+	}
+	for i := range c.Clients {
+		if err := c.Clients[i].prepare(); err != nil {
+			return fmt.Errorf("client %s: %w", c.Clients[i].ID, err)
+		}
+	}
+	for i := range c.Expected {
+		e := &c.Expected[i]
+		if e.errnos, err = parseErrnos(e.Errnos); err != nil {
+			return fmt.Errorf("expected[%d]: %w", i, err)
+		}
+		for _, a := range e.Addrs {
+			ap, err := netip.ParseAddrPort(a)
+			if err != nil {
+				return fmt.Errorf("expected[%d]: %w", i, err)
+			}
+			e.addrs = append(e.addrs, ap)
+		}
+	}
+	return nil
+}
+
+func (cl *Client) prepare() error {
+	switch {
+	case cl.Prog != "":
+	case len(cl.Match.Exe) > 0:
+		cl.Prog = cl.Match.Exe[0]
+	case len(cl.Match.Applet) > 0:
+		cl.Prog = cl.Match.Applet[0]
+	default:
+		cl.Prog = cl.ID
+	}
+	cl.prog = []byte(cl.Prog)
+	if len(cl.Match.Applet) > 0 {
+		cl.applet = []byte(cl.Match.Applet[0])
+	}
+	var err error
+	for j := range cl.Retries {
+		if cl.Retries[j].errno, err = parseErrnoOrAny(cl.Retries[j].Errno); err != nil {
+			return fmt.Errorf("retries: %w", err)
+		}
+	}
+	if cl.Match.errnos, err = parseErrnos(cl.Match.Errno); err != nil {
+		return err
+	}
+	for j := range cl.Messages {
+		m := &cl.Messages[j]
+		m.Confidence = confidenceOf(m.Text)
+		if m.errno, err = parseErrnoOrAny(m.Errno); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseErrnoOrAny parses an errno name; "" and "*" (any) are 0.
+func parseErrnoOrAny(s string) (int, error) {
+	if s == "" || s == "*" {
+		return 0, nil
+	}
+	return decode.ParseErrno(s)
+}
+
+func parseErrnos(names []string) ([]int, error) {
+	var out []int
+	for _, name := range names {
+		n, err := decode.ParseErrno(name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // Meaning returns what errno means for syscall, or nil when the catalog
@@ -563,6 +573,19 @@ func appendVar(b []byte, name string, v *MsgVars) ([]byte, bool) {
 	case "ms", "host", "ptr", "timestamp", "service":
 		// Unknowable: the message is a template (ConfidenceTemplate).
 		return append(append(append(b, '<'), name...), '>'), true
+	case "listen_addr", "addr_full", "local_any":
+		return appendShapedAddr(b, name, v)
+	case "lbrace":
+		return append(b, '{'), true
+	case "rbrace":
+		return append(b, '}'), true
+	}
+	return append(b, "{"+name+"}"...), false
+}
+
+// appendShapedAddr writes the address the way some clients shape it.
+func appendShapedAddr(b []byte, name string, v *MsgVars) ([]byte, bool) {
+	switch name {
 	case "listen_addr":
 		// The address as the program was given it: known only when it is
 		// not the wildcard (Go prints ":8080" for an empty host).
@@ -598,12 +621,8 @@ func appendVar(b []byte, name string, v *MsgVars) ([]byte, bool) {
 			return append(b, ":::0"...), true
 		}
 		return append(b, "0.0.0.0:0"...), true
-	case "lbrace":
-		return append(b, '{'), true
-	case "rbrace":
-		return append(b, '}'), true
 	}
-	return append(b, "{"+name+"}"...), false
+	return b, false
 }
 
 func appendHex4(b []byte, x uint16) []byte {

@@ -1,8 +1,11 @@
 package explain
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/eaddr/eaddr/decode"
 )
 
 // The program an interpreter runs, from argv as the kernel gives it
@@ -33,6 +36,55 @@ func TestAppendProgram(t *testing.T) {
 		got, ok := AppendProgram(nil, tc.runtime, []byte(tc.argv))
 		if string(got) != tc.want || ok != tc.ok {
 			t.Errorf("%s %q: %q %v, want %q %v", tc.runtime, strings.ReplaceAll(tc.argv, "\x00", " "), got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// Options decide some wordings: -v, combined -zv, not after "--", not in
+// argv[0], not a long option.
+func TestHasFlag(t *testing.T) {
+	for _, tc := range []struct {
+		argv string
+		c    byte
+		want bool
+	}{
+		{"nc\x00-v\x00h\x00", 'v', true},
+		{"nc\x00-zv\x00h\x00", 'v', true},
+		{"nc\x00-w\x003\x00h\x00", 'v', false},
+		{"nc\x00--verbose\x00h\x00", 'v', false},
+		{"-v\x00h\x00", 'v', false},
+		{"nc\x00--\x00-v\x00", 'v', false},
+		{"nc\x00-l\x00-p\x008080", 'l', true},
+		{"", 'v', false},
+	} {
+		if got := HasFlag([]byte(tc.argv), tc.c); got != tc.want {
+			t.Errorf("HasFlag(%q, %c) = %v, want %v", tc.argv, tc.c, got, tc.want)
+		}
+	}
+}
+
+// The address shapes some clients print.
+func TestRenderShapedAddresses(t *testing.T) {
+	for _, tc := range []struct {
+		tmpl, ip string
+		port     uint16
+		want     string
+	}{
+		{"{addr_full}", "::1", 8080, "[0000:0000:0000:0000:0000:0000:0000:0001]:8080"},
+		{"{addr_full}", "10.0.0.1", 80, "10.0.0.1:80"},
+		{"listen tcp {listen_addr}:", "::", 8080, "listen tcp <host>:8080:"},
+		{"listen tcp {listen_addr}:", "127.0.0.1", 8080, "listen tcp 127.0.0.1:8080:"},
+		{"Local ({local_any})", "::1", 80, "Local (:::0)"},
+		{"Local ({local_any})", "10.0.0.1", 80, "Local (0.0.0.0:0)"},
+		{"bind(5, {lbrace}AF=2 {addr}{rbrace}, 16)", "10.0.0.1", 80, "bind(5, {AF=2 10.0.0.1:80}, 16)"},
+	} {
+		ip := netip.MustParseAddr(tc.ip)
+		v := MsgVars{IP: ip, Port: tc.port, Family: decode.AFInet}
+		if ip.Is6() {
+			v.Family = decode.AFInet6
+		}
+		if got, ok := Render(nil, tc.tmpl, &v); !ok || string(got) != tc.want {
+			t.Errorf("Render(%q, %s) = %q %v, want %q", tc.tmpl, tc.ip, got, ok, tc.want)
 		}
 	}
 }
