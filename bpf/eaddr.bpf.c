@@ -7,6 +7,11 @@
  * value is tested first, so a successful call costs one compare. Arguments are
  * read back from the task's saved user registers (bpf_task_pt_regs), so there
  * is no enter hook and no per-call map.
+ *
+ * With async_on, a connect() that returns EINPROGRESS is kept as the event it
+ * would be (map pending, by socket) and reported when the socket fails
+ * (sock:inet_sk_error_report, or its SYN_SENT -> CLOSE state change with an
+ * error), or forgotten when it leaves SYN_SENT without one.
  */
 #include "include/eaddr_core.h"
 #include <bpf/bpf_helpers.h>
@@ -39,6 +44,8 @@ const volatile __u16 nodeport_hi = 32767;
  * the verifier removes the code. */
 const volatile __u64 limit_interval_ns = 0;
 const volatile __u64 limit_tolerance_ns = 0;
+/* Report non-blocking connects that fail later (their errno wanted). */
+const volatile bool async_on = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -99,6 +106,32 @@ struct {
 	__type(key, struct proc_key);
 	__type(value, struct proc_facts);
 } procs SEC(".maps");
+
+/* Socket -> the event of its connect() that returned EINPROGRESS (LRU). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, EADDR_PENDING);
+	__type(key, __u64);
+	__type(value, struct event);
+} pending SEC(".maps");
+
+/* Sockets whose pending connect was just reported, with the errno: a
+ * program that calls connect() again on it gets the same error back, and
+ * that failure was reported already (LRU: only the latest matter). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, __s32);
+} async_done SEC(".maps");
+
+/* Where a pending event is built: too big for the BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct event);
+} pending_scratch SEC(".maps");
 
 /* Force the types into BTF so bpf2go -type can emit them. */
 const struct event *unused_event __attribute__((unused));
@@ -264,7 +297,7 @@ static __always_inline void read_exe(struct event *e, struct task_struct *task)
 /* The program's identity once per process and program: later events of the
  * same proc_key say it was sent (the ring keeps their order: this event was
  * reserved before the key was recorded, so it is read first). */
-static __always_inline void proc_facts(struct event *e, struct task_struct *task)
+static __always_inline void proc_facts(struct event *e, struct task_struct *task, bool remember)
 {
 	struct proc_key k = {.tgid = e->tgid, .start_boottime = e->start_boottime, .exec_id = e->exec_id};
 	if (bpf_map_lookup_elem(&procs, &k)) {
@@ -276,6 +309,8 @@ static __always_inline void proc_facts(struct event *e, struct task_struct *task
 		return;
 	}
 	read_exe(e, task);
+	if (!remember)
+		return;
 	struct proc_facts f = {.exe_ino = e->exe_ino, .exe_dev = e->exe_dev, .args_len = e->args_len};
 	__builtin_memcpy(f.exe_name, e->exe_name, sizeof(f.exe_name));
 	__builtin_memcpy(f.args, e->args, sizeof(f.args));
@@ -430,7 +465,8 @@ static __always_inline bool limited(struct limit_key *k, __u64 *id)
 }
 
 /* Who failed: the task's identity and namespaces, and its program's. */
-static __always_inline void fill_task(struct event *e, struct task_struct *task, struct net *task_net, __u64 pid_tgid)
+static __always_inline void fill_task(struct event *e, struct task_struct *task, struct net *task_net, __u64 pid_tgid,
+				      bool remember)
 {
 	/* The process's start, not the thread's: /proc/PID/stat shows the
 	 * group leader's, and a process is what PID names. */
@@ -444,7 +480,7 @@ static __always_inline void fill_task(struct event *e, struct task_struct *task,
 	e->netns_cookie = net_cookie(task_net);
 	e->mntns = task->nsproxy->mnt_ns->ns.inum;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	proc_facts(e, task);
+	proc_facts(e, task, remember);
 }
 
 /* The call: fd, the sockaddr as passed, and the socket behind fd. */
@@ -526,9 +562,129 @@ static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, stru
 	e->syscall = syscall;
 	e->flags = (nodeport ? EADDR_F_NODEPORT : 0) | (limit_id ? EADDR_F_LIMITED : 0);
 	e->limit_id = limit_id;
-	fill_task(e, task, task_net, pid_tgid);
+	e->async_ns = 0;
+	fill_task(e, task, task_net, pid_tgid, true);
 	fill_call(e, task, regs, uaddr, addrlen);
 	bpf_ringbuf_submit(e, wakeup_flags());
+	return 0;
+}
+
+/* The limit key's address from a sockaddr already copied (pending events). */
+static __always_inline void key_copied_addr(struct limit_key *k, const struct event *p)
+{
+	__u16 family = *(const __u16 *)p->addr;
+	if (!(p->flags & EADDR_F_ADDR))
+		return;
+	if (family == EADDR_AF_INET && p->addr_copied >= 8) {
+		k->family = EADDR_AF_INET;
+		__builtin_memcpy(k->addr, p->addr + 4, 4);
+	} else if (family == EADDR_AF_INET6 && p->addr_copied >= 24) {
+		k->family = EADDR_AF_INET6;
+		__builtin_memcpy(k->addr, p->addr + 8, 16);
+	}
+}
+
+/* Reports the pending connect of sk if the socket has an error. Whoever
+ * deletes the entry reports it (the error handlers and the connect's exit
+ * can race): the event is copied out first, as a deleted entry's memory
+ * may be reused at once. */
+static __always_inline void async_report(struct sock *sk, int err)
+{
+	__u64 key = (__u64)sk;
+	struct event *p = bpf_map_lookup_elem(&pending, &key);
+	if (!p || err <= 0)
+		return;
+	if (!wanted(-err)) {
+		bpf_map_delete_elem(&pending, &key);
+		return;
+	}
+	struct limit_key k = {.cgroup_id = p->cgroup_id, .netns = (__u64)BPF_CORE_READ(sk, __sk_common.skc_net.net),
+			      .err = (__u16)err, .syscall = EADDR_SYS_CONNECT};
+	key_copied_addr(&k, p);
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (e && bpf_probe_read_kernel(e, sizeof(*e), p)) {
+		bpf_ringbuf_discard(e, 0);
+		e = 0;
+	}
+	if (bpf_map_delete_elem(&pending, &key)) { /* another CPU reports it */
+		if (e)
+			bpf_ringbuf_discard(e, 0);
+		return;
+	}
+	__u64 limit_id = 0;
+	if (limit_interval_ns && limited(&k, &limit_id)) {
+		if (e)
+			bpf_ringbuf_discard(e, 0);
+		return;
+	}
+	if (!e) {
+		count_lost();
+		return;
+	}
+	__u64 now = bpf_ktime_get_boot_ns();
+	e->async_ns = now - e->boot_ns;
+	e->boot_ns = now;
+	e->err = err;
+	e->flags |= EADDR_F_ASYNC | (limit_id ? EADDR_F_LIMITED : 0);
+	e->limit_id = limit_id;
+	bpf_ringbuf_submit(e, wakeup_flags());
+	bpf_map_update_elem(&async_done, &key, &err, BPF_ANY);
+}
+
+/* A connect() that fails with the error its socket already reported
+ * asynchronously (the program asks again, as hiredis and Ruby do): the
+ * same failure, not a second one. */
+static __always_inline bool reported_async(long ret)
+{
+	if (!async_on)
+		return false;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	__u64 key = (__u64)fd_sock(task, (int)PT_REGS_PARM1_CORE_SYSCALL(regs));
+	__s32 *err = key ? bpf_map_lookup_elem(&async_done, &key) : 0;
+	if (!err || *err != (__s32)-ret)
+		return false;
+	bpf_map_delete_elem(&async_done, &key);
+	return true;
+}
+
+/* A TCP connect() that returned EINPROGRESS: kept as its event, by socket,
+ * until the socket fails or connects. */
+static __always_inline int track_pending(void)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (filter_tgid && (pid_tgid >> 32) != filter_tgid)
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct net *task_net = task->nsproxy->net_ns;
+	if (filter_netns && task_net->ns.inum != filter_netns)
+		return 0;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	struct sock *sk = fd_sock(task, (int)PT_REGS_PARM1_CORE_SYSCALL(regs));
+	if (!sk || BPF_CORE_READ(sk, sk_protocol) != EADDR_IPPROTO_TCP)
+		return 0;
+	__u32 zero = 0;
+	struct event *e = bpf_map_lookup_elem(&pending_scratch, &zero);
+	if (!e)
+		return 0;
+	__u64 cgroup_id = bpf_get_current_cgroup_id();
+	e->boot_ns = bpf_ktime_get_boot_ns();
+	e->cgroup_id = cgroup_id;
+	record_cgroup(task, cgroup_id);
+	e->err = 0;
+	e->syscall = EADDR_SYS_CONNECT;
+	e->flags = 0;
+	e->limit_id = 0;
+	e->async_ns = 0;
+	/* Not recorded in procs: most of these connects succeed, and the
+	 * facts must be in the event that is read first. */
+	fill_task(e, task, task_net, pid_tgid, false);
+	fill_call(e, task, regs, (const void *)PT_REGS_PARM2_SYSCALL(regs), (int)PT_REGS_PARM3_SYSCALL(regs));
+	__u64 key = (__u64)sk;
+	bpf_map_update_elem(&pending, &key, e, BPF_ANY);
+	/* Over loopback the refusal can come within connect() itself, before
+	 * the entry was there. */
+	async_report(sk, BPF_CORE_READ(sk, sk_err));
 	return 0;
 }
 
@@ -536,9 +692,37 @@ SEC("tracepoint/syscalls/sys_exit_connect")
 int exit_connect(struct syscall_exit_ctx *ctx)
 {
 	long ret = ctx->ret;
+	if (async_on && ret == -EADDR_EINPROGRESS)
+		track_pending();
 	if (nodeport_on && (ret == 0 || ret == -EADDR_EINPROGRESS))
 		return nodeport_check(ctx);
-	return report(ctx, EADDR_SYS_CONNECT);
+	if (!wanted(ret) || reported_async(ret))
+		return 0;
+	return emit(ctx, EADDR_SYS_CONNECT, 0);
+}
+
+/* A socket's error: a pending connect refused, timed out, unreachable. */
+SEC("tp_btf/inet_sk_error_report")
+int BPF_PROG(async_error, const struct sock *sk)
+{
+	if (async_on)
+		async_report((struct sock *)sk, sk->sk_err);
+	return 0;
+}
+
+/* A pending connect that leaves SYN_SENT: connected (forgotten), or closed,
+ * with its error when the state changes before the error is reported
+ * (tcp_done_with_error), without one when the program gave up. */
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(async_state, const struct sock *sk, int oldstate, int newstate)
+{
+	if (!async_on || oldstate != EADDR_TCP_SYN_SENT)
+		return 0;
+	if (newstate == EADDR_TCP_CLOSE)
+		async_report((struct sock *)sk, sk->sk_err);
+	__u64 key = (__u64)sk;
+	bpf_map_delete_elem(&pending, &key);
+	return 0;
 }
 
 SEC("tracepoint/syscalls/sys_exit_bind")

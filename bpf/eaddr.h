@@ -24,6 +24,9 @@ enum event_flag {
 	/* exe_* and args are empty: an earlier event of the same process
 	 * (tgid, start_boottime, exec_id) carried them; see struct proc_key. */
 	EADDR_F_PROC_SENT = 16,
+	/* A non-blocking connect() (EINPROGRESS) that failed later: err is the
+	 * socket's error, the rest is as at connect(), async_ns how long after. */
+	EADDR_F_ASYNC = 32,
 };
 
 /* Errnos the programs test (Linux's values). */
@@ -34,6 +37,14 @@ enum errno_id {
 	EADDR_EADDRNOTAVAIL = 99,
 	EADDR_EINPROGRESS = 115, /* never reported: a non-blocking connect() in progress */
 };
+
+/* TCP states (include/net/tcp_states.h) and IPPROTO_TCP. */
+#define EADDR_TCP_SYN_SENT 2
+#define EADDR_TCP_CLOSE 7
+#define EADDR_IPPROTO_TCP 6
+
+/* Non-blocking connects waiting for their outcome (LRU, by socket). */
+#define EADDR_PENDING 8192
 
 #define EADDR_AF_INET 2
 #define EADDR_AF_INET6 10
@@ -87,9 +98,12 @@ struct event {
 	/* The task's self_exec_id: which program the process runs, as execve()
 	 * changes it (pid and start time stay). */
 	__u64 exec_id;
+	/* EADDR_F_ASYNC: ns from the connect() that returned EINPROGRESS to
+	 * the socket's error; 0 otherwise. */
+	__u64 async_ns;
 };
 
-_Static_assert(sizeof(struct event) == 368, "event layout changed: update decode tests");
+_Static_assert(sizeof(struct event) == 376, "event layout changed: update decode tests");
 
 /*
  * What identifies a process's program (exe_* and args of struct event) is

@@ -120,6 +120,11 @@ type Event struct {
 	// Suppressed counts the identical failures (same netns, syscall, errno
 	// and address) that the rate limit held back before this one.
 	Suppressed uint64
+	// Async: a non-blocking connect() (EINPROGRESS) whose socket failed
+	// later with Errno, AsyncAfter after the call; the rest is as at the
+	// call.
+	Async      bool
+	AsyncAfter time.Duration
 	// Attempt numbers the failures of one logical attempt of a thread
 	// (explain.Attempts): 1 for the first, 2 and up for its retries.
 	Attempt int
@@ -199,6 +204,8 @@ func (d *Decoder) Decode(raw *tracer.RawEvent, ev *Event) {
 	}
 	ev.Syscall = Syscall(raw.Syscall)
 	ev.NodePort = raw.Flags&tracer.FlagNodePort != 0
+	ev.Async = raw.Flags&tracer.FlagAsync != 0
+	ev.AsyncAfter = time.Duration(raw.AsyncNs)
 	ev.Errno = int(raw.Err)
 	ev.PID, ev.TID, ev.PPID, ev.UID = raw.Tgid, raw.Tid, raw.Ppid, raw.Uid
 	ev.Comm = cstring(ev.comm[:], raw.Comm[:])

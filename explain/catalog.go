@@ -115,6 +115,10 @@ type Message struct {
 	// given this short option, e.g. "v" for -v or -zv (HasFlag).
 	Flag   string `json:"flag"`
 	NoFlag string `json:"no_flag"`
+	// Async: when set, the message applies only to a connect that failed
+	// after returning EINPROGRESS (true) or only to one that failed in the
+	// call (false): Node words the two differently.
+	Async *bool `json:"async"`
 	// RecogniseOnly: `eaddr explain` recognises the text, but it is never
 	// predicted: the client may print it or something else.
 	RecogniseOnly bool `json:"recognise_only"`
@@ -408,7 +412,7 @@ func containsInt(list []int, n int) bool {
 // Template returns the client's message template for syscall and errno,
 // preferring an exact errno over "*".
 func (cl *Client) Template(sys decode.Syscall, errno int) (string, bool) {
-	if m := cl.messageFor(sys, errno, nil, false); m != nil {
+	if m := cl.messageFor(sys, errno, nil, false, false); m != nil {
 		return m.Text, true
 	}
 	return "", false
@@ -418,20 +422,20 @@ func (cl *Client) Template(sys decode.Syscall, errno int) (string, bool) {
 // preferring an exact errno over "*"; nil when eaddr does not know it.
 // args (argv, NUL-separated) decide the messages that depend on an option:
 // with none, only those that do not.
-func (cl *Client) Message(sys decode.Syscall, errno int, args []byte) *Message {
-	return cl.messageFor(sys, errno, args, true)
+func (cl *Client) Message(sys decode.Syscall, errno int, args []byte, async bool) *Message {
+	return cl.messageFor(sys, errno, args, async, true)
 }
 
 // messageFor is Message; without predict, a wording of the client for
 // sys and errno whatever the options (for the lists of wordings).
-func (cl *Client) messageFor(sys decode.Syscall, errno int, args []byte, predict bool) *Message {
+func (cl *Client) messageFor(sys decode.Syscall, errno int, args []byte, async, predict bool) *Message {
 	var best *Message
 	for i := range cl.Messages {
 		m := &cl.Messages[i]
 		if m.Syscall != "*" && m.Syscall != sys.String() {
 			continue
 		}
-		if predict && (m.RecogniseOnly || (m.Flag != "" && !HasFlag(args, m.Flag[0])) ||
+		if predict && (m.RecogniseOnly || (m.Async != nil && *m.Async != async) || (m.Flag != "" && !HasFlag(args, m.Flag[0])) ||
 			(m.NoFlag != "" && (len(args) == 0 || HasFlag(args, m.NoFlag[0])))) {
 			continue
 		}

@@ -24,6 +24,7 @@ type Explanation struct {
 	// or not an interpreter.
 	Program []byte
 	args    []byte // the event's argv: valid until the next event is decoded
+	async   bool   // the event is a non-blocking connect's later failure
 	seen    Seen
 	prog    [64]byte
 	program [96]byte
@@ -67,7 +68,7 @@ func (e *Explainer) Explain(ev *decode.Event, x *Explanation) {
 	x.Vars.Addrlen = ev.Addrlen
 	n := copy(x.prog[:], baseName(argAt(ev.Args, 0)))
 	x.Vars.Prog = x.prog[:n]
-	x.Client, x.Program, x.args = nil, nil, ev.Args
+	x.Client, x.Program, x.args, x.async = nil, nil, ev.Args, ev.Async
 	if x.Binary == nil {
 		x.Expected = e.Catalog.ExpectedFailure(ev, "")
 		return
@@ -94,7 +95,7 @@ func (x *Explanation) message() *Message {
 	if x.Client == nil || x.Expected != "" {
 		return nil
 	}
-	return x.Client.Message(x.Vars.Syscall, x.Vars.Errno, x.args)
+	return x.Client.Message(x.Vars.Syscall, x.Vars.Errno, x.args, x.async)
 }
 
 // AppendClientMessage appends the line the client printed, or the part of

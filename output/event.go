@@ -50,6 +50,10 @@ func appendEventFields(b []byte, ev *decode.Event, node string) []byte {
 		b = append(b, `,"suppressed":`...)
 		b = strconv.AppendUint(b, ev.Suppressed, 10)
 	}
+	if ev.Async {
+		b = append(b, `,"async":true,"async_after_ms":`...)
+		b = strconv.AppendFloat(b, float64(ev.AsyncAfter.Microseconds())/1000, 'f', -1, 64)
+	}
 	if ev.Attempt > 1 {
 		b = append(b, `,"attempt":`...)
 		b = strconv.AppendInt(b, int64(ev.Attempt), 10)

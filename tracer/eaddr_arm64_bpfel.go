@@ -71,6 +71,7 @@ type eaddrEvent struct {
 	StartBoottime uint64
 	LimitId       uint64
 	ExecId        uint64
+	AsyncNs       uint64
 }
 
 type eaddrEventFlag uint32
@@ -81,6 +82,7 @@ const (
 	eaddrEventFlagEADDR_F_NODEPORT  eaddrEventFlag = 4
 	eaddrEventFlagEADDR_F_LIMITED   eaddrEventFlag = 8
 	eaddrEventFlagEADDR_F_PROC_SENT eaddrEventFlag = 16
+	eaddrEventFlagEADDR_F_ASYNC     eaddrEventFlag = 32
 )
 
 type eaddrLimitCpu struct {
@@ -139,6 +141,7 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	eaddrMapAsyncDone        = "async_done"
 	eaddrMapCgroupPaths      = "cgroup_paths"
 	eaddrMapCgroupScratch    = "cgroup_scratch"
 	eaddrMapEvents           = "events"
@@ -146,10 +149,15 @@ const (
 	eaddrMapLimitCpus        = "limit_cpus"
 	eaddrMapLimits           = "limits"
 	eaddrMapLost             = "lost"
+	eaddrMapPending          = "pending"
+	eaddrMapPendingScratch   = "pending_scratch"
 	eaddrMapProcs            = "procs"
+	eaddrProgAsyncError      = "async_error"
+	eaddrProgAsyncState      = "async_state"
 	eaddrProgExitBind        = "exit_bind"
 	eaddrProgExitConnect     = "exit_connect"
 	eaddrVarAllErrnos        = "all_errnos"
+	eaddrVarAsyncOn          = "async_on"
 	eaddrVarErrnoMask        = "errno_mask"
 	eaddrVarFilterNetns      = "filter_netns"
 	eaddrVarFilterTgid       = "filter_tgid"
@@ -212,6 +220,8 @@ type eaddrSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type eaddrProgramSpecs struct {
+	AsyncError  *ebpf.ProgramSpec `ebpf:"async_error"`
+	AsyncState  *ebpf.ProgramSpec `ebpf:"async_state"`
 	ExitBind    *ebpf.ProgramSpec `ebpf:"exit_bind"`
 	ExitConnect *ebpf.ProgramSpec `ebpf:"exit_connect"`
 }
@@ -220,14 +230,17 @@ type eaddrProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type eaddrMapSpecs struct {
-	CgroupPaths   *ebpf.MapSpec `ebpf:"cgroup_paths"`
-	CgroupScratch *ebpf.MapSpec `ebpf:"cgroup_scratch"`
-	Events        *ebpf.MapSpec `ebpf:"events"`
-	LimitCounts   *ebpf.MapSpec `ebpf:"limit_counts"`
-	LimitCpus     *ebpf.MapSpec `ebpf:"limit_cpus"`
-	Limits        *ebpf.MapSpec `ebpf:"limits"`
-	Lost          *ebpf.MapSpec `ebpf:"lost"`
-	Procs         *ebpf.MapSpec `ebpf:"procs"`
+	AsyncDone      *ebpf.MapSpec `ebpf:"async_done"`
+	CgroupPaths    *ebpf.MapSpec `ebpf:"cgroup_paths"`
+	CgroupScratch  *ebpf.MapSpec `ebpf:"cgroup_scratch"`
+	Events         *ebpf.MapSpec `ebpf:"events"`
+	LimitCounts    *ebpf.MapSpec `ebpf:"limit_counts"`
+	LimitCpus      *ebpf.MapSpec `ebpf:"limit_cpus"`
+	Limits         *ebpf.MapSpec `ebpf:"limits"`
+	Lost           *ebpf.MapSpec `ebpf:"lost"`
+	Pending        *ebpf.MapSpec `ebpf:"pending"`
+	PendingScratch *ebpf.MapSpec `ebpf:"pending_scratch"`
+	Procs          *ebpf.MapSpec `ebpf:"procs"`
 }
 
 // eaddrVariableSpecs contains global variables before they are loaded into the kernel.
@@ -235,6 +248,7 @@ type eaddrMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type eaddrVariableSpecs struct {
 	AllErrnos        *ebpf.VariableSpec `ebpf:"all_errnos"`
+	AsyncOn          *ebpf.VariableSpec `ebpf:"async_on"`
 	ErrnoMask        *ebpf.VariableSpec `ebpf:"errno_mask"`
 	FilterNetns      *ebpf.VariableSpec `ebpf:"filter_netns"`
 	FilterTgid       *ebpf.VariableSpec `ebpf:"filter_tgid"`
@@ -275,18 +289,22 @@ func (o *eaddrObjects) Close() error {
 //
 // It can be passed to loadEaddrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type eaddrMaps struct {
-	CgroupPaths   *ebpf.Map `ebpf:"cgroup_paths"`
-	CgroupScratch *ebpf.Map `ebpf:"cgroup_scratch"`
-	Events        *ebpf.Map `ebpf:"events"`
-	LimitCounts   *ebpf.Map `ebpf:"limit_counts"`
-	LimitCpus     *ebpf.Map `ebpf:"limit_cpus"`
-	Limits        *ebpf.Map `ebpf:"limits"`
-	Lost          *ebpf.Map `ebpf:"lost"`
-	Procs         *ebpf.Map `ebpf:"procs"`
+	AsyncDone      *ebpf.Map `ebpf:"async_done"`
+	CgroupPaths    *ebpf.Map `ebpf:"cgroup_paths"`
+	CgroupScratch  *ebpf.Map `ebpf:"cgroup_scratch"`
+	Events         *ebpf.Map `ebpf:"events"`
+	LimitCounts    *ebpf.Map `ebpf:"limit_counts"`
+	LimitCpus      *ebpf.Map `ebpf:"limit_cpus"`
+	Limits         *ebpf.Map `ebpf:"limits"`
+	Lost           *ebpf.Map `ebpf:"lost"`
+	Pending        *ebpf.Map `ebpf:"pending"`
+	PendingScratch *ebpf.Map `ebpf:"pending_scratch"`
+	Procs          *ebpf.Map `ebpf:"procs"`
 }
 
 func (m *eaddrMaps) Close() error {
 	return _EaddrClose(
+		m.AsyncDone,
 		m.CgroupPaths,
 		m.CgroupScratch,
 		m.Events,
@@ -294,6 +312,8 @@ func (m *eaddrMaps) Close() error {
 		m.LimitCpus,
 		m.Limits,
 		m.Lost,
+		m.Pending,
+		m.PendingScratch,
 		m.Procs,
 	)
 }
@@ -303,6 +323,7 @@ func (m *eaddrMaps) Close() error {
 // It can be passed to loadEaddrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type eaddrVariables struct {
 	AllErrnos        *ebpf.Variable `ebpf:"all_errnos"`
+	AsyncOn          *ebpf.Variable `ebpf:"async_on"`
 	ErrnoMask        *ebpf.Variable `ebpf:"errno_mask"`
 	FilterNetns      *ebpf.Variable `ebpf:"filter_netns"`
 	FilterTgid       *ebpf.Variable `ebpf:"filter_tgid"`
@@ -327,12 +348,16 @@ type eaddrVariables struct {
 //
 // It can be passed to loadEaddrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type eaddrPrograms struct {
+	AsyncError  *ebpf.Program `ebpf:"async_error"`
+	AsyncState  *ebpf.Program `ebpf:"async_state"`
 	ExitBind    *ebpf.Program `ebpf:"exit_bind"`
 	ExitConnect *ebpf.Program `ebpf:"exit_connect"`
 }
 
 func (p *eaddrPrograms) Close() error {
 	return _EaddrClose(
+		p.AsyncError,
+		p.AsyncState,
 		p.ExitBind,
 		p.ExitConnect,
 	)

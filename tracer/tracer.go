@@ -21,6 +21,8 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
+
+	"golang.org/x/sys/unix"
 )
 
 // RawEvent is the kernel's event, exactly as bpf/eaddr.h lays it out.
@@ -49,6 +51,9 @@ const (
 	// the process carried them. Read fills them in and clears the flag; it
 	// stays set only when eaddr no longer had them (Stats.ProcsForgotten).
 	FlagProcSent = uint8(eaddrEventFlagEADDR_F_PROC_SENT)
+	// FlagAsync: a non-blocking connect() that failed after it returned
+	// EINPROGRESS; AsyncNs is how long after.
+	FlagAsync = uint8(eaddrEventFlagEADDR_F_ASYNC)
 )
 
 // ErrnoInProgress (EINPROGRESS) is never reported, even with AllErrnos.
@@ -77,6 +82,14 @@ type Options struct {
 	// the kernel counts the others and returns before touching the ring
 	// (LimitCounts, LimitStates). 0: every failure is an event.
 	Rate float64
+
+	// Async also reports non-blocking connect() calls (EINPROGRESS) whose
+	// socket fails later with a wanted errno (ECONNREFUSED, ETIMEDOUT, ...):
+	// each is kept, by socket, until it connects or fails (at most
+	// EADDR_PENDING of bpf/eaddr.h at once, the least recently used
+	// forgotten past it). Unset, the code is removed at load time and the
+	// socket tracepoints are not attached.
+	Async bool
 
 	// NodePort, when set, also reports connect() calls in netns NodePort.NetNS
 	// whose source port falls in [Lo, Hi]. Unset, the check is removed from
@@ -168,6 +181,12 @@ func New(opts Options) (*Tracer, error) {
 		}
 		t.links = append(t.links, l)
 	}
+	if opts.Async {
+		if err := t.attachAsync(); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
 	t.rd, err = ringbuf.NewReader(t.objs.Events)
 	if err != nil {
 		t.Close()
@@ -195,6 +214,10 @@ func configure(spec *ebpf.CollectionSpec, opts Options) error {
 		set(v.ErrnoMask, mask)
 	}
 	set(v.AllErrnos, opts.AllErrnos)
+	set(v.AsyncOn, opts.Async)
+	if !opts.Async {
+		m.Pending.MaxEntries = 1 // preallocated (LRU): no memory for what is off
+	}
 	set(v.FilterTgid, opts.PID)
 	set(v.FilterNetns, opts.NetNS)
 	if np := opts.NodePort; np != nil {
@@ -230,6 +253,44 @@ func configure(spec *ebpf.CollectionSpec, opts Options) error {
 		return fmt.Errorf("ring buffer size %d is not a power of two of at least the page size (%d)", size, page)
 	}
 	m.Events.MaxEntries = uint32(size)
+	return nil
+}
+
+// AsyncErrnos are the errnos a non-blocking connect() can fail with after
+// it returned EINPROGRESS: refused, timed out, unreachable.
+var AsyncErrnos = []int{int(unix.ECONNREFUSED), int(unix.ETIMEDOUT), int(unix.EHOSTUNREACH), int(unix.ENETUNREACH)}
+
+// WantsAsync reports whether opts ask for an errno that a pending connect
+// can fail with, and trace connect().
+func WantsAsync(opts *Options) bool {
+	if len(opts.Syscalls) > 0 && !slices.Contains(opts.Syscalls, SysConnect) {
+		return false
+	}
+	if opts.AllErrnos {
+		return true
+	}
+	for _, e := range opts.Errnos {
+		if slices.Contains(AsyncErrnos, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// attachAsync attaches the programs that see a pending connect's outcome:
+// BTF tracepoints (tp_btf) on sock:inet_sk_error_report and
+// sock:inet_sock_set_state.
+func (t *Tracer) attachAsync() error {
+	for _, a := range []struct {
+		name string
+		prog *ebpf.Program
+	}{{"sock:inet_sk_error_report", t.objs.AsyncError}, {"sock:inet_sock_set_state", t.objs.AsyncState}} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: a.prog})
+		if err != nil {
+			return fmt.Errorf("attaching to tracepoint %s (asynchronous connect failures; this kernel may lack it, so leave ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH and ENETUNREACH out of --errno): %w", a.name, err)
+		}
+		t.links = append(t.links, l)
+	}
 	return nil
 }
 

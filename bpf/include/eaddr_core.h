@@ -187,6 +187,7 @@ struct sock {
 	struct sock_common __sk_common;
 	__u16 sk_type;
 	__u16 sk_protocol;
+	int sk_err; /* the socket's pending error (a positive errno) */
 } __attribute__((preserve_access_index));
 
 struct socket {

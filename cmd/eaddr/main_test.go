@@ -115,12 +115,14 @@ type jsonEvent struct {
 		// NamesUnresolved: why the runtime's names are missing.
 		NamesUnresolved string `json:"names_unresolved"`
 	} `json:"pod"`
-	PodUnresolved string `json:"pod_unresolved"`
-	HostNetwork   bool   `json:"host_network"`
-	Suppressed    int    `json:"suppressed"`
-	Attempt       int    `json:"attempt"`
-	NetNS         uint64 `json:"netns"`
-	MntNS         uint64 `json:"mntns"`
+	PodUnresolved string  `json:"pod_unresolved"`
+	HostNetwork   bool    `json:"host_network"`
+	Suppressed    int     `json:"suppressed"`
+	Attempt       int     `json:"attempt"`
+	Async         bool    `json:"async"`
+	AsyncAfterMs  float64 `json:"async_after_ms"`
+	NetNS         uint64  `json:"netns"`
+	MntNS         uint64  `json:"mntns"`
 	Cgroup        struct {
 		ID         uint64 `json:"id"`
 		Path       string `json:"path"`

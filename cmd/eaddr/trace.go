@@ -23,6 +23,7 @@ type TraceFlags struct {
 	Output   string
 	Errno    string
 	Syscall  string
+	Async    bool
 	PID      uint32
 	Comm     string
 	NetNS    uint32
@@ -56,6 +57,7 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.Output, "output", "o", "json", "json: one JSON object per line (docs/events.md); table: aligned columns for a person")
 	fs.StringVar(&f.Errno, "errno", "EADDRNOTAVAIL,EADDRINUSE", "errnos to report, by name or number, comma separated; 'all' reports every failure except EINPROGRESS, including probes programs make on purpose and print nothing about, marked explain.expected (glibc's nscd socket: ENOENT twice per name lookup)")
 	fs.StringVar(&f.Syscall, "syscall", "connect,bind", "syscalls to trace: connect, bind or both")
+	fs.BoolVar(&f.Async, "async", true, "with --errno all or ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, ENETUNREACH: also report a non-blocking connect() (EINPROGRESS) whose socket fails later, as \"async\":true; it follows up to 8192 pending connects and runs on every TCP state change. false: only what connect() itself returns")
 	fs.Uint32Var(&f.PID, "pid", 0, "only this process id (filtered in the kernel); 0 for all")
 	fs.StringVar(&f.Comm, "comm", "", "only processes whose comm (first 15 bytes of the name) is exactly this")
 	fs.Uint32Var(&f.NetNS, "netns", 0, "only this network namespace inode, as in /proc/PID/ns/net (filtered in the kernel); it must exist at start; 0 for all")
@@ -118,6 +120,7 @@ func (f *TraceFlags) kernelOptions(c *pipeline.Config) error {
 			return usageErrorf("--syscall: %q is not connect or bind", s)
 		}
 	}
+	c.Tracer.Async = f.Async && tracer.WantsAsync(&c.Tracer)
 	c.Tracer.PID = f.PID
 	if err := checkNetNSFlag(f.NetNS); err != nil {
 		return err

@@ -27,10 +27,13 @@ const (
 	// scB: bind() fails with EADDRINUSE: a listener holds 127.0.0.1:8080.
 	scB = "B"
 	// scC: connect() to 127.0.0.1:8080 is refused (ECONNREFUSED): nothing
-	// listens there. Only a blocking connect() reports the refusal as its
-	// own result; a non-blocking one returns EINPROGRESS and learns of it
-	// later (SO_ERROR), which no connect() event shows.
+	// listens there. A blocking connect() reports the refusal as its own
+	// result; a non-blocking one returns EINPROGRESS and learns of it later,
+	// reported as "async": true.
 	scC = "C"
+	// scT: connect() to 10.9.0.2:80 times out (ETIMEDOUT, about 3 s): the
+	// SYN is dropped (blackholeNS, tcp_syn_retries=1).
+	scT = "T"
 )
 
 // wordingRow is one real program in one scenario.
@@ -67,7 +70,7 @@ func wordingRows() []wordingRow {
 		url6 = "http://[::1]:8080/"
 	)
 	c := func(program, scenario, key string, catalogued bool, bin string, args ...string) wordingRow {
-		sys, errno := "connect", map[string]string{scA: "EADDRNOTAVAIL", scA6: "EADDRNOTAVAIL", scC: "ECONNREFUSED"}[scenario]
+		sys, errno := "connect", map[string]string{scA: "EADDRNOTAVAIL", scA6: "EADDRNOTAVAIL", scC: "ECONNREFUSED", scT: "ETIMEDOUT"}[scenario]
 		if scenario == scB {
 			sys, errno = "bind", "EADDRINUSE"
 		}
@@ -145,6 +148,29 @@ func wordingRows() []wordingRow {
 		// Without -v OpenBSD nc prints nothing: any message is a wrong claim.
 		c("OpenBSD nc (no -v: silent)", scA, "", false, "nc.openbsd", "127.0.0.1", "8080"),
 		c("socat TCP6", scC, " E connect(", true, "socat", "-", "TCP6:[::1]:8080"),
+	)
+	// Non-blocking clients: refused (C) and timed out (T) after connect()
+	// returned EINPROGRESS ("async": true); busybox wget connects blocking.
+	const dropped = "http://10.9.0.2/"
+	rows = append(rows,
+		c("curl (async)", scC, "curl: (7)", true, "curl", "-sS", url),
+		c("go net.Dial (async)", scC, "dial tcp", true, "godial", "dial", "tcp", "127.0.0.1:8080"),
+		c("node net.connect (async)", scC, "connect ECONNREFUSED", true, "node", "-e",
+			`require("net").connect(8080,"127.0.0.1").on("error",e=>console.log(e.message))`),
+		c("python socket.create_connection (timeout, async)", scC, "ConnectionRefusedError", true, "python3", "-c",
+			"import socket; socket.create_connection(('127.0.0.1', 8080), timeout=10)"),
+		c("curl", scT, "curl: (28)", true, "curl", "-sS", "--connect-timeout", "20", dropped),
+		c("go net.Dial (timeout)", scT, "dial tcp", true, "godial", "dial", "tcp", "10.9.0.2:80"),
+		c("node net.connect", scT, "connect ETIMEDOUT", true, "node", "-e",
+			`require("net").connect(80,"10.9.0.2").on("error",e=>console.log(e.message))`),
+		c("node fetch", scT, "connect ETIMEDOUT", true, "node", "-e",
+			`fetch("`+dropped+`").catch(e=>{console.log(e.message); console.log(e.cause.message)})`),
+		c("python socket.create_connection", scT, "TimeoutError", true, "python3", "-c",
+			"import socket; socket.create_connection(('10.9.0.2', 80), timeout=10)"),
+		c("python urllib.request.urlopen", scT, "urllib.error.URLError", true, "python3", "-c",
+			`import urllib.request; urllib.request.urlopen("`+dropped+`", timeout=10)`),
+		c("GNU wget", scT, "failed: Connection timed out", true, "wget", "-t1", "-T10", "-O", "/dev/null", dropped),
+		c("busybox wget", scT, "can't connect to remote host", true, "busybox", "wget", "-O", "/dev/null", dropped),
 	)
 	// IPv6.
 	rows = append(rows,
@@ -252,6 +278,7 @@ func TestWordingsRealPrograms(t *testing.T) {
 		scA6: exhausted(t, "tcp6", "::1"),
 		scB:  listenerNS(t, "tcp4", "127.0.0.1:8080"),
 		scC:  emptyNS(t),
+		scT:  blackholeNS(t),
 	}
 	godial := buildGodial(t)
 	p := startTrace(t, "--errno", "all")

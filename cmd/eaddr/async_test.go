@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testenv"
+)
+
+// blackholeNS returns a fresh netns in which a SYN to 10.9.0.2:80 goes out
+// on a veth to a MAC nobody has (a permanent neighbour entry), so it is
+// dropped without an answer; net.ipv4.tcp_syn_retries=1 makes the kernel
+// give up with ETIMEDOUT after about 3 s. Nothing leaves the netns.
+func blackholeNS(t *testing.T) *netns.NS {
+	t.Helper()
+	ns := emptyNS(t)
+	if err := ns.SetSysctl("net.ipv4.tcp_syn_retries", "1"); err != nil {
+		t.Fatal(err)
+	}
+	script := "ip link add v0 type veth peer name v1 && ip link set v0 up && ip link set v1 up && " +
+		"ip addr add 10.9.0.1/24 dev v0 && ip neigh add 10.9.0.2 lladdr 02:00:00:00:00:01 dev v0 nud permanent"
+	if out, _, err := runIn(context.Background(), ns, []string{"sh", "-c", script}); err != nil || out != "" {
+		t.Fatalf("setting up the blackhole: %v %s", err, out)
+	}
+	return ns
+}
+
+// asyncClients are the clients that connect non-blocking, each toward
+// dst (host:port).
+func asyncClients(t *testing.T, godial, dst string) map[string][]string {
+	host, port, _ := strings.Cut(dst, ":")
+	out := map[string][]string{}
+	if p := look("curl"); p != "" {
+		out["curl"] = []string{p, "-sS", "--connect-timeout", "20", "http://" + dst + "/"}
+	}
+	if godial != "" {
+		out["go"] = []string{godial, "dial", "tcp", dst}
+	}
+	if p := look("node"); p != "" {
+		out["node"] = []string{p, "-e", fmt.Sprintf(`require("net").connect(%s,%q).on("error",e=>console.log(e.message))`, port, host)}
+	}
+	for _, name := range []string{"curl", "go", "node"} {
+		if out[name] == nil {
+			t.Run(name, func(t *testing.T) { testenv.Skip(t, name+" is not installed") })
+		}
+	}
+	return out
+}
+
+// A refused and a timed-out non-blocking connect from curl, Go and Node
+// each give exactly one event: the socket's errno, the destination,
+// "async": true, how long after the connect() it came, and the line the
+// client printed. The sentinel after each proves nothing else was coming.
+func TestAsyncFailures(t *testing.T) {
+	testenv.RequireRoot(t)
+	refused, dropped := emptyNS(t), blackholeNS(t)
+	godial := buildGodial(t)
+	p := startTrace(t, "--errno", "ECONNREFUSED,ETIMEDOUT")
+	for _, sc := range []struct {
+		name, errno, dst string
+		ns               *netns.NS
+		min, max         time.Duration
+	}{
+		{"refused", "ECONNREFUSED", "127.0.0.1:8080", refused, 0, time.Second},
+		{"timed out", "ETIMEDOUT", "10.9.0.2:80", dropped, 2 * time.Second, 10 * time.Second},
+	} {
+		for name, argv := range asyncClients(t, godial, sc.dst) {
+			t.Run(sc.name+"/"+name, func(t *testing.T) {
+				start := time.Now()
+				pid, out := runInNS(t, sc.ns, argv...)
+				p.forPID(pid, 1, 5*time.Second)
+				p.sentinel(t, "connect")
+				evs := p.forPID(pid, 2, 0)
+				if len(evs) != 1 {
+					t.Fatalf("%d events, want 1: %+v (it printed %q after %v)", len(evs), evs, out, time.Since(start))
+				}
+				checkAsync(t, evs[0], sc.errno, sc.dst, sc.min, sc.max, out)
+			})
+		}
+	}
+}
+
+func checkAsync(t *testing.T, ev jsonEvent, errno, dst string, min, max time.Duration, printed string) {
+	t.Helper()
+	host, port, _ := strings.Cut(dst, ":")
+	if ev.Syscall != "connect" || ev.Errno != errno || !ev.Async {
+		t.Errorf("%s %s async %v, want connect %s async", ev.Syscall, ev.Errno, ev.Async, errno)
+	}
+	if ev.Remote == nil || ev.Remote.IP != host || strconv.Itoa(ev.Remote.Port) != port {
+		t.Errorf("remote %+v, want %s", ev.Remote, dst)
+	}
+	// Refused over loopback, the reset comes within connect() itself and
+	// the kernel has released the source port by the time it returns.
+	if ev.Local == nil || (ev.Local.Port == 0 && min > 0) {
+		t.Errorf("local %+v: want the source port connect() chose", ev.Local)
+	}
+	after := time.Duration(ev.AsyncAfterMs * float64(time.Millisecond))
+	if after < min || after > max {
+		t.Errorf("async_after_ms %v, want between %v and %v", ev.AsyncAfterMs, min, max)
+	}
+	if ev.Explain == nil || judgeWording(ev.Explain.ClientMessage, printed) == "wrong" || ev.Explain.ClientMessage == "" {
+		t.Errorf("predicted %+v; it printed %q", ev.Explain, printed)
+	}
+	t.Logf("%s after %.1f ms: %q (printed %q)", ev.Errno, ev.AsyncAfterMs, ev.Explain.ClientMessage, strings.TrimSpace(printed))
+}
+
+// The default errnos are unchanged: no asynchronous event, and --async=false
+// turns them off under --errno all. The sentinel proves each trace listened.
+func TestAsyncOnlyWhenAsked(t *testing.T) {
+	testenv.RequireRoot(t)
+	ns := emptyNS(t)
+	curl := look("curl")
+	if curl == "" {
+		testenv.Skip(t, "curl is not installed")
+	}
+	def := startTrace(t)
+	off := startTrace(t, "--errno", "all", "--async=false")
+	pid, out := runInNS(t, ns, curl, "-sS", "http://127.0.0.1:8080/")
+	def.sentinel(t, "bind")
+	off.sentinel(t, "connect")
+	for name, p := range map[string]*traceProc{"default": def, "--async=false": off} {
+		for _, ev := range p.forPID(pid, 1, 0) {
+			if ev.Errno == "ECONNREFUSED" || ev.Async {
+				t.Errorf("%s: curl's refused non-blocking connect (%q) gave %+v", name, out, ev)
+			}
+		}
+	}
+}
