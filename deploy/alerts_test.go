@@ -394,3 +394,121 @@ func TestRulesUseExportedMetrics(t *testing.T) {
 		}
 	}
 }
+
+// dashboard is the part of a Grafana dashboard's JSON this test reads.
+type dashboard struct {
+	SchemaVersion int `json:"schemaVersion"`
+	UID           string
+	Templating    struct {
+		List []struct {
+			Type, Name string
+			Query      any
+			Datasource *grafanaDS
+			Definition string
+		}
+	}
+	Panels []panel
+}
+
+type grafanaDS struct{ Type, UID string }
+
+type panel struct {
+	ID         int
+	Type       string
+	Title      string
+	Datasource *grafanaDS
+	GridPos    struct{ X, Y, W, H int }
+	Targets    []struct {
+		Expr       string
+		RefID      string `json:"refId"`
+		Datasource *grafanaDS
+	}
+	Panels []panel // a collapsed row's
+}
+
+// TestGrafanaDashboard: deploy/grafana-dashboard.json parses; the datasource
+// is the ${datasource} variable of type prometheus; namespace and pod are
+// variables; every panel queries it, and every expression selects only metrics
+// eaddr exports (grepped from pipeline/metrics.go) or up.
+func TestGrafanaDashboard(t *testing.T) {
+	data, err := os.ReadFile("grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dashboard
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&d); err != nil {
+		t.Fatalf("grafana-dashboard.json: %v", err)
+	}
+	if dec.More() {
+		t.Fatal("grafana-dashboard.json: data after the dashboard")
+	}
+	if d.SchemaVersion < 36 {
+		t.Errorf("schemaVersion %d: want 36 or later (datasources as {type, uid})", d.SchemaVersion)
+	}
+	if d.UID == "" {
+		t.Error("no uid: each import would make a new dashboard")
+	}
+	exported := exportedMetrics(t)
+	promDS := func(where string, ds *grafanaDS) {
+		if ds == nil || ds.Type != "prometheus" || ds.UID != "${datasource}" {
+			t.Errorf("%s: datasource %+v, want {prometheus ${datasource}}", where, ds)
+		}
+	}
+	vars := map[string]bool{}
+	for _, v := range d.Templating.List {
+		vars[v.Name] = true
+		switch {
+		case v.Name == "datasource":
+			if v.Type != "datasource" || v.Query != "prometheus" {
+				t.Errorf("variable datasource: type %q query %v, want a datasource variable of type prometheus", v.Type, v.Query)
+			}
+		case v.Type == "query":
+			promDS("variable "+v.Name, v.Datasource)
+			for _, err := range checkNames(v.Definition, exported) {
+				t.Errorf("variable %s: %v", v.Name, err)
+			}
+		}
+	}
+	for _, n := range []string{"datasource", "namespace", "pod"} {
+		if !vars[n] {
+			t.Errorf("no variable %s", n)
+		}
+	}
+
+	ids := map[int]string{}
+	queries := 0
+	var walk func([]panel)
+	walk = func(ps []panel) {
+		for _, p := range ps {
+			where := fmt.Sprintf("panel %d %q", p.ID, p.Title)
+			if other, dup := ids[p.ID]; dup || p.ID == 0 {
+				t.Errorf("%s: id used twice (also %s) or 0", where, other)
+			}
+			ids[p.ID] = where
+			if p.GridPos.W <= 0 || p.GridPos.H <= 0 || p.GridPos.X+p.GridPos.W > 24 {
+				t.Errorf("%s: gridPos %+v outside the 24 columns", where, p.GridPos)
+			}
+			walk(p.Panels)
+			if p.Type == "row" {
+				continue
+			}
+			promDS(where, p.Datasource)
+			if len(p.Targets) == 0 {
+				t.Errorf("%s: no query", where)
+			}
+			for _, q := range p.Targets {
+				queries++
+				promDS(where+" query "+q.RefID, q.Datasource)
+				for _, err := range checkNames(q.Expr, exported) {
+					t.Errorf("%s: %v", where, err)
+				}
+			}
+		}
+	}
+	walk(d.Panels)
+	if queries == 0 {
+		t.Fatal("no queries in the dashboard")
+	}
+	t.Logf("%d panels, %d queries", len(ids), queries)
+}
