@@ -275,6 +275,42 @@ func TestEveryAlertIsTested(t *testing.T) {
 	}
 }
 
+// TestAlertsAreDocumented: each alert has a severity, a summary, a description
+// and a runbook_url that points at its own heading in docs/alerts.md.
+func TestAlertsAreDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "alerts.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const base = "https://github.com/eaddr/eaddr/blob/main/docs/alerts.md#"
+	n := 0
+	for _, g := range theRule(t).Spec.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			n++
+			if s := r.Labels["severity"]; s != "warning" && s != "critical" {
+				t.Errorf("%s: severity %q, want warning or critical", r.Alert, s)
+			}
+			for _, a := range []string{"summary", "description"} {
+				if strings.TrimSpace(r.Annotations[a]) == "" {
+					t.Errorf("%s: no %s annotation", r.Alert, a)
+				}
+			}
+			if u, want := r.Annotations["runbook_url"], base+strings.ToLower(r.Alert); u != want {
+				t.Errorf("%s: runbook_url %q, want %q", r.Alert, u, want)
+			}
+			if !regexp.MustCompile(`(?m)^### ` + r.Alert + `\n`).Match(doc) {
+				t.Errorf("docs/alerts.md has no heading \"### %s\" for the runbook_url", r.Alert)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no alerts")
+	}
+}
+
 // exportedMetrics greps the metric names eaddr registers (Name: "eaddr_...")
 // from pipeline/*.go, so that a renamed metric fails the tests below.
 func exportedMetrics(t *testing.T) map[string]bool {
@@ -511,4 +547,63 @@ func TestGrafanaDashboard(t *testing.T) {
 		t.Fatal("no queries in the dashboard")
 	}
 	t.Logf("%d panels, %d queries", len(ids), queries)
+}
+
+// TestDocumentedPodMonitor: the PodMonitor docs/alerts.md shows honors eaddr's
+// labels (the rules and the dashboard rely on it) and selects the DaemonSet's
+// pods and port.
+func TestDocumentedPodMonitor(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "alerts.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block []byte
+	for _, m := range regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllSubmatch(doc, -1) {
+		if bytes.Contains(m[1], []byte("kind: PodMonitor")) {
+			block = m[1]
+		}
+	}
+	if block == nil {
+		t.Fatal("docs/alerts.md shows no PodMonitor")
+	}
+	var pm struct {
+		APIVersion string `json:"apiVersion"`
+		Metadata   struct{ Namespace string }
+		Spec       struct {
+			NamespaceSelector   struct{ MatchNames []string }
+			Selector            struct{ MatchLabels map[string]string }
+			PodMetricsEndpoints []struct {
+				Port        string
+				HonorLabels bool
+			}
+		}
+	}
+	if err := yaml.Unmarshal(block, &pm); err != nil {
+		t.Fatalf("docs/alerts.md's PodMonitor: %v", err)
+	}
+	ds := eaddrDaemonSet(t)
+	if pm.APIVersion != "monitoring.coreos.com/v1" {
+		t.Errorf("apiVersion %q", pm.APIVersion)
+	}
+	if !slices.Contains(pm.Spec.NamespaceSelector.MatchNames, ds.Namespace) && pm.Metadata.Namespace != ds.Namespace {
+		t.Errorf("the PodMonitor does not look in the DaemonSet's namespace %s", ds.Namespace)
+	}
+	if len(pm.Spec.Selector.MatchLabels) == 0 {
+		t.Error("the PodMonitor selects no labels")
+	}
+	for k, v := range pm.Spec.Selector.MatchLabels {
+		if ds.Spec.Template.Labels[k] != v {
+			t.Errorf("the PodMonitor selects %s=%s, which the DaemonSet's pods do not carry", k, v)
+		}
+	}
+	if len(pm.Spec.PodMetricsEndpoints) != 1 {
+		t.Fatalf("%d podMetricsEndpoints, want 1", len(pm.Spec.PodMetricsEndpoints))
+	}
+	ep := pm.Spec.PodMetricsEndpoints[0]
+	if ep.Port != "metrics" || ctr(ds).Ports[0].Name != "metrics" {
+		t.Errorf("the PodMonitor scrapes port %q, the DaemonSet names %q", ep.Port, ctr(ds).Ports[0].Name)
+	}
+	if !ep.HonorLabels {
+		t.Error("the PodMonitor lacks honorLabels: true: eaddr's namespace and pod would become exported_namespace and exported_pod")
+	}
 }
