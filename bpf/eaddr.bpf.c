@@ -115,9 +115,12 @@ struct {
 	__type(value, struct event);
 } pending SEC(".maps");
 
-/* Sockets whose pending connect was just reported, with the errno: a
- * program that calls connect() again on it gets the same error back, and
- * that failure was reported already (LRU: only the latest matter). */
+/* Sockets whose pending connect was reported, with the errno: a program
+ * that calls connect() again on it gets the same error back, and that
+ * failure was reported already. A socket's entry goes when it starts
+ * another connect (-> SYN_SENT): the memory of a closed socket is reused by
+ * new ones, whose own failures must not be taken for it (LRU: only the
+ * latest matter). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 1024);
@@ -712,11 +715,20 @@ int BPF_PROG(async_error, const struct sock *sk)
 
 /* A pending connect that leaves SYN_SENT: connected (forgotten), or closed,
  * with its error when the state changes before the error is reported
- * (tcp_done_with_error), without one when the program gave up. */
+ * (tcp_done_with_error), without one when the program gave up. A socket
+ * that enters SYN_SENT is a new connect: what was reported for its memory
+ * before is another socket's. */
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(async_state, const struct sock *sk, int oldstate, int newstate)
 {
-	if (!async_on || oldstate != EADDR_TCP_SYN_SENT)
+	if (!async_on)
+		return 0;
+	if (newstate == EADDR_TCP_SYN_SENT) {
+		__u64 key = (__u64)sk;
+		bpf_map_delete_elem(&async_done, &key);
+		return 0;
+	}
+	if (oldstate != EADDR_TCP_SYN_SENT)
 		return 0;
 	if (newstate == EADDR_TCP_CLOSE)
 		async_report((struct sock *)sk, sk->sk_err);

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testenv"
+	"golang.org/x/sys/unix"
 )
 
 // blackholeNS returns a fresh netns in which a SYN to 10.9.0.2:80 goes out
@@ -129,5 +131,40 @@ func TestAsyncOnlyWhenAsked(t *testing.T) {
 				t.Errorf("%s: curl's refused non-blocking connect (%q) gave %+v", name, out, ev)
 			}
 		}
+	}
+}
+
+// A closed socket's memory is reused by the next one: a blocking connect
+// refused on a new socket is its own failure, even where an earlier
+// socket at the same address had its refusal reported asynchronously.
+// 50 rounds of a non-blocking then a blocking refused connect from this
+// process: 100 events, 50 of each.
+func TestAsyncSocketReuse(t *testing.T) {
+	testenv.RequireRoot(t)
+	port := closedPort(t)
+	p := startTrace(t, "--errno", "ECONNREFUSED", "--pid", strconv.Itoa(os.Getpid()), "--rate-limit", "off", "--diagnose=false")
+	sa := &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}
+	for i := 0; i < 50; i++ {
+		for _, flags := range []int{unix.SOCK_NONBLOCK, 0} {
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|flags, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = unix.Connect(fd, sa)
+			unix.Close(fd)
+			if want := map[int]error{unix.SOCK_NONBLOCK: unix.EINPROGRESS, 0: unix.ECONNREFUSED}[flags]; err != want {
+				t.Fatalf("connect: %v, want %v", err, want)
+			}
+		}
+	}
+	evs := p.forPID(os.Getpid(), 100, 10*time.Second)
+	async := 0
+	for _, ev := range evs {
+		if ev.Async {
+			async++
+		}
+	}
+	if len(evs) != 100 || async != 50 {
+		t.Errorf("%d events, %d async; want 100, 50", len(evs), async)
 	}
 }
