@@ -47,6 +47,7 @@ var allowedKinds = map[schema.GroupVersionKind]func() runtime.Object{
 // checks them instead.
 var notManifests = map[string]string{
 	"prometheus-rules.yaml": "a plain Prometheus rule file: TestPrometheusRules, TestPrometheusRuleFilesInStep",
+	"kustomization.yaml":    "kustomize's list of the default manifests (kubectl apply -k deploy): TestKubeEventsOverlay",
 }
 
 // strictDecoder is apimachinery's YAML serializer in strict mode: the decoding the

@@ -17,6 +17,7 @@ import (
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose"
+	"github.com/eaddr/eaddr/kubeevent"
 )
 
 // metrics are eaddr's Prometheus series. Label sets are capped: past
@@ -263,4 +264,20 @@ func (m *metrics) cacheSize(size func(*Caches) Size) Size {
 		return size(c)
 	}
 	return Size{}
+}
+
+// kubeEvents registers the Events reporter's counters (--kube-events).
+func (m *metrics) kubeEvents(k *kubeevent.Reporter) {
+	calls := func(result string, v func(kubeevent.Stats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eaddr_kube_event_calls_total",
+			Help:        "Calls to the API server for Kubernetes Events (--kube-events), by result: created, updated, failed.",
+			ConstLabels: prometheus.Labels{"result": result}}, func() float64 { return float64(v(k.Stats())) })
+	}
+	m.reg.MustRegister(
+		calls("created", func(s kubeevent.Stats) uint64 { return s.Created }),
+		calls("updated", func(s kubeevent.Stats) uint64 { return s.Updated }),
+		calls("failed", func(s kubeevent.Stats) uint64 { return s.Errors }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eaddr_kube_events_dropped_total",
+			Help: "Failures of pods that reached no Kubernetes Event (--kube-events): the reporter's queue was full, creating the Event failed, or they were unsent at stop."},
+			func() float64 { return float64(k.Stats().Dropped) }))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/explain"
+	"github.com/eaddr/eaddr/kubeevent"
 	"github.com/eaddr/eaddr/output"
 	"github.com/eaddr/eaddr/pod"
 	"github.com/eaddr/eaddr/pod/kube"
@@ -39,6 +40,9 @@ type Config struct {
 	// DiagnoseEvery: one snapshot per key in this interval; 0: no diagnosis.
 	DiagnoseEvery          time.Duration
 	NodePortLo, NodePortHi int
+	// KubeEvents, when set, gets each written failure of a named pod
+	// (--kube-events); Run runs it and stops it after the trace.
+	KubeEvents *kubeevent.Reporter
 }
 
 // keep is what user space drops after the kernel's own filters, applied after
@@ -112,6 +116,10 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 		return Stats{}, err
 	}
 	defer r.close()
+	if k := c.KubeEvents; k != nil {
+		r.stopKube = runKubeEvents(k, met, log)
+		defer r.stopKube()
+	}
 	if met != nil { // healthy before "attached" is logged: a probe that waits for the line sees 200
 		met.healthy.Store(true)
 		defer met.healthy.Store(false)
@@ -122,6 +130,9 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 	}
 	if err := r.loop(); err != nil {
 		return r.stats(), err
+	}
+	if r.stopKube != nil {
+		r.stopKube() // its last calls, so that the totals include them
 	}
 	return r.finish()
 }
@@ -165,6 +176,7 @@ type traceRun struct {
 	ev       decode.Event
 	x        explain.Explanation
 	attempts explain.Attempts // retries of one logical attempt, numbered
+	stopKube func()           // ends the Events reporter (--kube-events); nil without
 	lastTick time.Time
 
 	written, filtered, filteredUnresolved uint64

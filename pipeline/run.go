@@ -299,6 +299,7 @@ func (r *traceRun) emit(ev *decode.Event, g *diagnose.Diagnosis) {
 	}
 	r.sk.add(buf, 1)
 	r.written++
+	r.kubeEvent(ev, g)
 	r.sum.count(ev)
 	if r.met != nil {
 		r.met.ports(ev, g)
@@ -446,6 +447,11 @@ func (r *traceRun) finish() (Stats, error) {
 	}
 	if s.SuppressedUnattributed > 0 || s.LimitKeysEvicted > 0 {
 		attrs = append(attrs, "suppressed_unattributed", s.SuppressedUnattributed, "limit_keys_evicted", s.LimitKeysEvicted)
+	}
+	if k := r.c.KubeEvents; k != nil {
+		ks := k.Stats()
+		attrs = append(attrs, "kube_events_created", ks.Created, "kube_events_updated", ks.Updated,
+			"kube_event_calls_failed", ks.Errors, "kube_events_dropped", ks.Dropped)
 	}
 	if r.diag != nil {
 		attrs = append(attrs, "netns_snapshots", s.Snapshots, "snapshots_shared", s.Shared,

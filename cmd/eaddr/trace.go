@@ -14,6 +14,7 @@ import (
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose/netdiag"
+	"github.com/eaddr/eaddr/kubeevent"
 	"github.com/eaddr/eaddr/pipeline"
 	"github.com/eaddr/eaddr/tracer"
 )
@@ -41,6 +42,12 @@ type TraceFlags struct {
 
 	Diagnose         bool
 	DiagnoseInterval time.Duration
+
+	KubeEvents         bool
+	Kubeconfig         string
+	KubeEventsQPS      float64
+	KubeEventsInterval time.Duration
+	KubeEventsUpdate   time.Duration
 
 	RateLimit        string
 	MetricsAddr      string
@@ -79,6 +86,11 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Pod, "pod", "", "only this pod (name)")
 	fs.StringVar(&f.Container, "container", "", "only this container (name)")
 	fs.StringVar(&f.Selector, "selector", "", "only pods with these labels: k=v[,k=v...]")
+	fs.BoolVar(&f.KubeEvents, "kube-events", false, "also post a Warning Event (events.k8s.io/v1) on the failing pod, one per pod, reason and destination per --kube-events-interval, its count updated: kubectl describe pod shows it. Needs an API server: in-cluster from the pod's service account (deploy/kube-events.yaml grants create and patch on events), or --kubeconfig. A slow or down API server never delays tracing; what reaches no Event is counted (eaddr_kube_events_dropped_total)")
+	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "with --kube-events: the API server and credentials from this kubeconfig file's current context (token, token file or client certificate), instead of the pod's service account")
+	fs.Float64Var(&f.KubeEventsQPS, "kube-events-qps", 5, "with --kube-events: at most this many API calls per second from this node (bursts of 10); failures wait, counted, in their Event")
+	fs.DurationVar(&f.KubeEventsInterval, "kube-events-interval", 10*time.Minute, "with --kube-events: a pod's failures of one reason toward one destination are one Event for this long, then a new Event")
+	fs.DurationVar(&f.KubeEventsUpdate, "kube-events-update-interval", 30*time.Second, "with --kube-events: an Event's count (its series) is updated at most this often")
 	fs.StringVar(&f.Explain, "explain", "short", "per event, say what the errno means, which client failed and what it printed: short; full (also how every other client and libc words the same failure, about 3.5 KB more per event; eaddr explain lists them too); or off")
 }
 
@@ -89,7 +101,7 @@ const maxRingSize = 256 << 20
 
 func (f *TraceFlags) config() (pipeline.Config, error) {
 	var c pipeline.Config
-	for _, step := range []func(*pipeline.Config) error{f.kernelOptions, f.filters, f.output, f.diagnosis} {
+	for _, step := range []func(*pipeline.Config) error{f.kernelOptions, f.filters, f.output, f.diagnosis, f.kubeEvents} {
 		if err := step(&c); err != nil {
 			return c, err
 		}
@@ -269,4 +281,31 @@ func parsePortRange(s string) (int, int, error) {
 		return 0, 0, fmt.Errorf("%q is not a port range LO-HI within 1-65535", s)
 	}
 	return lo, hi, nil
+}
+
+// kubeEvents: the Events reporter (--kube-events), with its API server from
+// the pod's service account or --kubeconfig. A missing configuration is an
+// error at start, never a silent no-op.
+func (f *TraceFlags) kubeEvents(c *pipeline.Config) error {
+	if !f.KubeEvents {
+		if f.Kubeconfig != "" {
+			return usageErrorf("--kubeconfig is for --kube-events, which is off")
+		}
+		return nil
+	}
+	if f.KubeEventsQPS <= 0 || f.KubeEventsInterval <= 0 || f.KubeEventsUpdate <= 0 {
+		return usageErrorf("--kube-events-qps, --kube-events-interval and --kube-events-update-interval must be positive")
+	}
+	var client *kubeevent.Client
+	var err error
+	if f.Kubeconfig != "" {
+		client, err = kubeevent.FromKubeconfig(f.Kubeconfig)
+	} else {
+		client, err = kubeevent.InCluster()
+	}
+	if err != nil {
+		return fmt.Errorf("--kube-events: %w", err)
+	}
+	c.KubeEvents = kubeevent.New(client, kubeevent.Options{Instance: "eaddr-" + c.Node, QPS: f.KubeEventsQPS, Interval: f.KubeEventsInterval, UpdateEvery: f.KubeEventsUpdate})
+	return nil
 }

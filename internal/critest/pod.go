@@ -130,6 +130,13 @@ func (r *Runtime) RunPod(t testing.TB, name, namespace string, labels map[string
 	if err != nil {
 		t.Fatalf("critest: %v", err)
 	}
+	return r.RunPodUID(t, uid, name, namespace, labels, sysctls)
+}
+
+// RunPodUID is RunPod with the pod's UID given: that of a Pod object an API
+// server made, as a kubelet runs it.
+func (r *Runtime) RunPodUID(t testing.TB, uid, name, namespace string, labels map[string]string, sysctls map[string]string) *Pod {
+	t.Helper()
 	p := r.newPod(t, name, namespace, uid)
 	allLabels := map[string]string{}
 	maps.Copy(allLabels, labels)

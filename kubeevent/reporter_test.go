@@ -1,0 +1,136 @@
+package kubeevent
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeAPI records the Events created and the series patched, like the API
+// server's events.k8s.io/v1 endpoints; down makes it answer 503.
+type fakeAPI struct {
+	mu      sync.Mutex
+	created []event
+	patches []string
+	down    bool
+	delay   time.Duration
+}
+
+func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	time.Sleep(f.delay)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return
+	}
+	b, _ := io.ReadAll(r.Body)
+	switch {
+	case r.Method == "POST" && strings.HasSuffix(r.URL.Path, "/events"):
+		var e event
+		if err := json.Unmarshal(b, &e); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		f.created = append(f.created, e)
+		w.Write(b)
+	case r.Method == "PATCH" && r.Header.Get("Content-Type") == "application/merge-patch+json":
+		f.patches = append(f.patches, r.URL.Path+" "+string(b))
+		w.Write([]byte("{}"))
+	default:
+		http.Error(w, r.Method+" "+r.URL.Path, 404)
+	}
+}
+
+func (f *fakeAPI) counts() (int, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.created), len(f.patches)
+}
+
+func newFake(t *testing.T) (*fakeAPI, *Client) {
+	f := &fakeAPI{}
+	srv := httptest.NewTLSServer(f)
+	t.Cleanup(srv.Close)
+	return f, &Client{Server: srv.URL, HTTP: srv.Client(), token: "t"}
+}
+
+func failure(uid string, at time.Time) Failure {
+	return Failure{PodUID: uid, PodName: "web-" + uid, Namespace: "shop", Reason: ReasonExhausted, Action: "Connect",
+		Dest: netip.MustParseAddrPort("10.96.0.10:80"), Verdict: "ephemeral ports exhausted toward 10.96.0.10:80", Count: 1, At: at}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// A storm of one pod's failures is one Event whose series counts them,
+// within the call budget; another pod gets its own Event.
+func TestReporterAggregates(t *testing.T) {
+	f, c := newFake(t)
+	r := New(c, Options{Instance: "eaddr-node-a", UpdateEvery: 100 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	now := time.Now()
+	for i := 0; i < 500; i++ {
+		r.Report(failure("a", now.Add(time.Duration(i)*time.Millisecond)))
+	}
+	r.Report(failure("b", now))
+	waitFor(t, "two Events and an update", func() bool { n, p := f.counts(); return n == 2 && p >= 1 })
+	cancel()
+	<-done
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := f.created[0]
+	if e.Regarding.Kind != "Pod" || e.Regarding.UID == "" || e.Type != "Warning" || e.Reason != ReasonExhausted ||
+		e.ReportingController != Controller || e.ReportingInstance != "eaddr-node-a" || e.EventTime == "" {
+		t.Errorf("Event %+v", e)
+	}
+	last := f.patches[len(f.patches)-1]
+	if !strings.Contains(last, `"count":500`) {
+		t.Errorf("last update %s, want the count 500", last)
+	}
+	if s := r.Stats(); s.Dropped != 0 || s.Created != 2 || s.Errors != 0 {
+		t.Errorf("stats %+v", s)
+	}
+	if n := len(f.patches); n > 10 {
+		t.Errorf("%d updates for one storm: the budget did not hold", n)
+	}
+}
+
+// With the API server down, Report never waits and every failure is
+// counted as dropped; with it slow, the queue fills and drops are counted.
+func TestReporterAPIDown(t *testing.T) {
+	f, c := newFake(t)
+	f.down = true
+	r := New(c, Options{Queue: 8})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	start := time.Now()
+	for i := 0; i < 1000; i++ {
+		r.Report(failure("a", time.Now()))
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("1000 Reports took %v: Report waited", d)
+	}
+	waitFor(t, "a failed create", func() bool { return r.Stats().Errors > 0 })
+	cancel()
+	<-done
+	if s := r.Stats(); s.Dropped != 1000 || s.Created != 0 {
+		t.Errorf("stats %+v: want all 1000 dropped", s)
+	}
+}

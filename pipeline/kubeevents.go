@@ -1,0 +1,81 @@
+package pipeline
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/diagnose"
+	"github.com/eaddr/eaddr/kubeevent"
+)
+
+// kubeEvent hands a written failure of a named pod to the Events reporter
+// (--kube-events). It never waits and does not allocate: the strings are
+// the pod's, the diagnosis's and the catalog's, none of which change.
+func (r *traceRun) kubeEvent(ev *decode.Event, g *diagnose.Diagnosis) {
+	k := r.c.KubeEvents
+	p := ev.Pod
+	if k == nil || ev.NodePort || p == nil || p.UID == "" || p.Name == "" || p.Namespace == "" || ev.PodNamesUnresolved != "" {
+		return
+	}
+	f := kubeevent.Failure{PodUID: p.UID, PodName: p.Name, Namespace: p.Namespace, Count: int32(min(1+ev.Suppressed, 1<<30)),
+		At: ev.Time, Syscall: ev.Syscall.String(), Errno: decode.ErrnoName(ev.Errno)}
+	addr := &ev.Remote
+	f.Action = "Connect"
+	if ev.Syscall == decode.Bind {
+		addr, f.Action = &ev.Local, "Bind"
+	}
+	if addr.Valid && addr.IP.IsValid() {
+		f.Dest = addr.IP
+	}
+	f.Reason = reasonOf(ev, g)
+	if g != nil && g.Err == "" {
+		f.Verdict = g.Verdict
+		if len(g.Fix) > 0 {
+			f.Fix = g.Fix[0]
+		}
+	}
+	if r.explainer != nil && r.x.Meaning != nil {
+		f.Meaning = r.x.Meaning.Meaning
+	}
+	k.Report(f)
+}
+
+// reasonOf names the kind of failure. Exhaustion is claimed only when the
+// diagnosis counted the whole range in use toward the destination.
+func reasonOf(ev *decode.Event, g *diagnose.Diagnosis) string {
+	switch {
+	case ev.Errno == decode.EADDRNOTAVAIL && ev.Syscall == decode.Connect && g != nil && g.Usable > 0 && g.InUse >= g.Usable:
+		return kubeevent.ReasonExhausted
+	case ev.Errno == decode.EADDRNOTAVAIL:
+		return kubeevent.ReasonAddrNotAvail
+	case ev.Errno == decode.EADDRINUSE:
+		return kubeevent.ReasonAddrInUse
+	case ev.Syscall == decode.Connect:
+		return kubeevent.ReasonConnect
+	}
+	return kubeevent.ReasonBind
+}
+
+// runKubeEvents runs the reporter beside the trace; the returned stop
+// ends it, letting it send what it can within a second.
+func runKubeEvents(k *kubeevent.Reporter, met *metrics, log *slog.Logger) (stop func()) {
+	k.SetLogger(log)
+	if met != nil {
+		met.kubeEvents(k)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		k.Run(ctx)
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+	}
+}
