@@ -526,14 +526,24 @@ static __always_inline __u64 wakeup_flags(void)
 	return avail / wakeup_bytes != before / wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
-static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, struct sock *nodeport)
+/* The current task, unless --pid or --netns leave it out (NULL). */
+static __always_inline struct task_struct *kept_task(__u64 pid_tgid, struct net **task_net)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	if (filter_tgid && (pid_tgid >> 32) != filter_tgid)
 		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct net *task_net = task->nsproxy->net_ns;
-	if (filter_netns && task_net->ns.inum != filter_netns)
+	*task_net = task->nsproxy->net_ns;
+	if (filter_netns && (*task_net)->ns.inum != filter_netns)
+		return 0;
+	return task;
+}
+
+static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, struct sock *nodeport)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct net *task_net;
+	struct task_struct *task = kept_task(pid_tgid, &task_net);
+	if (!task)
 		return 0;
 
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
@@ -656,11 +666,9 @@ static __always_inline bool reported_async(long ret)
 static __always_inline int track_pending(void)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (filter_tgid && (pid_tgid >> 32) != filter_tgid)
-		return 0;
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct net *task_net = task->nsproxy->net_ns;
-	if (filter_netns && task_net->ns.inum != filter_netns)
+	struct net *task_net;
+	struct task_struct *task = kept_task(pid_tgid, &task_net);
+	if (!task)
 		return 0;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	struct sock *sk = fd_sock(task, (int)PT_REGS_PARM1_CORE_SYSCALL(regs));

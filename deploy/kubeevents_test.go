@@ -136,58 +136,49 @@ func patchedDaemonSet(t *testing.T, strict *kjson.Serializer) *appsv1.DaemonSet 
 }
 
 // applyOp applies one RFC 6902 add or replace; the parent must exist, and
-// replace needs the target to exist, as in RFC 6902.
+// replace needs the target to exist, as in RFC 6902. An add to "-"
+// appends to the list, written back through the list's parent.
 func applyOp(doc any, op, path string, value any) error {
 	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
-	parent := doc
-	for _, p := range parts[:len(parts)-1] {
-		switch v := parent.(type) {
+	last := parts[len(parts)-1]
+	if last == "-" {
+		if op != "add" || len(parts) < 2 {
+			return os.ErrInvalid
+		}
+		m, ok := walk(doc, parts[:len(parts)-2]).(map[string]any)
+		list, isList := m[parts[len(parts)-2]].([]any)
+		if !ok || !isList {
+			return os.ErrNotExist
+		}
+		m[parts[len(parts)-2]] = append(list, value)
+		return nil
+	}
+	m, ok := walk(doc, parts[:len(parts)-1]).(map[string]any)
+	if !ok {
+		return os.ErrNotExist
+	}
+	if _, exists := m[last]; op == "replace" && !exists {
+		return os.ErrNotExist
+	}
+	m[last] = value
+	return nil
+}
+
+// walk follows map keys and list indexes; nil when a step is missing.
+func walk(doc any, parts []string) any {
+	for _, p := range parts {
+		switch v := doc.(type) {
 		case map[string]any:
-			parent = v[p]
+			doc = v[p]
 		case []any:
 			i, err := strconv.Atoi(p)
 			if err != nil || i < 0 || i >= len(v) {
-				return os.ErrNotExist
+				return nil
 			}
-			parent = v[i]
+			doc = v[i]
 		default:
-			return os.ErrNotExist
+			return nil
 		}
 	}
-	last := parts[len(parts)-1]
-	switch v := parent.(type) {
-	case map[string]any:
-		if _, ok := v[last]; op == "replace" && !ok {
-			return os.ErrNotExist
-		}
-		v[last] = value
-		return nil
-	case []any:
-		if op != "add" || last != "-" {
-			return os.ErrInvalid
-		}
-		// The slice grows: write it back through its parent's key.
-		return appendAt(doc, parts[:len(parts)-1], value)
-	}
-	return os.ErrNotExist
-}
-
-func appendAt(doc any, parts []string, value any) error {
-	parent := doc
-	for _, p := range parts[:len(parts)-1] {
-		switch v := parent.(type) {
-		case map[string]any:
-			parent = v[p]
-		case []any:
-			i, _ := strconv.Atoi(p)
-			parent = v[i]
-		}
-	}
-	m, ok := parent.(map[string]any)
-	if !ok {
-		return os.ErrInvalid
-	}
-	key := parts[len(parts)-1]
-	m[key] = append(m[key].([]any), value)
-	return nil
+	return doc
 }

@@ -109,12 +109,6 @@ func FromKubeconfig(path string) (*Client, error) {
 	if err := yaml.Unmarshal(b, &kc); err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
-	rel := func(p string) string {
-		if p != "" && !filepath.IsAbs(p) {
-			return filepath.Join(filepath.Dir(path), p)
-		}
-		return p
-	}
 	var cluster, user string
 	for _, c := range kc.Contexts {
 		if c.Name == kc.CurrentContext {
@@ -124,46 +118,66 @@ func FromKubeconfig(path string) (*Client, error) {
 	if cluster == "" {
 		return nil, fmt.Errorf("kubeconfig %s: no current-context %q", path, kc.CurrentContext)
 	}
-	c := &Client{}
+	c, err := kc.cluster(path, cluster)
+	if err != nil {
+		return nil, err
+	}
+	if err := kc.user(c, path, user); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// relTo resolves a kubeconfig's relative file name against its directory.
+func relTo(kubeconfigPath, p string) string {
+	if p != "" && !filepath.IsAbs(p) {
+		return filepath.Join(filepath.Dir(kubeconfigPath), p)
+	}
+	return p
+}
+
+func (kc *kubeconfig) cluster(path, name string) (*Client, error) {
 	for _, cl := range kc.Clusters {
-		if cl.Name != cluster {
+		if cl.Name != name || cl.Cluster.Server == "" {
 			continue
 		}
-		ca, err := fileOrData(rel(cl.Cluster.CertificateAuthority), cl.Cluster.CertificateAuthorityData)
+		ca, err := fileOrData(relTo(path, cl.Cluster.CertificateAuthority), cl.Cluster.CertificateAuthorityData)
 		if err != nil {
-			return nil, fmt.Errorf("kubeconfig %s: cluster %s: CA: %w", path, cluster, err)
+			return nil, fmt.Errorf("kubeconfig %s: cluster %s: CA: %w", path, name, err)
 		}
 		tlsc, err := tlsConfig(ca, cl.Cluster.InsecureSkipTLSVerify)
 		if err != nil {
 			return nil, err
 		}
-		c.Server, c.HTTP = strings.TrimRight(cl.Cluster.Server, "/"), httpClient(tlsc)
+		return &Client{Server: strings.TrimRight(cl.Cluster.Server, "/"), HTTP: httpClient(tlsc)}, nil
 	}
-	if c.Server == "" {
-		return nil, fmt.Errorf("kubeconfig %s: no cluster %q with a server", path, cluster)
-	}
+	return nil, fmt.Errorf("kubeconfig %s: no cluster %q with a server", path, name)
+}
+
+func (kc *kubeconfig) user(c *Client, path, name string) error {
+	tlsc := c.HTTP.Transport.(*http.Transport).TLSClientConfig
 	for _, u := range kc.Users {
-		if u.Name != user {
+		if u.Name != name {
 			continue
 		}
-		c.token, c.tokenFile = u.User.Token, rel(u.User.TokenFile)
-		certPEM, err1 := fileOrData(rel(u.User.ClientCertificate), u.User.ClientCertificateData)
-		keyPEM, err2 := fileOrData(rel(u.User.ClientKey), u.User.ClientKeyData)
+		c.token, c.tokenFile = u.User.Token, relTo(path, u.User.TokenFile)
+		certPEM, err1 := fileOrData(relTo(path, u.User.ClientCertificate), u.User.ClientCertificateData)
+		keyPEM, err2 := fileOrData(relTo(path, u.User.ClientKey), u.User.ClientKeyData)
 		if err := errors.Join(err1, err2); err != nil {
-			return nil, fmt.Errorf("kubeconfig %s: user %s: %w", path, user, err)
+			return fmt.Errorf("kubeconfig %s: user %s: %w", path, name, err)
 		}
 		if certPEM != nil {
 			cert, err := tls.X509KeyPair(certPEM, keyPEM)
 			if err != nil {
-				return nil, fmt.Errorf("kubeconfig %s: user %s: %w", path, user, err)
+				return fmt.Errorf("kubeconfig %s: user %s: %w", path, name, err)
 			}
-			c.HTTP.Transport.(*http.Transport).TLSClientConfig.Certificates = []tls.Certificate{cert}
+			tlsc.Certificates = []tls.Certificate{cert}
 		}
 	}
-	if c.token == "" && c.tokenFile == "" && len(c.HTTP.Transport.(*http.Transport).TLSClientConfig.Certificates) == 0 {
-		return nil, fmt.Errorf("kubeconfig %s: user %q has no token, token file or client certificate (exec and auth-provider plugins are not supported)", path, user)
+	if c.token == "" && c.tokenFile == "" && len(tlsc.Certificates) == 0 {
+		return fmt.Errorf("kubeconfig %s: user %q has no token, token file or client certificate (exec and auth-provider plugins are not supported)", path, name)
 	}
-	return c, nil
+	return nil
 }
 
 func fileOrData(file, data string) ([]byte, error) {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -132,5 +133,41 @@ func TestReporterAPIDown(t *testing.T) {
 	<-done
 	if s := r.Stats(); s.Dropped != 1000 || s.Created != 0 {
 		t.Errorf("stats %+v: want all 1000 dropped", s)
+	}
+}
+
+// A kubeconfig's current context gives the server and the token; one
+// without credentials, or with an exec plugin only, is refused with why.
+func TestFromKubeconfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("token", "from-file\n")
+	good := write("good", `apiVersion: v1
+kind: Config
+current-context: b
+contexts: [{name: a, context: {cluster: x, user: x}}, {name: b, context: {cluster: c, user: u}}]
+clusters: [{name: c, cluster: {server: "https://10.0.0.1:6443/", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {tokenFile: token}}]
+`)
+	c, err := FromKubeconfig(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := c.bearer(); c.Server != "https://10.0.0.1:6443" || tok != "from-file" || err != nil {
+		t.Errorf("server %q, token %q %v", c.Server, tok, err)
+	}
+	execOnly := write("exec", `current-context: b
+contexts: [{name: b, context: {cluster: c, user: u}}]
+clusters: [{name: c, cluster: {server: "https://10.0.0.1:6443"}}]
+users: [{name: u, user: {}}]
+`)
+	if _, err := FromKubeconfig(execOnly); err == nil || !strings.Contains(err.Error(), "exec and auth-provider plugins are not supported") {
+		t.Errorf("a user without credentials: %v", err)
 	}
 }
