@@ -198,11 +198,12 @@ func (s *Server) Pids() (apiserver, etcd int) {
 func (s *Server) waitEtcd() error {
 	deadline := time.Now().Add(ReadyTimeout)
 	var last error
+	hc := &http.Client{Timeout: 2 * time.Second}
 	for time.Now().Before(deadline) {
 		if s.etcd.exited() {
 			return fmt.Errorf("etcd exited: %v", s.etcd.err)
 		}
-		resp, err := http.Get(s.EtcdURL + "/health")
+		resp, err := hc.Get(s.EtcdURL + "/health")
 		if err == nil {
 			var body bytes.Buffer
 			body.ReadFrom(resp.Body)
