@@ -46,7 +46,7 @@ func BinaryPath() string {
 }
 
 // APIServerBinary returns the path of a kube-apiserver of Version, building it
-// first when it is not cached (about 4 minutes on 2 cores, once per machine).
+// first when it is not cached (about 8 minutes on 2 cores, once per machine).
 // Without a Go toolchain on PATH it skips (testenv.Skip: a failure under
 // EADDR_REQUIRE_BPF=1); a failed build fails the test with the build log's tail.
 func APIServerBinary(t testing.TB) string {
@@ -119,7 +119,7 @@ func BuildAPIServer(ctx context.Context, logf func(format string, args ...any)) 
 		return "", err
 	}
 	defer logFile.Close()
-	logf("building kube-apiserver %s into %s (about 4 minutes on 2 cores; log: %s)", Version, bin, logPath)
+	logf("building kube-apiserver %s into %s (about 8 minutes on 2 cores; log: %s)", Version, bin, logPath)
 	src := filepath.Join(dir, "src-"+Version)
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		return "", err
