@@ -65,6 +65,13 @@ generate:
 check-generated: generate
 	git diff --exit-code -- tracer/ || { echo 'tracer/: committed BPF objects differ from make generate; commit the regenerated files' >&2; exit 1; }
 
+# The kube-apiserver that the API server tests run (internal/kubetest, deploy/apiserver_test.go),
+# built from the Go module proxy into /var/cache/eaddr-kube unless it is there: about 8 minutes
+# on 2 cores once, then nothing. The tests build it themselves on first use; this does it up front.
+.PHONY: kube-apiserver
+kube-apiserver:
+	$(GO) run ./internal/kubetest/cmd/build-kube-apiserver
+
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

@@ -1,0 +1,261 @@
+package kubetest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eaddr/eaddr/internal/testenv"
+)
+
+// Version is the Kubernetes release whose kube-apiserver the tests run. Its
+// staging modules (k8s.io/api, k8s.io/apiserver, ...) are the matching v0.x.y.
+const Version = "v1.34.2"
+
+// CacheEnv names the environment variable that moves the cache directory away
+// from DefaultCacheDir.
+const CacheEnv = "EADDR_KUBE_CACHE"
+
+// DefaultCacheDir holds the built binary, the wrapper module it is built from,
+// the build log and the lock that serialises builds.
+const DefaultCacheDir = "/var/cache/eaddr-kube"
+
+// CacheDir is $EADDR_KUBE_CACHE, or DefaultCacheDir.
+func CacheDir() string {
+	if d := os.Getenv(CacheEnv); d != "" {
+		return d
+	}
+	return DefaultCacheDir
+}
+
+// BinaryPath is where the kube-apiserver of Version is (or will be) cached.
+func BinaryPath() string {
+	return filepath.Join(CacheDir(), "kube-apiserver-"+Version)
+}
+
+// APIServerBinary returns the path of a kube-apiserver of Version, building it
+// first when it is not cached (about 8 minutes on 2 cores, once per machine).
+// Without a Go toolchain on PATH it skips (testenv.Skip: a failure under
+// EADDR_REQUIRE_BPF=1); a failed build fails the test with the build log's tail.
+func APIServerBinary(t testing.TB) string {
+	t.Helper()
+	bin := BinaryPath()
+	if isExecutable(bin) {
+		return bin
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		testenv.Skip(t, fmt.Sprintf("no Go toolchain on PATH to build kube-apiserver %s into %s: %v", Version, bin, err))
+	}
+	ctx := context.Background()
+	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if d, ok := dt.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, d.Add(-30*time.Second))
+			defer cancel()
+		}
+	}
+	begin := time.Now()
+	bin, err := BuildAPIServer(ctx, func(format string, args ...any) { t.Logf(format, args...) })
+	if err != nil {
+		t.Fatalf("building kube-apiserver %s: %v", Version, err)
+	}
+	t.Logf("kube-apiserver %s ready after %s: %s", Version, time.Since(begin).Round(time.Second), bin)
+	return bin
+}
+
+// BuildAPIServer builds kube-apiserver Version into BinaryPath unless it is
+// there already, and returns its path. Builds are serialised by an flock on
+// CacheDir()/build.lock, so test binaries running side by side build it once.
+//
+// `go install k8s.io/kubernetes/cmd/kube-apiserver@v1.x.y` is refused because
+// k8s.io/kubernetes's go.mod replaces its staging modules with ./staging/...
+// paths. So a wrapper module in CacheDir()/src-<Version> requires
+// k8s.io/kubernetes and replaces each of those staging modules with its
+// published v0.x.y; the list is read from k8s.io/kubernetes's own go.mod.
+func BuildAPIServer(ctx context.Context, logf func(format string, args ...any)) (string, error) {
+	dir := CacheDir()
+	bin := BinaryPath()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "build.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return "", fmt.Errorf("flock %s: %w", lock.Name(), err)
+		}
+		logf("another process is building kube-apiserver (%s is locked): waiting", lock.Name())
+		if err := flockContext(ctx, lock); err != nil {
+			return "", err
+		}
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	if isExecutable(bin) {
+		return bin, nil // built by the holder of the lock we waited for
+	}
+
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return "", err
+	}
+	logPath := filepath.Join(dir, "build-"+Version+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return "", err
+	}
+	defer logFile.Close()
+	logf("building kube-apiserver %s into %s (about 8 minutes on 2 cores; log: %s)", Version, bin, logPath)
+	src := filepath.Join(dir, "src-"+Version)
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	env := append(os.Environ(),
+		"GOWORK=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=0", "GOTOOLCHAIN=local",
+		"GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
+	run := func(args ...string) ([]byte, error) {
+		fmt.Fprintf(logFile, "$ go %s\n", strings.Join(args, " "))
+		var stdout bytes.Buffer
+		cmd := exec.CommandContext(ctx, goBin, args...)
+		cmd.Dir = src
+		cmd.Env = env
+		cmd.Stdout = io.MultiWriter(&stdout, logFile)
+		cmd.Stderr = logFile
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("go %s: %w (log: %s)\n%s", strings.Join(args, " "), err, logPath, tail(logPath, 30))
+		}
+		return stdout.Bytes(), nil
+	}
+
+	// A first go.mod so that `go mod download` runs inside the module.
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module eaddr.local/kube-apiserver\n"), 0o644); err != nil {
+		return "", err
+	}
+	out, err := run("mod", "download", "-json", "k8s.io/kubernetes@"+Version)
+	if err != nil {
+		return "", err
+	}
+	var dl struct{ GoMod, Error string }
+	if err := json.Unmarshal(out, &dl); err != nil {
+		return "", fmt.Errorf("go mod download k8s.io/kubernetes@%s: %w", Version, err)
+	}
+	if dl.Error != "" {
+		return "", fmt.Errorf("go mod download k8s.io/kubernetes@%s: %s", Version, dl.Error)
+	}
+	upstream, err := os.ReadFile(dl.GoMod)
+	if err != nil {
+		return "", err
+	}
+	gomod, err := wrapperGoMod(upstream, Version)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), gomod, 0o644); err != nil {
+		return "", err
+	}
+	// tidy keeps the requirement (and writes go.sum) only if a file imports it.
+	tools := "//go:build tools\n\npackage tools\n\nimport _ \"k8s.io/kubernetes/cmd/kube-apiserver\"\n"
+	if err := os.WriteFile(filepath.Join(src, "tools.go"), []byte(tools), 0o644); err != nil {
+		return "", err
+	}
+	if _, err := run("mod", "tidy"); err != nil {
+		return "", err
+	}
+	minor := strings.SplitN(strings.TrimPrefix(Version, "v"), ".", 3)
+	var ldflags []string
+	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
+		ldflags = append(ldflags,
+			"-X "+pkg+".gitVersion="+Version,
+			"-X "+pkg+".gitMajor="+minor[0],
+			"-X "+pkg+".gitMinor="+minor[1],
+			"-X "+pkg+".gitTreeState=clean")
+	}
+	tmp := bin + ".tmp"
+	if _, err := run("build", "-trimpath", "-ldflags", "-s -w "+strings.Join(ldflags, " "), "-o", tmp, "k8s.io/kubernetes/cmd/kube-apiserver"); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	if err := os.Rename(tmp, bin); err != nil {
+		return "", err
+	}
+	return bin, nil
+}
+
+// stagingReplace matches `k8s.io/NAME => ./staging/src/k8s.io/NAME` in
+// k8s.io/kubernetes's go.mod.
+var stagingReplace = regexp.MustCompile(`(?m)^\s*(?:replace\s+)?(k8s\.io/[A-Za-z0-9._-]+)\s*=>\s*\./staging/`)
+
+// wrapperGoMod writes the wrapper module's go.mod from k8s.io/kubernetes's:
+// the same go and godebug lines (they set the binary's GODEBUG defaults),
+// a requirement of k8s.io/kubernetes, and for each staging module a replace
+// with its published v0 version.
+func wrapperGoMod(upstream []byte, version string) ([]byte, error) {
+	var b strings.Builder
+	b.WriteString("// Generated by eaddr's internal/kubetest: builds kube-apiserver " + version + ".\n")
+	b.WriteString("module eaddr.local/kube-apiserver\n\n")
+	for _, line := range strings.Split(string(upstream), "\n") {
+		if strings.HasPrefix(line, "go ") || strings.HasPrefix(line, "godebug ") {
+			b.WriteString(line + "\n")
+		}
+	}
+	b.WriteString("\nrequire k8s.io/kubernetes " + version + "\n\n")
+	staging := "v0" + strings.TrimPrefix(version, "v1")
+	m := stagingReplace.FindAllSubmatch(upstream, -1)
+	if len(m) == 0 {
+		return nil, errors.New("k8s.io/kubernetes go.mod: no replace of a staging module found")
+	}
+	for _, r := range m {
+		fmt.Fprintf(&b, "replace %s => %s %s\n", r[1], r[1], staging)
+	}
+	return []byte(b.String()), nil
+}
+
+// flockContext waits for an exclusive lock on f until ctx is done.
+func flockContext(ctx context.Context, f *os.File) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("flock %s: %w", f.Name(), err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", f.Name(), ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// tail returns the last n lines of a file, for error messages.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

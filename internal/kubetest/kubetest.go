@@ -1,0 +1,373 @@
+// Package kubetest starts a real Kubernetes API server for a test: Debian's
+// etcd and a kube-apiserver built from the Go module proxy (Version, cached in
+// CacheDir), both on 127.0.0.1 with free ports and their data in t.TempDir(),
+// both stopped by t.Cleanup even when the test fails.
+//
+// The server authenticates an admin token (group system:masters) from a token
+// file and ServiceAccount tokens, authorises with RBAC, and runs the default
+// admission plugins (PodSecurity among them). Nothing else of a cluster runs:
+// no controller manager, scheduler or kubelet, so a DaemonSet is stored but no
+// pod is ever made from it.
+package kubetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eaddr/eaddr/internal/testenv"
+)
+
+// ReadyTimeout bounds how long Start waits for etcd's /health and then for
+// the API server's /readyz.
+const ReadyTimeout = 60 * time.Second
+
+// Options change how the API server is started. The zero value is a server
+// with kube-apiserver's defaults for everything not listed in Start.
+type Options struct {
+	// PodSecurityDefaultEnforce, when set ("baseline", "restricted"), is the
+	// Pod Security level enforced in namespaces without a
+	// pod-security.kubernetes.io/enforce label (an AdmissionConfiguration, as
+	// a cluster administrator would set). Unset, it is kube-apiserver's
+	// default: privileged, i.e. nothing is enforced without a label.
+	PodSecurityDefaultEnforce string
+}
+
+// Server is a running API server.
+type Server struct {
+	URL     string       // https://127.0.0.1:PORT
+	Token   string       // bearer token of user "admin", group system:masters
+	CAPEM   []byte       // PEM of the self-signed serving certificate and its CA (cert-dir/apiserver.crt)
+	Client  *http.Client // trusts CAPEM; sends no credentials of its own (Do adds them)
+	Dir     string       // the test's directory: certs, keys, etcd data, logs
+	EtcdURL string       // http://127.0.0.1:PORT
+
+	t          testing.TB
+	etcd, kube *process
+	stopOnce   sync.Once
+}
+
+// Start starts etcd and kube-apiserver for t and returns once /readyz answers
+// ok; Stop is registered with t.Cleanup. It skips (testenv.Skip) when not
+// root or when etcd (Debian's etcd-server) is not installed, and builds the
+// kube-apiserver binary first if it is not cached (APIServerBinary).
+func Start(t testing.TB) *Server {
+	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// StartWith is Start with Options.
+func StartWith(t testing.TB, opts Options) *Server {
+	t.Helper()
+	testenv.RequireRoot(t)
+	etcdBin, err := exec.LookPath("etcd")
+	if err != nil {
+		if _, serr := os.Stat("/usr/bin/etcd"); serr != nil {
+			testenv.Skip(t, "etcd not installed (apt-get install etcd-server): "+err.Error())
+		}
+		etcdBin = "/usr/bin/etcd"
+	}
+	apiserverBin := APIServerBinary(t)
+
+	s := &Server{t: t, Dir: t.TempDir()}
+	t.Cleanup(s.Stop)
+	ports, err := freePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	s.EtcdURL = clientURL
+	s.URL = "https://127.0.0.1:" + strconv.Itoa(ports[2])
+
+	// etcd creates its data dir with mode 0700 (3.4 refuses an existing one
+	// with wider permissions, which t.TempDir's would be).
+	s.etcd, err = startProcess(filepath.Join(s.Dir, "etcd.log"), etcdBin,
+		"--name=kubetest",
+		"--data-dir="+filepath.Join(s.Dir, "etcd"),
+		"--listen-client-urls="+clientURL,
+		"--advertise-client-urls="+clientURL,
+		"--listen-peer-urls="+peerURL,
+		"--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=kubetest="+peerURL,
+		"--initial-cluster-state=new",
+		"--logger=zap", "--log-outputs=stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.waitEtcd(); err != nil {
+		t.Fatalf("etcd did not become healthy: %v\n%s", err, tail(s.etcd.logPath, 40))
+	}
+
+	certDir := filepath.Join(s.Dir, "certs")
+	saKey := filepath.Join(s.Dir, "sa.key")
+	tokenFile := filepath.Join(s.Dir, "tokens.csv")
+	if err := writeRSAKey(saKey); err != nil {
+		t.Fatal(err)
+	}
+	s.Token = randomToken()
+	// token,user,uid,"group,group"
+	if err := os.WriteFile(tokenFile, []byte(s.Token+",admin,kubetest-admin,\"system:masters\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{
+		"--etcd-servers=" + clientURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(ports[2]),
+		"--cert-dir=" + certDir, // no --tls-cert-file: kube-apiserver writes a self-signed pair here
+		"--service-account-key-file=" + saKey,
+		"--service-account-signing-key-file=" + saKey,
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--token-auth-file=" + tokenFile,
+		"--authorization-mode=RBAC",
+		"--service-cluster-ip-range=10.96.0.0/12",
+		// No Endpoints for the "kubernetes" Service: they would hold the
+		// advertise address, and loopback addresses are not valid endpoints.
+		"--endpoint-reconciler-type=none",
+	}
+	if opts.PodSecurityDefaultEnforce != "" {
+		path := filepath.Join(s.Dir, "admission.yaml")
+		if err := os.WriteFile(path, admissionConfig(opts.PodSecurityDefaultEnforce), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--admission-control-config-file="+path)
+	}
+	s.kube, err = startProcess(filepath.Join(s.Dir, "kube-apiserver.log"), apiserverBin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	if err := s.waitReady(filepath.Join(certDir, "apiserver.crt")); err != nil {
+		t.Fatalf("kube-apiserver %s not ready: %v\nlast lines of %s:\n%s", Version, err, s.kube.logPath, tail(s.kube.logPath, 60))
+	}
+	t.Logf("kube-apiserver %s ready at %s after %s (etcd %s; logs in %s)", Version, s.URL, time.Since(begin).Round(100*time.Millisecond), clientURL, s.Dir)
+	return s
+}
+
+// Stop stops kube-apiserver, then etcd (SIGTERM, SIGKILL after 10 s), and
+// waits for both. When the test has failed it logs the last lines of both
+// logs first. Safe to call more than once; t.Cleanup calls it too.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		if s.t.Failed() {
+			for _, p := range []*process{s.kube, s.etcd} {
+				if p != nil {
+					s.t.Logf("last lines of %s:\n%s", p.logPath, tail(p.logPath, 40))
+				}
+			}
+		}
+		for _, p := range []*process{s.kube, s.etcd} {
+			if p != nil {
+				if err := p.stop(10 * time.Second); err != nil {
+					s.t.Errorf("stopping %s: %v", p.cmd.Path, err)
+				}
+			}
+		}
+	})
+}
+
+// Pids are the process ids of kube-apiserver and etcd (0 if not started).
+func (s *Server) Pids() (apiserver, etcd int) {
+	if s.kube != nil {
+		apiserver = s.kube.cmd.Process.Pid
+	}
+	if s.etcd != nil {
+		etcd = s.etcd.cmd.Process.Pid
+	}
+	return
+}
+
+func (s *Server) waitEtcd() error {
+	deadline := time.Now().Add(ReadyTimeout)
+	var last error
+	hc := &http.Client{Timeout: 2 * time.Second}
+	for time.Now().Before(deadline) {
+		if s.etcd.exited() {
+			return fmt.Errorf("etcd exited: %v", s.etcd.err)
+		}
+		resp, err := hc.Get(s.EtcdURL + "/health")
+		if err == nil {
+			var body bytes.Buffer
+			body.ReadFrom(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 && bytes.Contains(body.Bytes(), []byte(`"health":"true"`)) {
+				return nil
+			}
+			err = fmt.Errorf("/health: %s: %s", resp.Status, body.String())
+		}
+		last = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("no healthy answer within %s: %v", ReadyTimeout, last)
+}
+
+// waitReady waits for the self-signed certificate, then for /readyz to
+// answer 200 over TLS verified against it.
+func (s *Server) waitReady(certFile string) error {
+	deadline := time.Now().Add(ReadyTimeout)
+	var last error = errors.New("nothing tried")
+	for time.Now().Before(deadline) {
+		if s.kube.exited() {
+			return fmt.Errorf("kube-apiserver exited: %v", s.kube.err)
+		}
+		if s.Client == nil {
+			pem, err := os.ReadFile(certFile)
+			if err != nil {
+				last = err
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				last = fmt.Errorf("%s: no certificate in it (yet)", certFile)
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			s.CAPEM = pem
+			s.Client = &http.Client{
+				Timeout:   30 * time.Second,
+				Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, err := s.Do(ctx, Request{Method: "GET", Path: "/readyz"})
+		cancel()
+		if err == nil && resp.Status == 200 {
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("/readyz: %d: %s", resp.Status, resp.Body)
+		}
+		last = err
+		time.Sleep(250 * time.Millisecond)
+	}
+	return fmt.Errorf("not ready within %s: %v", ReadyTimeout, last)
+}
+
+func admissionConfig(level string) []byte {
+	return []byte(`apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+  - name: PodSecurity
+    configuration:
+      apiVersion: pod-security.admission.config.k8s.io/v1
+      kind: PodSecurityConfiguration
+      defaults:
+        enforce: ` + strconv.Quote(level) + `
+        enforce-version: latest
+        audit: privileged
+        audit-version: latest
+        warn: privileged
+        warn-version: latest
+      exemptions: {}
+`)
+}
+
+// process is a child with its combined output in a log file.
+type process struct {
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	err     error // of Wait, once done is closed
+}
+
+func startProcess(logPath, bin string, args ...string) (*process, error) {
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// Its own process group, and SIGKILL if the test binary dies without
+	// running its cleanups (a panic, -timeout).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	p := &process{cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM to the process group, SIGKILL after grace, and waits.
+func (p *process) stop(grace time.Duration) error {
+	if p.exited() {
+		return nil // already gone; its exit status was logged by whoever cared
+	}
+	pgid := p.cmd.Process.Pid
+	syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(grace):
+	}
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	select {
+	case <-p.done:
+		return fmt.Errorf("did not stop within %s of SIGTERM; killed", grace)
+	case <-time.After(10 * time.Second):
+		return errors.New("still running 10 s after SIGKILL")
+	}
+}
+
+// freePorts asks the kernel for n free loopback ports, holding each until all
+// are known so that they differ.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func writeRSAKey(path string) error {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	der := x509.MarshalPKCS1PrivateKey(key)
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: der}), 0o600)
+}
+
+func randomToken() string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
