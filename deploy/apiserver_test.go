@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/eaddr/eaddr/internal/kubetest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -225,6 +226,30 @@ func TestAPIServer(t *testing.T) {
 	})
 
 	// Controls: the checks above can see what they look for.
+	// deploy/kube-events: its RBAC created, and the DaemonSet as kustomize
+	// patches it (token mounted, --kube-events) admitted, strictly and
+	// without warnings.
+	t.Run("KubeEventsOverlay", func(t *testing.T) {
+		rbac, err := os.ReadFile("kube-events/rbac.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, doc := range strings.Split(string(rbac), "\n---\n") {
+			kind := []string{"clusterroles", "clusterrolebindings"}[i]
+			resp := create(t, s, "/apis/rbac.authorization.k8s.io/v1/"+kind, []byte(doc), "application/yaml", false)
+			if err := resp.Err(); err != nil || len(resp.Warnings) > 0 {
+				t.Errorf("kube-events/rbac.yaml document %d: %v %q", i+1, err, resp.Warnings)
+			}
+		}
+		patched := patchedDaemonSet(t, strictOverlayDecoder())
+		patched.ResourceVersion, patched.UID, patched.CreationTimestamp = "", "", metav1.Time{}
+		patched.Name += "-kube-events" // the shipped one was created above
+		resp := create(t, s, "/apis/apps/v1/namespaces/"+patched.Namespace+"/daemonsets", mustJSON(t, patched), "", true)
+		if err := resp.Err(); err != nil || len(resp.Warnings) > 0 {
+			t.Errorf("the --kube-events DaemonSet: %v %q", err, resp.Warnings)
+		}
+	})
+
 	t.Run("StrictRejectsUnknownField", func(t *testing.T) {
 		var bad map[string]any
 		if err := json.Unmarshal(mustJSON(t, ds.obj), &bad); err != nil {

@@ -20,11 +20,7 @@ import (
 // kustomize builds it (the JSON patch applied here the way kustomize
 // applies it). The default DaemonSet stays token-less.
 func TestKubeEventsOverlay(t *testing.T) {
-	s := runtime.NewScheme()
-	s.AddKnownTypeWithName(rbacv1.SchemeGroupVersion.WithKind("ClusterRole"), &rbacv1.ClusterRole{})
-	s.AddKnownTypeWithName(rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"), &rbacv1.ClusterRoleBinding{})
-	s.AddKnownTypeWithName(appsv1.SchemeGroupVersion.WithKind("DaemonSet"), &appsv1.DaemonSet{})
-	strict := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, s, s, kjson.SerializerOptions{Yaml: true, Strict: true})
+	strict := strictOverlayDecoder()
 	role, binding := decodeRBAC(t, strict)
 	want := []rbacv1.PolicyRule{{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}}}
 	if len(role.Rules) != 1 || !slices.Equal(role.Rules[0].APIGroups, want[0].APIGroups) || !slices.Equal(role.Rules[0].Resources, want[0].Resources) ||
@@ -57,6 +53,15 @@ func TestKubeEventsOverlay(t *testing.T) {
 }
 
 func on(b *bool) bool { return b != nil && *b }
+
+// strictOverlayDecoder decodes the overlay's kinds strictly.
+func strictOverlayDecoder() *kjson.Serializer {
+	s := runtime.NewScheme()
+	s.AddKnownTypeWithName(rbacv1.SchemeGroupVersion.WithKind("ClusterRole"), &rbacv1.ClusterRole{})
+	s.AddKnownTypeWithName(rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"), &rbacv1.ClusterRoleBinding{})
+	s.AddKnownTypeWithName(appsv1.SchemeGroupVersion.WithKind("DaemonSet"), &appsv1.DaemonSet{})
+	return kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, s, s, kjson.SerializerOptions{Yaml: true, Strict: true})
+}
 
 func decodeRBAC(t *testing.T, strict *kjson.Serializer) (*rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding) {
 	t.Helper()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/critest"
+	"github.com/eaddr/eaddr/internal/kubetest"
 	"github.com/eaddr/eaddr/internal/netns"
 )
 
@@ -209,4 +211,148 @@ func checkPodEvent(t *testing.T, e apiEvent, namespace, name, uid string) {
 		t.Errorf("note %q: want the verdict and the fix", e.Note)
 	}
 	t.Logf("Event %s/%s: %s %s: %s", e.Metadata.Namespace, e.Metadata.Name, e.Type, e.Reason, e.Note)
+}
+
+// coreEvent is an Event as the core/v1 API shows it: what kubectl describe
+// pod and kubectl get events read.
+type coreEvent struct {
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	InvolvedObject struct {
+		Kind, Name, Namespace, UID string
+	} `json:"involvedObject"`
+	Reason, Message, Type, ReportingComponent, ReportingInstance string
+	Series                                                       *struct {
+		Count int `json:"count"`
+	} `json:"series"`
+}
+
+// The same against a real API server (internal/kubetest: kube-apiserver and
+// etcd): eaddr posts as its service account, with only the RBAC of
+// deploy/kube-events/rbac.yaml; the Pod was created through the API
+// (Pending: there is no kubelet) and the private containerd runs a pod with
+// its UID. Exactly one Event appears on it, a storm makes its count grow,
+// and the service account can do nothing else.
+func TestKubeEventsAPIServer(t *testing.T) {
+	s := kubetest.Start(t)
+	ctx := context.Background()
+	apply := func(path, contentType string, body []byte) []byte {
+		t.Helper()
+		resp, err := s.Do(ctx, kubetest.Request{Method: "POST", Path: path + "?fieldValidation=Strict", Body: body, ContentType: contentType})
+		if err == nil {
+			err = resp.Err()
+		}
+		if err != nil {
+			t.Fatalf("POST %s: %v", path, err)
+		}
+		return resp.Body
+	}
+	apply("/api/v1/namespaces", "", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"eaddr"}}`))
+	apply("/api/v1/namespaces/eaddr/serviceaccounts", "", []byte(`{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"eaddr","namespace":"eaddr"}}`))
+	rbac, err := os.ReadFile("../../deploy/kube-events/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(rbac), "\n---\n")
+	apply("/apis/rbac.authorization.k8s.io/v1/clusterroles", "application/yaml", []byte(docs[0]))
+	apply("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", "application/yaml", []byte(docs[1]))
+	apply("/api/v1/namespaces", "", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"shop"}}`))
+	// No controller manager makes the namespace's default account.
+	apply("/api/v1/namespaces/shop/serviceaccounts", "", []byte(`{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"default","namespace":"shop"}}`))
+	var created struct {
+		Metadata struct{ UID string } `json:"metadata"`
+	}
+	podJSON := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"client","namespace":"shop"},
+		"spec":{"nodeName":"node-a","containers":[{"name":"app","image":"busybox"}]}}`
+	if err := json.Unmarshal(apply("/api/v1/namespaces/shop/pods", "", []byte(podJSON)), &created); err != nil || created.Metadata.UID == "" {
+		t.Fatalf("the Pod's UID: %v", err)
+	}
+	token := s.ServiceAccountToken(t, "eaddr", "eaddr")
+
+	r := critest.Start(t)
+	_, app, ns := exhaustedPod(t, r, created.Metadata.UID)
+	p := startTrace(t, "--cri-endpoint", r.Socket, "--netns", strconv.FormatUint(ns.Inode(), 10), "--kube-events",
+		"--kubeconfig", s.WriteKubeconfig(t, token), "--kube-events-update-interval", "200ms", "--rate-limit", "off", "--node", "node-a",
+		"--metrics-addr", "127.0.0.1:0")
+	metrics := p.metricsURL(t)
+	listEvents := func() []apiEvent {
+		resp, err := s.Do(ctx, kubetest.Request{Method: "GET", Path: "/apis/events.k8s.io/v1/namespaces/shop/events"})
+		if err != nil || resp.Err() != nil {
+			t.Fatalf("listing Events: %v %v", err, resp.Err())
+		}
+		var l struct{ Items []apiEvent }
+		if err := json.Unmarshal(resp.Body, &l); err != nil {
+			t.Fatal(err)
+		}
+		return l.Items
+	}
+	wgetFails(t, r, app, 1)
+	evs := waitEvents(t, listEvents, func(evs []apiEvent) bool { return len(evs) >= 1 })
+	time.Sleep(500 * time.Millisecond) // a second Event would have been made by now
+	if evs = listEvents(); len(evs) != 1 {
+		t.Fatalf("%d Events, want exactly 1: %+v", len(evs), evs)
+	}
+	checkPodEvent(t, evs[0], "shop", "client", created.Metadata.UID)
+
+	wgetFails(t, r, app, 20)
+	waitEvents(t, listEvents, func(evs []apiEvent) bool { return len(evs) == 1 && evs[0].Series != nil && evs[0].Series.Count == 21 })
+	describe(t, s)
+
+	// The service account may create and patch Events, and nothing else.
+	for _, path := range []string{"/api/v1/namespaces/shop/pods", "/api/v1/namespaces/shop/events", "/api/v1/namespaces/kube-system/secrets"} {
+		resp, err := s.Do(ctx, kubetest.Request{Method: "GET", Path: path, Token: token})
+		if err != nil || resp.Status != http.StatusForbidden {
+			t.Errorf("GET %s as eaddr's service account: %v %v, want 403", path, err, resp)
+		}
+	}
+	if m := scrapeSums(t, metrics); m["eaddr_kube_events_dropped_total"] != 0 || m["eaddr_kube_event_calls_total"] < 2 {
+		t.Errorf("with the API server up: dropped %v, calls %v", m["eaddr_kube_events_dropped_total"], m["eaddr_kube_event_calls_total"])
+	}
+
+	// The API server stops. A bind() in the pod that fails (busybox nc
+	// listening on 8080, held by the exhauster's listener) is a new Event
+	// that cannot be made: its failure is counted as dropped at once, and
+	// the trace writes every event meanwhile.
+	s.Stop()
+	n := len(p.forComm("wget", 0))
+	wgetFails(t, r, app, 3)
+	if out, code := r.Exec(t, app, 20*time.Second, "nc", "-l", "-p", "8080"); code == 0 {
+		t.Fatalf("nc -l -p 8080 succeeded: %s", out)
+	}
+	if got := p.forComm("wget", 2*time.Second); len(got) != n+3 {
+		t.Errorf("with the API server down, %d wget events, want %d", len(got), n+3)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for scrapeSums(t, metrics)["eaddr_kube_events_dropped_total"] < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("eaddr_kube_events_dropped_total still 0 15s after a failure whose Event could not be made")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// At stop, the 3 wget failures still waiting for their update are
+	// counted too: 4 in all.
+	if c := p.stop(t); c["kube_events_created"] != 1 || c["kube_events_dropped"] != 4 {
+		t.Errorf("totals %v: want 1 Event created, 4 failures dropped", c)
+	}
+}
+
+// describe logs the Event as kubectl describe pod lists it, from the core/v1
+// view of the API (Type, Reason, From, Message; Age left out).
+func describe(t *testing.T, s *kubetest.Server) {
+	t.Helper()
+	resp, err := s.Do(context.Background(), kubetest.Request{Method: "GET", Path: "/api/v1/namespaces/shop/events?fieldSelector=involvedObject.name%3Dclient"})
+	if err != nil || resp.Err() != nil {
+		t.Fatalf("core/v1 events: %v %v", err, resp.Err())
+	}
+	var l struct{ Items []coreEvent }
+	if err := json.Unmarshal(resp.Body, &l); err != nil || len(l.Items) != 1 {
+		t.Fatalf("core/v1 events of the pod: %v %s", err, resp.Body)
+	}
+	e := l.Items[0]
+	if e.InvolvedObject.Kind != "Pod" || e.InvolvedObject.Name != "client" || e.Reason != "EphemeralPortsExhausted" || e.Type != "Warning" {
+		t.Errorf("core/v1 view %+v", e)
+	}
+	t.Logf("kubectl describe pod client -n shop:\nEvents:\n  Type     Reason                   From                           Message\n  ----     ------                   ----                           -------\n  %-8s %-24s %-30s %s (x%d)",
+		e.Type, e.Reason, e.ReportingComponent+", "+e.ReportingInstance, e.Message, e.Series.Count)
 }
