@@ -693,9 +693,15 @@ static __always_inline int track_pending(void)
 	fill_call(e, task, regs, (const void *)PT_REGS_PARM2_SYSCALL(regs), (int)PT_REGS_PARM3_SYSCALL(regs));
 	__u64 key = (__u64)sk;
 	bpf_map_update_elem(&pending, &key, e, BPF_ANY);
-	/* Over loopback the refusal can come within connect() itself, before
-	 * the entry was there. */
-	async_report(sk, BPF_CORE_READ(sk, sk_err));
+	/* Over loopback the outcome can come within connect() itself, before
+	 * the entry was there: a refusal is reported now, a connection made
+	 * leaves no entry behind (a stale one would be taken, once the memory
+	 * is reused, for another socket's). Read after the entry is stored, so
+	 * a change after this is the tracepoints' to see. */
+	if (BPF_CORE_READ(sk, __sk_common.skc_state) != EADDR_TCP_SYN_SENT) {
+		async_report(sk, BPF_CORE_READ(sk, sk_err));
+		bpf_map_delete_elem(&pending, &key);
+	}
 	return 0;
 }
 
@@ -734,6 +740,7 @@ int BPF_PROG(async_state, const struct sock *sk, int oldstate, int newstate)
 	if (newstate == EADDR_TCP_SYN_SENT) {
 		__u64 key = (__u64)sk;
 		bpf_map_delete_elem(&async_done, &key);
+		bpf_map_delete_elem(&pending, &key); /* another socket's, at this memory before */
 		return 0;
 	}
 	if (oldstate != EADDR_TCP_SYN_SENT)

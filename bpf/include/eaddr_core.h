@@ -179,6 +179,7 @@ struct sock_common {
 	__be16 skc_dport;
 	__u16 skc_num;
 	unsigned short skc_family;
+	volatile unsigned char skc_state; /* TCP_* */
 	possible_net_t skc_net;
 	struct in6_addr skc_v6_rcv_saddr;
 } __attribute__((preserve_access_index));

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -166,5 +167,63 @@ func TestAsyncSocketReuse(t *testing.T) {
 	}
 	if len(evs) != 100 || async != 50 {
 		t.Errorf("%d events, %d async; want 100, 50", len(evs), async)
+	}
+}
+
+// A non-blocking connect that succeeds within the call (loopback: the
+// handshake is done before connect() returns EINPROGRESS) leaves nothing
+// pending: otherwise, when its memory is reused, a later socket's refusal
+// would be reported as its, and the later socket's own report swallowed.
+// 200 such connects, then 50 blocking refused ones: exactly 50 events,
+// none asynchronous.
+func TestAsyncNothingPendingAfterConnect(t *testing.T) {
+	testenv.RequireRoot(t)
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	listening := &unix.SockaddrInet4{Port: l.Addr().(*net.TCPAddr).Port, Addr: [4]byte{127, 0, 0, 1}}
+	refused := &unix.SockaddrInet4{Port: closedPort(t), Addr: [4]byte{127, 0, 0, 1}}
+	p := startTrace(t, "--errno", "all", "--pid", strconv.Itoa(os.Getpid()), "--rate-limit", "off", "--diagnose=false")
+	for round := 0; round < 50; round++ {
+		for i := 0; i < 4; i++ {
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unix.Connect(fd, listening) // EINPROGRESS or 0
+			time.Sleep(100 * time.Microsecond)
+			unix.Close(fd)
+		}
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Connect(fd, refused); err != unix.ECONNREFUSED {
+			t.Fatalf("connect: %v", err)
+		}
+		unix.Close(fd)
+	}
+	evs := p.forPID(os.Getpid(), 50, 10*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	evs = p.forPID(os.Getpid(), 0, 0)
+	async := 0
+	for _, ev := range evs {
+		if ev.Async {
+			async++
+		}
+	}
+	if len(evs) != 50 || async != 0 {
+		t.Errorf("%d events, %d async; want 50 blocking refusals, none async", len(evs), async)
 	}
 }
