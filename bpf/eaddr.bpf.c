@@ -614,24 +614,20 @@ static __always_inline void async_report(struct sock *sk, int err)
 	struct limit_key k = {.cgroup_id = p->cgroup_id, .netns = (__u64)BPF_CORE_READ(sk, __sk_common.skc_net.net),
 			      .err = (__u16)err, .syscall = EADDR_SYS_CONNECT};
 	key_copied_addr(&k, p);
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (e && bpf_probe_read_kernel(e, sizeof(*e), p)) {
-		bpf_ringbuf_discard(e, 0);
-		e = 0;
-	}
-	if (bpf_map_delete_elem(&pending, &key)) { /* another CPU reports it */
-		if (e)
-			bpf_ringbuf_discard(e, 0);
-		return;
-	}
 	__u64 limit_id = 0;
-	if (limit_interval_ns && limited(&k, &limit_id)) {
-		if (e)
-			bpf_ringbuf_discard(e, 0);
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		/* Claimed here, it is held back or lost: counted either way. */
+		if (bpf_map_delete_elem(&pending, &key) == 0 && !(limit_interval_ns && limited(&k, &limit_id)))
+			count_lost();
 		return;
 	}
-	if (!e) {
-		count_lost();
+	/* Straight-line, so that every kernel's verifier sees the reservation
+	 * released on each path. Another CPU that deleted the entry first
+	 * reports it. */
+	if (bpf_probe_read_kernel(e, sizeof(*e), p) || bpf_map_delete_elem(&pending, &key) ||
+	    (limit_interval_ns && limited(&k, &limit_id))) {
+		bpf_ringbuf_discard(e, 0);
 		return;
 	}
 	__u64 now = bpf_ktime_get_boot_ns();

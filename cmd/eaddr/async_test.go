@@ -124,8 +124,10 @@ func TestAsyncOnlyWhenAsked(t *testing.T) {
 	def := startTrace(t)
 	off := startTrace(t, "--errno", "all", "--async=false")
 	pid, out := runInNS(t, ns, curl, "-sS", "http://127.0.0.1:8080/")
-	def.sentinel(t, "bind")
+	// off first: it sees the bind sentinel too (--errno all), and must not
+	// take it, arriving late, for its own.
 	off.sentinel(t, "connect")
+	def.sentinel(t, "bind")
 	for name, p := range map[string]*traceProc{"default": def, "--async=false": off} {
 		for _, ev := range p.forPID(pid, 1, 0) {
 			if ev.Errno == "ECONNREFUSED" || ev.Async {

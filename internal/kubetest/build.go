@@ -90,25 +90,14 @@ func BuildAPIServer(ctx context.Context, logf func(format string, args ...any)) 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, "build.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	unlock, err := lockBuild(ctx, dir, logf)
 	if err != nil {
 		return "", err
 	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			return "", fmt.Errorf("flock %s: %w", lock.Name(), err)
-		}
-		logf("another process is building kube-apiserver (%s is locked): waiting", lock.Name())
-		if err := flockContext(ctx, lock); err != nil {
-			return "", err
-		}
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	defer unlock()
 	if isExecutable(bin) {
 		return bin, nil // built by the holder of the lock we waited for
 	}
-
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		return "", err
@@ -120,61 +109,108 @@ func BuildAPIServer(ctx context.Context, logf func(format string, args ...any)) 
 	}
 	defer logFile.Close()
 	logf("building kube-apiserver %s into %s (about 8 minutes on 2 cores; log: %s)", Version, bin, logPath)
-	src := filepath.Join(dir, "src-"+Version)
-	if err := os.MkdirAll(src, 0o755); err != nil {
+	b := &builder{ctx: ctx, goBin: goBin, src: filepath.Join(dir, "src-"+Version), log: logFile, logPath: logPath}
+	if err := os.MkdirAll(b.src, 0o755); err != nil {
 		return "", err
 	}
-	env := append(os.Environ(),
+	if err := b.wrapperModule(); err != nil {
+		return "", err
+	}
+	if err := b.build(bin); err != nil {
+		return "", err
+	}
+	return bin, nil
+}
+
+// lockBuild takes CacheDir()/build.lock, waiting (within ctx) while
+// another process builds; the returned func releases it.
+func lockBuild(ctx context.Context, dir string, logf func(format string, args ...any)) (func(), error) {
+	lock, err := os.OpenFile(filepath.Join(dir, "build.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			lock.Close()
+			return nil, fmt.Errorf("flock %s: %w", lock.Name(), err)
+		}
+		logf("another process is building kube-apiserver (%s is locked): waiting", lock.Name())
+		if err := flockContext(ctx, lock); err != nil {
+			lock.Close()
+			return nil, err
+		}
+	}
+	return func() {
+		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+		lock.Close()
+	}, nil
+}
+
+// builder runs the go commands of one build in the wrapper module.
+type builder struct {
+	ctx        context.Context
+	goBin, src string
+	log        *os.File
+	logPath    string
+}
+
+func (b *builder) run(args ...string) ([]byte, error) {
+	fmt.Fprintf(b.log, "$ go %s\n", strings.Join(args, " "))
+	var stdout bytes.Buffer
+	cmd := exec.CommandContext(b.ctx, b.goBin, args...)
+	cmd.Dir = b.src
+	cmd.Env = append(os.Environ(),
 		"GOWORK=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=0", "GOTOOLCHAIN=local",
 		"GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
-	run := func(args ...string) ([]byte, error) {
-		fmt.Fprintf(logFile, "$ go %s\n", strings.Join(args, " "))
-		var stdout bytes.Buffer
-		cmd := exec.CommandContext(ctx, goBin, args...)
-		cmd.Dir = src
-		cmd.Env = env
-		cmd.Stdout = io.MultiWriter(&stdout, logFile)
-		cmd.Stderr = logFile
-		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("go %s: %w (log: %s)\n%s", strings.Join(args, " "), err, logPath, tail(logPath, 30))
-		}
-		return stdout.Bytes(), nil
+	cmd.Stdout = io.MultiWriter(&stdout, b.log)
+	cmd.Stderr = b.log
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("go %s: %w (log: %s)\n%s", strings.Join(args, " "), err, b.logPath, tail(b.logPath, 30))
 	}
+	return stdout.Bytes(), nil
+}
 
+// wrapperModule writes the wrapper's go.mod (k8s.io/kubernetes and its
+// staging modules at their published versions) and go.sum.
+func (b *builder) wrapperModule() error {
 	// A first go.mod so that `go mod download` runs inside the module.
-	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module eaddr.local/kube-apiserver\n"), 0o644); err != nil {
-		return "", err
+	if err := os.WriteFile(filepath.Join(b.src, "go.mod"), []byte("module eaddr.local/kube-apiserver\n"), 0o644); err != nil {
+		return err
 	}
-	out, err := run("mod", "download", "-json", "k8s.io/kubernetes@"+Version)
+	out, err := b.run("mod", "download", "-json", "k8s.io/kubernetes@"+Version)
 	if err != nil {
-		return "", err
+		return err
 	}
 	var dl struct{ GoMod, Error string }
 	if err := json.Unmarshal(out, &dl); err != nil {
-		return "", fmt.Errorf("go mod download k8s.io/kubernetes@%s: %w", Version, err)
+		return fmt.Errorf("go mod download k8s.io/kubernetes@%s: %w", Version, err)
 	}
 	if dl.Error != "" {
-		return "", fmt.Errorf("go mod download k8s.io/kubernetes@%s: %s", Version, dl.Error)
+		return fmt.Errorf("go mod download k8s.io/kubernetes@%s: %s", Version, dl.Error)
 	}
 	upstream, err := os.ReadFile(dl.GoMod)
 	if err != nil {
-		return "", err
+		return err
 	}
 	gomod, err := wrapperGoMod(upstream, Version)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if err := os.WriteFile(filepath.Join(src, "go.mod"), gomod, 0o644); err != nil {
-		return "", err
+	if err := os.WriteFile(filepath.Join(b.src, "go.mod"), gomod, 0o644); err != nil {
+		return err
 	}
 	// tidy keeps the requirement (and writes go.sum) only if a file imports it.
 	tools := "//go:build tools\n\npackage tools\n\nimport _ \"k8s.io/kubernetes/cmd/kube-apiserver\"\n"
-	if err := os.WriteFile(filepath.Join(src, "tools.go"), []byte(tools), 0o644); err != nil {
-		return "", err
+	if err := os.WriteFile(filepath.Join(b.src, "tools.go"), []byte(tools), 0o644); err != nil {
+		return err
 	}
-	if _, err := run("mod", "tidy"); err != nil {
-		return "", err
-	}
+	_, err = b.run("mod", "tidy")
+	return err
+}
+
+// build compiles kube-apiserver to bin, through a temporary file, with the
+// version stamps a release carries (/version says Version).
+func (b *builder) build(bin string) error {
 	minor := strings.SplitN(strings.TrimPrefix(Version, "v"), ".", 3)
 	var ldflags []string
 	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
@@ -185,14 +221,11 @@ func BuildAPIServer(ctx context.Context, logf func(format string, args ...any)) 
 			"-X "+pkg+".gitTreeState=clean")
 	}
 	tmp := bin + ".tmp"
-	if _, err := run("build", "-trimpath", "-ldflags", "-s -w "+strings.Join(ldflags, " "), "-o", tmp, "k8s.io/kubernetes/cmd/kube-apiserver"); err != nil {
+	if _, err := b.run("build", "-trimpath", "-ldflags", "-s -w "+strings.Join(ldflags, " "), "-o", tmp, "k8s.io/kubernetes/cmd/kube-apiserver"); err != nil {
 		os.Remove(tmp)
-		return "", err
+		return err
 	}
-	if err := os.Rename(tmp, bin); err != nil {
-		return "", err
-	}
-	return bin, nil
+	return os.Rename(tmp, bin)
 }
 
 // stagingReplace matches `k8s.io/NAME => ./staging/src/k8s.io/NAME` in

@@ -92,18 +92,24 @@ func StartWith(t testing.TB, opts Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clientURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
-	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
-	s.EtcdURL = clientURL
+	s.EtcdURL = "http://127.0.0.1:" + strconv.Itoa(ports[0])
 	s.URL = "https://127.0.0.1:" + strconv.Itoa(ports[2])
+	s.startEtcd(etcdBin, "http://127.0.0.1:"+strconv.Itoa(ports[1]))
+	s.startAPIServer(apiserverBin, ports[2], opts)
+	return s
+}
 
+// startEtcd starts etcd on s.EtcdURL and waits until it is healthy.
+func (s *Server) startEtcd(bin, peerURL string) {
+	t := s.t
 	// etcd creates its data dir with mode 0700 (3.4 refuses an existing one
 	// with wider permissions, which t.TempDir's would be).
-	s.etcd, err = startProcess(filepath.Join(s.Dir, "etcd.log"), etcdBin,
+	var err error
+	s.etcd, err = startProcess(filepath.Join(s.Dir, "etcd.log"), bin,
 		"--name=kubetest",
 		"--data-dir="+filepath.Join(s.Dir, "etcd"),
-		"--listen-client-urls="+clientURL,
-		"--advertise-client-urls="+clientURL,
+		"--listen-client-urls="+s.EtcdURL,
+		"--advertise-client-urls="+s.EtcdURL,
 		"--listen-peer-urls="+peerURL,
 		"--initial-advertise-peer-urls="+peerURL,
 		"--initial-cluster=kubetest="+peerURL,
@@ -115,7 +121,12 @@ func StartWith(t testing.TB, opts Options) *Server {
 	if err := s.waitEtcd(); err != nil {
 		t.Fatalf("etcd did not become healthy: %v\n%s", err, tail(s.etcd.logPath, 40))
 	}
+}
 
+// startAPIServer starts kube-apiserver on port with an admin token and a
+// service account key, and waits until it is ready.
+func (s *Server) startAPIServer(bin string, port int, opts Options) {
+	t := s.t
 	certDir := filepath.Join(s.Dir, "certs")
 	saKey := filepath.Join(s.Dir, "sa.key")
 	tokenFile := filepath.Join(s.Dir, "tokens.csv")
@@ -128,10 +139,10 @@ func StartWith(t testing.TB, opts Options) *Server {
 		t.Fatal(err)
 	}
 	args := []string{
-		"--etcd-servers=" + clientURL,
+		"--etcd-servers=" + s.EtcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(ports[2]),
+		"--secure-port=" + strconv.Itoa(port),
 		"--cert-dir=" + certDir, // no --tls-cert-file: kube-apiserver writes a self-signed pair here
 		"--service-account-key-file=" + saKey,
 		"--service-account-signing-key-file=" + saKey,
@@ -150,7 +161,8 @@ func StartWith(t testing.TB, opts Options) *Server {
 		}
 		args = append(args, "--admission-control-config-file="+path)
 	}
-	s.kube, err = startProcess(filepath.Join(s.Dir, "kube-apiserver.log"), apiserverBin, args...)
+	var err error
+	s.kube, err = startProcess(filepath.Join(s.Dir, "kube-apiserver.log"), bin, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,8 +170,7 @@ func StartWith(t testing.TB, opts Options) *Server {
 	if err := s.waitReady(filepath.Join(certDir, "apiserver.crt")); err != nil {
 		t.Fatalf("kube-apiserver %s not ready: %v\nlast lines of %s:\n%s", Version, err, s.kube.logPath, tail(s.kube.logPath, 60))
 	}
-	t.Logf("kube-apiserver %s ready at %s after %s (etcd %s; logs in %s)", Version, s.URL, time.Since(begin).Round(100*time.Millisecond), clientURL, s.Dir)
-	return s
+	t.Logf("kube-apiserver %s ready at %s after %s (etcd %s; logs in %s)", Version, s.URL, time.Since(begin).Round(100*time.Millisecond), s.EtcdURL, s.Dir)
 }
 
 // Stop stops kube-apiserver, then etcd (SIGTERM, SIGKILL after 10 s), and
