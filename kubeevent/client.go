@@ -35,11 +35,12 @@ type Client struct {
 	tokenFile string
 }
 
-// In-cluster paths of the service account's token and CA.
-const (
-	saDir     = "/var/run/secrets/kubernetes.io/serviceaccount"
-	callLimit = 5 * time.Second // one API call, the longest
-)
+// callLimit bounds one API call.
+const callLimit = 5 * time.Second
+
+// saDir is where a pod's service account token and CA are mounted (a
+// variable for tests).
+var saDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 // InCluster configures a Client from the pod's service account, as every
 // in-cluster client does: KUBERNETES_SERVICE_HOST/PORT, the token and CA

@@ -3,7 +3,9 @@ package kubeevent
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -169,5 +171,55 @@ users: [{name: u, user: {}}]
 `)
 	if _, err := FromKubeconfig(execOnly); err == nil || !strings.Contains(err.Error(), "exec and auth-provider plugins are not supported") {
 		t.Errorf("a user without credentials: %v", err)
+	}
+}
+
+// In a pod: the API server from KUBERNETES_SERVICE_HOST/PORT, trusted by
+// the mounted CA, and the mounted token, read again for each call (bound
+// tokens rotate).
+func TestInCluster(t *testing.T) {
+	var mu sync.Mutex
+	var auth []string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	old := saDir
+	saDir = dir
+	defer func() { saDir = old }()
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(dir+"/ca.crt", caPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "https://"))
+	t.Setenv("KUBERNETES_SERVICE_HOST", host)
+	t.Setenv("KUBERNETES_SERVICE_PORT", port)
+	if err := os.WriteFile(dir+"/token", []byte("first\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := InCluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{"first", "rotated"} {
+		if err := os.WriteFile(dir+"/token", []byte(tok+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f := failure("a", time.Now())
+		if _, err := c.create(context.Background(), &f, "eaddr-node-a", time.Now()); err != nil {
+			t.Fatalf("create through the mounted CA: %v", err)
+		}
+	}
+	if strings.Join(auth, ",") != "Bearer first,Bearer rotated" {
+		t.Errorf("Authorization headers %q: want the token as mounted at each call", auth)
+	}
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	if _, err := InCluster(); err == nil || !strings.Contains(err.Error(), "--kubeconfig") {
+		t.Errorf("outside a pod: %v", err)
 	}
 }
