@@ -366,3 +366,20 @@ func TestClassifyByLinkedLibrary(t *testing.T) {
 		}
 	}
 }
+
+// Matching an interpreter's program (php -S, perl -MLWP...) is on the
+// per-event path: it must not allocate.
+func TestClassifyProgramDoesNotAllocate(t *testing.T) {
+	c, err := LoadCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := BinaryInfo{Runtime: RuntimePerl, Libc: LibcGlibc}
+	seen := Seen{Exe: []byte("perl"), Program: []byte("-MLWP::UserAgent -e")}
+	if cl := c.Classify(&bin, &seen, 111); cl == nil || cl.ID != "perl-lwp" {
+		t.Fatalf("classified as %v, want perl-lwp", cl)
+	}
+	if n := testing.AllocsPerRun(100, func() { c.Classify(&bin, &seen, 111) }); n != 0 {
+		t.Errorf("Classify allocates %.0f times", n)
+	}
+}

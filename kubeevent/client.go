@@ -12,6 +12,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -256,7 +257,7 @@ func (c *Client) do(ctx context.Context, method, path, contentType string, body 
 		return &APIError{Status: resp.StatusCode, Body: strings.TrimSpace(string(b))}
 	}
 	if out != nil {
-		return jsonUnmarshal(b, out)
+		return json.Unmarshal(b, out)
 	}
 	return nil
 }

@@ -59,8 +59,6 @@ type event struct {
 	Type                string    `json:"type"`
 }
 
-func jsonUnmarshal(b []byte, out any) error { return json.Unmarshal(b, out) }
-
 func eventsPath(namespace string) string {
 	return "/apis/events.k8s.io/v1/namespaces/" + url.PathEscape(namespace) + "/events"
 }

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -448,22 +447,11 @@ func checkPrediction(t *testing.T, cl client, ev jsonEvent, printed string) {
 		return
 	}
 	for _, line := range strings.Split(printed, "\n") {
-		if x.ClientMessage != "" && templateMatch(x.ClientMessage, strings.TrimSpace(line)) {
+		if x.ClientMessage != "" && judgeWording(x.ClientMessage, line) == "exact" {
 			return
 		}
 	}
 	t.Errorf("%s (%s, %s) printed\n%s\neaddr predicted\n%s", cl.Name, x.Client, x.Libc, printed, x.ClientMessage)
-}
-
-var templatePart = regexp.MustCompile(`<[a-z]+>`)
-
-// templateMatch: line is msg, where msg's <name> parts stand for any text.
-func templateMatch(msg, line string) bool {
-	parts := templatePart.Split(msg, -1)
-	for i := range parts {
-		parts[i] = regexp.QuoteMeta(parts[i])
-	}
-	return regexp.MustCompile("^" + strings.Join(parts, ".*?") + "$").MatchString(line)
 }
 
 // A client that exits right after its failure is still classified: the
