@@ -23,8 +23,7 @@ type Explanation struct {
 	// "-jar app.jar") or a Go program's main package; empty when unknown
 	// or not an interpreter.
 	Program []byte
-	args    []byte // the event's argv: valid until the next event is decoded
-	async   bool   // the event is a non-blocking connect's later failure
+	msg     *Message // the client's message for this failure (Explain)
 	seen    Seen
 	prog    [64]byte
 	program [96]byte
@@ -68,7 +67,7 @@ func (e *Explainer) Explain(ev *decode.Event, x *Explanation) {
 	x.Vars.Addrlen = ev.Addrlen
 	n := copy(x.prog[:], baseName(argAt(ev.Args, 0)))
 	x.Vars.Prog = x.prog[:n]
-	x.Client, x.Program, x.args, x.async = nil, nil, ev.Args, ev.Async
+	x.Client, x.Program, x.msg = nil, nil, nil
 	if x.Binary == nil {
 		x.Expected = e.Catalog.ExpectedFailure(ev, "")
 		return
@@ -87,22 +86,18 @@ func (e *Explainer) Explain(ev *decode.Event, x *Explanation) {
 	x.seen = Seen{Exe: ev.ExeName, Applet: applet, Program: x.Program, Argv0: argAt(ev.Args, 0)}
 	x.Client = e.Catalog.Classify(x.Binary, &x.seen, ev.Errno)
 	x.Vars.Applet = applet
-}
-
-// message is the client's message for this failure; nil when eaddr has
-// none, or when the failure is an expected one that nobody prints.
-func (x *Explanation) message() *Message {
-	if x.Client == nil || x.Expected != "" {
-		return nil
+	// The client's message for this failure, looked up once: none when
+	// eaddr has none, or for an expected failure that nobody prints.
+	if x.Client != nil && x.Expected == "" {
+		x.msg = x.Client.Message(ev.Syscall, ev.Errno, ev.Args, ev.Async)
 	}
-	return x.Client.Message(x.Vars.Syscall, x.Vars.Errno, x.args, x.async)
 }
 
 // AppendClientMessage appends the line the client printed, or the part of
 // it that the client and not its caller words; ok is false when eaddr
 // does not know it. Confidence says how sure it is.
 func (x *Explanation) AppendClientMessage(b []byte) ([]byte, bool) {
-	m := x.message()
+	m := x.msg
 	if m == nil {
 		return b, false
 	}
@@ -117,7 +112,7 @@ func (x *Explanation) AppendClientMessage(b []byte) ([]byte, bool) {
 // Confidence is how sure AppendClientMessage's line is: ConfidenceExact,
 // ConfidenceTemplate (parts shown <name> vary), or "" with no line.
 func (x *Explanation) Confidence() string {
-	m := x.message()
+	m := x.msg
 	switch {
 	case m == nil:
 		return ""
