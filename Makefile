@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BIN     := bin/eaddr
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build run demo test test-race generate check-generated vet clean
+.PHONY: all build run demo deps test test-race generate check-generated vet clean
 
 all: build
 
@@ -21,6 +21,12 @@ run: build
 # Reproduce port exhaustion in a throwaway netns and watch eaddr catch it. Needs root.
 demo: build
 	./$(BIN) demo
+
+# Install, as root, every Debian package the tests need: the one list (.ci/deps.sh) that CI
+# installs too. `sudo make deps test` then runs every test with nothing skipped for a missing
+# program.
+deps:
+	bash .ci/deps.sh
 
 # The README's test command. Run as root so the kernel tests run too. One package at a time
 # (-p 1): cmd/eaddr's latency bounds (every event of a storm within 1 s) are about eaddr, not
