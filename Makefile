@@ -31,9 +31,12 @@ deps:
 # The README's test command. Run as root so the kernel tests run too. One package at a time
 # (-p 1): cmd/eaddr's latency bounds (every event of a storm within 1 s) are about eaddr, not
 # about sharing two CPUs with a kube-apiserver, etcd and containerd that other packages start.
+# Printed as a plain go test prints, then every skipped test with its reason and one summary
+# line: how many skipped, why, and what installs the packages they need (internal/testenv/cmd/gotest).
 test:
 	$(GO) vet ./...
-	$(GO) test -p 1 -count=1 -timeout 20m ./...
+	$(GO) build -o bin/gotest ./internal/testenv/cmd/gotest
+	GO='$(GO)' ./bin/gotest -p 1 -count=1 -timeout 20m ./...
 
 # The tests that need no root, under the race detector, as an unprivileged user (uid
 # RACE_UID; root drops to it with setpriv, anyone else runs as themselves). The tracked tree is

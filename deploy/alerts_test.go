@@ -187,10 +187,7 @@ func TestPlainRulesRejectsSpecNotLast(t *testing.T) {
 // skips (fails under EADDR_REQUIRE_BPF=1) without it.
 func promtool(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		testenv.Skip(t, "promtool is not on PATH (Debian: apt-get install prometheus): the alert rules are not checked")
-	}
+	p := testenv.Program(t, "promtool", "prometheus")
 	return p
 }
 

@@ -17,13 +17,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// binTools: the Debian package of each tool the tests run.
+var binTools = map[string]string{"busybox": "busybox-static", "gcc": "gcc", "musl-gcc": "musl-tools"}
+
 // binLookTool returns the path of a tool, skipping the test (failing under
-// EADDR_REQUIRE_BPF=1) when it is not installed.
+// EADDR_REQUIRE_BPF=1) when it is not installed. go, and coreutils' sleep,
+// are not in binTools: the one comes with Go, the other with every system.
 func binLookTool(t testing.TB, name string) string {
 	t.Helper()
+	if pkg, ok := binTools[name]; ok {
+		return testenv.Program(t, name, pkg)
+	}
 	p, err := exec.LookPath(name)
 	if err != nil {
-		testenv.Skip(t, name+" not installed: "+err.Error())
+		testenv.Skip(t, name+" is not on PATH: "+err.Error())
 	}
 	return p
 }
@@ -58,7 +65,7 @@ func binCheckInfo(t *testing.T, path string, got, want BinaryInfo) {
 func TestAnalyzeBinaryCurl(t *testing.T) {
 	const path = "/usr/bin/curl"
 	if _, err := os.Stat(path); err != nil {
-		testenv.Skip(t, "curl not installed: "+err.Error())
+		testenv.Missing(t, path, "curl")
 	}
 	got := binAnalyze(t, path)
 	binCheckInfo(t, path, got, BinaryInfo{Runtime: RuntimeC, Libc: LibcGlibc, Name: "curl"})
@@ -96,7 +103,7 @@ func TestAnalyzeBinaryBusyBox(t *testing.T) {
 func TestAnalyzeBinaryPython3(t *testing.T) {
 	const path = "/usr/bin/python3"
 	if _, err := os.Stat(path); err != nil {
-		testenv.Skip(t, "python3 not installed: "+err.Error())
+		testenv.Missing(t, path, "python3")
 	}
 	resolved, err := filepath.EvalSymlinks(path)
 	if err != nil {
@@ -490,9 +497,20 @@ func TestBinaryScanSpansBoundary(t *testing.T) {
 	}
 }
 
-func benchmarkAnalyzeBinary(b *testing.B, path string) {
+// TestBinToolsListed: the packages binLookTool names are the ones
+// `sudo make deps` installs.
+func TestBinToolsListed(t *testing.T) {
+	listed := testenv.DepsPackages(t)
+	for tool, pkg := range binTools {
+		if !listed[pkg] {
+			t.Errorf("%s: Debian package %s is not in .ci/deps.sh", tool, pkg)
+		}
+	}
+}
+
+func benchmarkAnalyzeBinary(b *testing.B, path, pkg string) {
 	if _, err := os.Stat(path); err != nil {
-		testenv.Skip(b, path+" not installed")
+		testenv.Missing(b, path, pkg)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -502,18 +520,16 @@ func benchmarkAnalyzeBinary(b *testing.B, path string) {
 	}
 }
 
-func BenchmarkAnalyzeBinaryBusyBox(b *testing.B) { benchmarkAnalyzeBinary(b, "/usr/bin/busybox") }
-func BenchmarkAnalyzeBinaryPython3(b *testing.B) { benchmarkAnalyzeBinary(b, "/usr/bin/python3") }
-func BenchmarkAnalyzeBinaryCurl(b *testing.B)    { benchmarkAnalyzeBinary(b, "/usr/bin/curl") }
+func BenchmarkAnalyzeBinaryBusyBox(b *testing.B) {
+	benchmarkAnalyzeBinary(b, "/usr/bin/busybox", "busybox-static")
+}
+func BenchmarkAnalyzeBinaryPython3(b *testing.B) { benchmarkAnalyzeBinary(b, "/usr/bin/python3", "python3") }
+func BenchmarkAnalyzeBinaryCurl(b *testing.B)    { benchmarkAnalyzeBinary(b, "/usr/bin/curl", "curl") }
 
 // A native program's linked libraries are read (DT_NEEDED), and a Go
 // program's main package (its build info).
 func TestBinaryNeededAndGoPath(t *testing.T) {
-	curl, err := exec.LookPath("curl")
-	if err != nil {
-		testenv.Skip(t, "curl is not installed")
-		return
-	}
+	curl := testenv.Program(t, "curl", "curl")
 	info := binAnalyze(t, curl)
 	if !linksAny(info.Needed, []string{"libcurl"}) || !linksAny(info.Needed, []string{"libc.so"}) {
 		t.Errorf("curl needs %q, want libcurl and libc among them", info.Needed)

@@ -263,15 +263,16 @@ func TestDetectorAfterExit(t *testing.T) {
 	for _, tc := range []struct {
 		path    string
 		runtime string
-	}{{"/usr/bin/python3", "python"}, {"/usr/bin/curl", "c"}} {
-		t.Run(filepath.Base(tc.path), func(t *testing.T) { testDetectorAfterExit(t, tc.path, tc.runtime) })
+		pkg     string
+	}{{"/usr/bin/python3", "python", "python3"}, {"/usr/bin/curl", "c", "curl"}} {
+		t.Run(filepath.Base(tc.path), func(t *testing.T) { testDetectorAfterExit(t, tc.path, tc.runtime, tc.pkg) })
 	}
 }
 
-func testDetectorAfterExit(t *testing.T, path, runtime string) {
+func testDetectorAfterExit(t *testing.T, path, runtime, pkg string) {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		testenv.Skip(t, path+" is not installed: "+err.Error())
+		testenv.Missing(t, path, pkg)
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(real, &st); err != nil {

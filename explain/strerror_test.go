@@ -120,10 +120,10 @@ func TestStrerrorAllocs(t *testing.T) {
 // the differences and skips, since the committed files then describe another
 // libc release rather than being stale.
 func TestStrerrorGenerated(t *testing.T) {
-	for _, tool := range []string{"gcc", "musl-gcc", "go"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			testenv.Skip(t, tool+" not found on PATH; it is needed to regenerate the strerror tables (apt-get install -y gcc musl-tools)")
-		}
+	testenv.Program(t, "gcc", "gcc")
+	testenv.Program(t, "musl-gcc", "musl-tools")
+	if _, err := exec.LookPath("go"); err != nil {
+		testenv.Skip(t, "go is not on PATH: it regenerates the strerror tables")
 	}
 	dir := t.TempDir()
 	cmd := exec.Command("go", "run", "./internal/strerrorgen", "-out", dir)

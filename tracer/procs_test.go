@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eaddr/eaddr/internal/testenv"
 )
 
 // A process's program identity is sent once per program: a python process
@@ -16,10 +18,7 @@ import (
 // the tracer kept), the program after execve() is told apart (its own argv),
 // and nothing needed the process alive.
 func TestProcFactsOncePerProgram(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 is not installed")
-	}
+	python := testenv.Program(t, "python3", "python3")
 	code := `import os, socket, sys
 if sys.argv[1] == "first":
     sys.stdin.readline()  # the tracer is attached

@@ -19,10 +19,7 @@ import (
 // tgid it names the process for certain.
 func TestStartTimeIsTheProcesss(t *testing.T) {
 	testenv.RequireRoot(t)
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		testenv.Skip(t, "python3 is not installed")
-	}
+	py := testenv.Program(t, "python3", "python3")
 	cmd := exec.Command(py, "-c", `import socket, sys, threading
 sys.stdin.readline()
 def fail():

@@ -47,10 +47,13 @@ func asyncClients(t *testing.T, godial, dst string) map[string][]string {
 	if p := look("node"); p != "" {
 		out["node"] = []string{p, "-e", fmt.Sprintf(`require("net").connect(%s,%q).on("error",e=>console.log(e.message))`, port, host)}
 	}
-	for _, name := range []string{"curl", "go", "node"} {
+	for name, pkg := range map[string]string{"curl": "curl", "node": "nodejs"} {
 		if out[name] == nil {
-			t.Run(name, func(t *testing.T) { testenv.Skip(t, name+" is not installed") })
+			t.Run(name, func(t *testing.T) { testenv.Missing(t, name, pkg) })
 		}
+	}
+	if out["go"] == nil {
+		t.Run("go", func(t *testing.T) { testenv.Skip(t, "testdata/clients/godial was not built (no go on PATH)") })
 	}
 	return out
 }
@@ -117,10 +120,7 @@ func checkAsync(t *testing.T, ev jsonEvent, errno, dst string, min, max time.Dur
 func TestAsyncOnlyWhenAsked(t *testing.T) {
 	testenv.RequireRoot(t)
 	ns := emptyNS(t)
-	curl := look("curl")
-	if curl == "" {
-		testenv.Skip(t, "curl is not installed")
-	}
+	curl := testenv.Program(t, "curl", "curl")
 	def := startTrace(t)
 	off := startTrace(t, "--errno", "all", "--async=false")
 	pid, out := runInNS(t, ns, curl, "-sS", "http://127.0.0.1:8080/")

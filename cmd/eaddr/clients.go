@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/eaddr/eaddr/decode"
 )
@@ -25,15 +27,19 @@ type client struct {
 	unknown bool
 }
 
+// missingClient is a client that is not installed, with the Debian package
+// that installs it.
+type missingClient struct{ Name, Package string }
+
 // findClients returns the clients installed on this machine, set up to
 // connect to host:port. missing lists the ones that are not installed.
-func findClients(host string, port int) (found []client, missing []string) {
+func findClients(host string, port int) (found []client, missing []missingClient) {
 	hp := net.JoinHostPort(host, strconv.Itoa(port))
 	url := "http://" + hp + "/"
 	p := strconv.Itoa(port)
-	add := func(name string, path string, args ...string) {
+	add := func(name, pkg, path string, args ...string) {
 		if path == "" {
-			missing = append(missing, name)
+			missing = append(missing, missingClient{name, pkg})
 			return
 		}
 		found = append(found, client{
@@ -41,15 +47,30 @@ func findClients(host string, port int) (found []client, missing []string) {
 			Syscall: decode.Connect, Errno: decode.EADDRNOTAVAIL,
 		})
 	}
-	add("curl", look("curl"), "-sS", "-m", "5", url)
-	add("GNU wget", gnuWget(), "-t1", "-T5", "-O", "/dev/null", url)
+	add("curl", "curl", look("curl"), "-sS", "-m", "5", url)
+	add("GNU wget", "wget", gnuWget(), "-t1", "-T5", "-O", "/dev/null", url)
 	bb := look("busybox")
 	// No -T: busybox 1.35's wget (Debian 12) segfaults when given -T.
-	add("busybox wget", bb, "wget", "-O", "/dev/null", url)
-	add("busybox nc", bb, "nc", host, p)
-	add("OpenBSD nc", openbsdNC(), "-v", "-w", "3", host, p)
-	add("python3", python3(), "-c", "import socket; socket.create_connection(('"+host+"', "+p+"), timeout=5)")
+	add("busybox wget", "busybox-static", bb, "wget", "-O", "/dev/null", url)
+	add("busybox nc", "busybox-static", bb, "nc", host, p)
+	add("OpenBSD nc", "netcat-openbsd", openbsdNC(), "-v", "-w", "3", host, p)
+	add("python3", "python3", python3(), "-c", "import socket; socket.create_connection(('"+host+"', "+p+"), timeout=5)")
 	return found, missing
+}
+
+// missingLine says which clients the demo skipped and what installs them:
+// "not installed here, skipped: busybox wget, busybox nc; to run them too:
+// sudo apt-get install busybox-static".
+func missingLine(missing []missingClient) string {
+	var names, pkgs []string
+	for _, m := range missing {
+		names = append(names, m.Name)
+		if !slices.Contains(pkgs, m.Package) {
+			pkgs = append(pkgs, m.Package)
+		}
+	}
+	return "not installed here, skipped: " + strings.Join(names, ", ") +
+		"; to run them too: sudo apt-get install " + strings.Join(pkgs, " ")
 }
 
 func look(name string) string {

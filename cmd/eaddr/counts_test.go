@@ -46,10 +46,7 @@ int main(int argc, char **argv) {
 // failed with EADDRNOTAVAIL.
 func storm(t *testing.T, ns *netns.NS, n int) int {
 	t.Helper()
-	cc, err := exec.LookPath("gcc")
-	if err != nil {
-		testenv.Skip(t, "gcc is not installed")
-	}
+	cc := testenv.Program(t, "gcc", "gcc")
 	dir := t.TempDir()
 	src, bin := filepath.Join(dir, "storm.c"), filepath.Join(dir, "storm")
 	if err := os.WriteFile(src, []byte(stormC), 0o644); err != nil {

@@ -77,7 +77,7 @@ Flags:
 	fmt.Fprintf(stdout, "eaddr demo: network namespace %d, ip_local_port_range %q, both ports held by connections to %s.\n",
 		ns.Inode(), demoRange, joinHostPort(host, f.Port))
 	if len(missing) > 0 {
-		fmt.Fprintf(stdout, "not installed here, skipped: %s\n", strings.Join(missing, ", "))
+		fmt.Fprintln(stdout, missingLine(missing))
 	}
 	caught := 0
 	for _, cl := range clients {

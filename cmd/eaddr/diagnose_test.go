@@ -35,10 +35,7 @@ func sandbox(t *testing.T, ns *netns.NS) int {
 // state (an ss state filter) toward dst whose local port is in [lo, hi].
 func ssCount(t *testing.T, ns *netns.NS, state, dst string, lo, hi int) int {
 	t.Helper()
-	ss, err := exec.LookPath("ss")
-	if err != nil {
-		testenv.Skip(t, "ss (iproute2) is not installed")
-	}
+	ss := testenv.Program(t, "ss", "iproute2")
 	cmd := exec.Command(ss, "-tanH", "state", state, "dst", dst)
 	var out strings.Builder
 	cmd.Stdout = &out

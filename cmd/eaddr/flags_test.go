@@ -125,10 +125,7 @@ func TestFlagsAcceptedAtStart(t *testing.T) {
 // exits 3: not 1, which cron and node-problem-detector read as a finding.
 func TestCheckWithoutPrivilege(t *testing.T) {
 	testenv.RequireRoot(t) // to drop privilege
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		testenv.Skip(t, "setpriv is not installed (Debian: util-linux)")
-	}
+	setpriv := testenv.Program(t, "setpriv", "util-linux")
 	for _, tc := range []struct {
 		name    string
 		argv    []string

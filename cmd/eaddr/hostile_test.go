@@ -17,10 +17,7 @@ import (
 // address could not be read.
 func TestHostileInput(t *testing.T) {
 	testenv.RequireRoot(t)
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		testenv.Skip(t, "gcc is not installed")
-	}
+	gcc := testenv.Program(t, "gcc", "gcc")
 	bin := filepath.Join(t.TempDir(), "hostile")
 	if out, err := exec.Command(gcc, "-O2", "-pthread", "-o", bin, "../../testdata/clients/hostile.c").CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)

@@ -27,11 +27,8 @@ const imageRef = "localhost/eaddr:image-test"
 func buildImageArchive(t *testing.T) string {
 	t.Helper()
 	testenv.RequireRoot(t)
-	for _, bin := range []string{"buildah", "make"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			testenv.Skip(t, bin+" is not installed (Debian package "+bin+"): `make image` needs it")
-		}
-	}
+	testenv.Program(t, "buildah", "buildah")
+	testenv.Program(t, "make", "make")
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)

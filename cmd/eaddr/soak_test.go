@@ -28,10 +28,7 @@ func TestSoakBoundedMemory(t *testing.T) {
 		t.Skip("soak: not in -short")
 	}
 	testenv.RequireRoot(t)
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		testenv.Skip(t, "gcc is not installed")
-	}
+	gcc := testenv.Program(t, "gcc", "gcc")
 	dir := t.TempDir()
 	// A name of its own (comm keeps 15 bytes): --comm then keeps this run's
 	// processes only, not those of a soak running beside it on the node.

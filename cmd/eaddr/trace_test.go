@@ -56,7 +56,7 @@ func python(t *testing.T) string {
 	t.Helper()
 	p := python3()
 	if p == "" {
-		testenv.Skip(t, "python3 is not installed")
+		testenv.Missing(t, "python3", "python3")
 	}
 	return p
 }
@@ -75,7 +75,7 @@ func testClients(t *testing.T, network, host string) {
 	clients, missing := findClients(host, 8080)
 	clients = append(clients, cClients(t, host, 8080)...)
 	for _, m := range missing {
-		t.Run(m, func(t *testing.T) { testenv.Skip(t, m+" is not installed") })
+		t.Run(m.Name, func(t *testing.T) { testenv.Missing(t, m.Name, m.Package) })
 	}
 	for _, cl := range clients {
 		t.Run(cl.Name, func(t *testing.T) {
@@ -329,8 +329,8 @@ func TestDemo(t *testing.T) {
 		}
 	}
 	clients, missing := findClients("127.0.0.1", 8080)
-	if len(missing) > 0 {
-		testenv.Skip(t, "clients not installed: "+strings.Join(missing, ", "))
+	for _, m := range missing {
+		testenv.Missing(t, "the demo's client "+m.Name, m.Package)
 	}
 	if want := fmt.Sprintf("%d of %d clients failed with an event from eaddr", len(clients), len(clients)); !strings.Contains(out, want) {
 		t.Errorf("demo output lacks %q", want)
@@ -353,10 +353,7 @@ func TestCommFilter(t *testing.T) {
 	ns := exhausted(t, "tcp4", "127.0.0.1")
 	py := python(t)
 	p := startTrace(t, "--comm", "python3", "--netns", strconv.FormatUint(ns.Inode(), 10))
-	curl := look("curl")
-	if curl == "" {
-		testenv.Skip(t, "curl is not installed")
-	}
+	curl := testenv.Program(t, "curl", "curl")
 	curlPID, _ := runInNS(t, ns, curl, "-sS", "-m", "5", "http://127.0.0.1:8080/")
 	pyPID, _ := runInNS(t, ns, py, "-c", `import socket
 try:
@@ -394,17 +391,13 @@ func cClients(t *testing.T, host string, port int) []client {
 	dir := t.TempDir()
 	var out []client
 	for _, b := range []struct {
-		name, cc, libc string
-		flags          []string
+		name, cc, pkg, libc string
+		flags               []string
 	}{
-		{"C on glibc", "gcc", "glibc", nil},
-		{"C on musl", "musl-gcc", "musl", []string{"-static"}},
+		{"C on glibc", "gcc", "gcc", "glibc", nil},
+		{"C on musl", "musl-gcc", "musl-tools", "musl", []string{"-static"}},
 	} {
-		cc, err := exec.LookPath(b.cc)
-		if err != nil {
-			testenv.Skip(t, b.cc+" is not installed (Debian: gcc, musl-tools)")
-			continue
-		}
+		cc := testenv.Program(t, b.cc, b.pkg)
 		bin := filepath.Join(dir, "connect-"+b.libc)
 		args := append(append([]string{}, b.flags...), "-O2", "-o", bin, "../../testdata/clients/connect.c")
 		if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
@@ -459,10 +452,7 @@ func checkPrediction(t *testing.T, cl client, ev jsonEvent, printed string) {
 // eaddr reads the event only when /proc/PID is gone.
 func TestClassifiedAfterExit(t *testing.T) {
 	ns := exhausted(t, "tcp4", "127.0.0.1")
-	curl := look("curl")
-	if curl == "" {
-		testenv.Skip(t, "curl is not installed")
-	}
+	curl := testenv.Program(t, "curl", "curl")
 	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10))
 	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)

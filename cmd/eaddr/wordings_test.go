@@ -335,11 +335,74 @@ func wordingArgv(t *testing.T, row wordingRow, godial string) ([]string, bool) {
 	default:
 		path = look(row.bin)
 	}
-	if path == "" {
-		testenv.Skip(t, row.bin+" is not installed (Debian: see the apt-get line of .ci/run)")
+	if path == "" && row.bin == "godial" {
+		testenv.Skip(t, "testdata/clients/godial was not built (no go on PATH)")
 		return nil, false
 	}
+	if path == "" {
+		testenv.Missing(t, row.bin, wordingPackages[row.bin])
+		return nil, false
+	}
+	for _, m := range wordingModules {
+		if m.bin == row.bin && strings.Contains(strings.Join(row.args, " "), m.uses) {
+			if err := exec.Command(path, m.check...).Run(); err != nil {
+				testenv.Missing(t, m.what, m.pkg)
+				return nil, false
+			}
+		}
+	}
 	return append([]string{path}, row.args...), true
+}
+
+// wordingPackages: the Debian package of each program the rows run
+// (TestWordingPackagesListed checks them against .ci/deps.sh).
+var wordingPackages = map[string]string{
+	"apt-get": "apt", "busybox": "busybox-static", "curl": "curl", "getent": "libc-bin", "git": "git",
+	"lwp-request": "libwww-perl", "nc.openbsd": "netcat-openbsd", "nc.traditional": "netcat-traditional",
+	"node": "nodejs", "perl": "perl", "php": "php-cli", "psql": "postgresql-client", "python3": "python3",
+	"redis-cli": "redis-tools", "ruby": "ruby", "socat": "socat", "ssh": "openssh-client", "wget": "wget",
+}
+
+// wordingModules: a row whose program is there can still lack the module it
+// uses; such a row skips naming the module's package instead of failing on
+// "No module named 'requests'".
+var wordingModules = []struct {
+	bin, uses string   // the row's program, and what in its arguments needs the module
+	check     []string // exits 0 when the module is there
+	what, pkg string
+}{
+	{"python3", "import requests", []string{"-c", "import requests"}, "python3 module requests", "python3-requests"},
+	{"perl", "-MLWP::UserAgent", []string{"-MLWP::UserAgent", "-e1"}, "perl module LWP::UserAgent", "libwww-perl"},
+	{"php", "curl_init", []string{"-r", `exit(function_exists("curl_init") ? 0 : 1);`}, "php's curl extension", "php-curl"},
+}
+
+// TestWordingPackagesListed: every package a wordings row can ask for is one
+// that `sudo make deps` installs (apt, perl and libc-bin come with Debian).
+func TestWordingPackagesListed(t *testing.T) {
+	listed := testenv.DepsPackages(t)
+	essential := map[string]bool{"apt": true, "perl": true, "libc-bin": true}
+	for _, row := range wordingRows() {
+		pkg, ok := wordingPackages[row.bin]
+		switch {
+		case row.bin == "godial": // built from testdata/clients by the test
+		case !ok:
+			t.Errorf("row %q: no Debian package for %s in wordingPackages", row.program, row.bin)
+		case !listed[pkg] && !essential[pkg]:
+			t.Errorf("row %q: %s's package %s is not in .ci/deps.sh", row.program, row.bin, pkg)
+		}
+	}
+	for _, m := range wordingModules {
+		if !listed[m.pkg] {
+			t.Errorf("%s: package %s is not in .ci/deps.sh", m.what, m.pkg)
+		}
+	}
+	clients, missing := findClients("127.0.0.1", 8080)
+	for _, m := range missing {
+		if !listed[m.Package] {
+			t.Errorf("demo client %s: package %s is not in .ci/deps.sh", m.Name, m.Package)
+		}
+	}
+	t.Logf("%d rows, %d demo clients here", len(wordingRows()), len(clients))
 }
 
 func runWordingRow(t *testing.T, p *traceProc, ns *netns.NS, row wordingRow, argv []string) wordingResult {

@@ -252,10 +252,7 @@ func ssName(s Socket) string {
 // sockets per state as socks.
 func compareWithSS(t *testing.T, ns *netns.NS, socks []Socket, args ...string) {
 	t.Helper()
-	path, err := exec.LookPath("ss")
-	if err != nil {
-		testenv.Skip(t, "ss (iproute2) not installed: "+err.Error())
-	}
+	path := testenv.Program(t, "ss", "iproute2")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, args...) // a hung ss fails the test, not the run
@@ -583,10 +580,7 @@ func TestAddrs(t *testing.T) {
 
 func TestHolders(t *testing.T) {
 	ns, n := sandbox(t)
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		testenv.Skip(t, "python3 not installed: "+err.Error())
-	}
+	py := testenv.Program(t, "python3", "python3")
 	cmd := startIn(t, ns, py, "-c",
 		`import socket,time; s=socket.socket(); s.bind(("127.0.0.1",9090)); s.listen(); time.sleep(60)`)
 	var pyInode uint64
