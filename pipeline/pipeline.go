@@ -193,7 +193,8 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 	} else {
 		r.cgroups, r.dec.Cgroups = cg, cg
 	}
-	r.names = kube.NewResolver(c.CRIEndpoint, log)
+	_, pods := pod.PodCgroups()
+	r.names = kube.NewResolver(c.CRIEndpoint, pods, log)
 	host, _ := netdiag.HostInode()
 	r.pods = pod.NewPodMapper(r.names, host)
 	r.pods.CgroupV1 = pod.CgroupV1Mounted()

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/pod/kube"
@@ -22,7 +23,9 @@ import (
 //     the host netns, and only by the netns cookie, which is never reused
 //     (inodes are): learned from events whose pod the cgroup decided, or from
 //     the runtime's sandboxes; a netns seen with two pods is never used;
-//   - otherwise Event.PodUnresolved says why there is no answer.
+//   - otherwise Event.PodUnresolved says why there is no answer, unless the
+//     node has no pods at all (PodCgroups): a process on such a node is in
+//     no pod, and its event says nothing about pods.
 //
 // Not safe for concurrent use.
 type PodMapper struct {
@@ -32,11 +35,17 @@ type PodMapper struct {
 	// CgroupV1 is true when cgroup v1 hierarchies are mounted: a process in
 	// the cgroup v2 root may then be in a pod's v1 cgroups.
 	CgroupV1 bool
+	// PodsPossible says whether the node has pods (PodCgroups), asked only
+	// when the cgroup says nothing, and at most once per podsCheckEvery.
+	PodsPossible func() bool
 
 	byCgroup map[uint64]*cgroupEntry // cgroup ids are never reused
 	byCookie map[uint64]*netnsEntry  // netns cookie -> pod, learned
 	byPID    map[pidKey]*cgroupEntry // /proc/PID/cgroup answers, per process
 	max      int
+	now      func() time.Time
+	pods     bool      // the last answer of PodCgroups
+	podsAt   time.Time // when it was asked
 }
 
 type pidKey struct {
@@ -65,7 +74,7 @@ const NamesWait = "the container runtime did not answer in time"
 func NewPodMapper(cri *kube.Resolver, hostNetNS uint64) *PodMapper {
 	return &PodMapper{CRI: cri, HostNetNS: hostNetNS, Proc: "/proc",
 		byCgroup: map[uint64]*cgroupEntry{}, byCookie: map[uint64]*netnsEntry{}, byPID: map[pidKey]*cgroupEntry{},
-		max: 65536}
+		max: 65536, now: time.Now, PodsPossible: nodeHasPods}
 }
 
 // Map sets ev.Pod, ev.HostNetwork and the reasons when something is not
@@ -78,7 +87,9 @@ func (m *PodMapper) Map(ev *decode.Event, final bool) (pending bool) {
 	ev.HostNetwork = m.HostNetNS != 0 && uint64(ev.NetNS) == m.HostNetNS
 	e, why := m.cgroup(ev)
 	if e == nil {
-		ev.PodUnresolved = why
+		if m.podsPossible() {
+			ev.PodUnresolved = why
+		}
 		return false
 	}
 	if e.ok {

@@ -2,7 +2,9 @@ package pod
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/eaddr/eaddr/decode"
 )
@@ -20,7 +22,8 @@ const (
 // were seen in it; an unknown cgroup says why instead of borrowing.
 func TestPodMapper(t *testing.T) {
 	m := NewPodMapper(nil, hostNS)
-	m.Proc = t.TempDir() // no /proc/PID to fall back to
+	m.Proc = t.TempDir()                         // no /proc/PID to fall back to
+	m.PodsPossible = func() bool { return true } // a node with pods
 	ev := &decode.Event{CgroupID: 7, NetNS: 4026532001, NetNSCookie: 501, PID: 1 << 30, CgroupPath: podPath}
 	m.Map(ev, false)
 	if ev.Pod == nil || ev.Pod.UID != podUID || ev.Pod.QoS != "burstable" || ev.HostNetwork || ev.PodVia != "" {
@@ -93,6 +96,7 @@ func TestPodMapperProcFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := NewPodMapper(nil, hostNS)
+	m.PodsPossible = func() bool { return true }
 	m.Proc, m.CgroupV1 = proc, true
 	same := &decode.Event{CgroupID: 1, CgroupPath: "/", NetNS: 4026532001, PID: 4242, StartBoottime: 12_345_000_000}
 	m.Map(same, false)
@@ -103,5 +107,88 @@ func TestPodMapperProcFallback(t *testing.T) {
 	m.Map(reusedPID, false)
 	if reusedPID.Pod != nil || reusedPID.PodUnresolved == "" {
 		t.Fatalf("reused pid: %+v (%q)", reusedPID.Pod, reusedPID.PodUnresolved)
+	}
+}
+
+// TestPodMapperNodeWithoutPods: on a node with no pod cgroups, a process
+// whose cgroup says nothing (the v2 root of a hybrid host, the process gone;
+// a cgroup not resolved) carries nothing about pods: no pod, no reason. A
+// pod's cgroup path still names its pod: the cgroup decides first.
+func TestPodMapperNodeWithoutPods(t *testing.T) {
+	m := NewPodMapper(nil, hostNS)
+	m.Proc = t.TempDir()
+	m.CgroupV1 = true
+	asked := 0
+	m.PodsPossible = func() bool { asked++; return false }
+	root := &decode.Event{CgroupID: 1, CgroupPath: "/", NetNS: hostNS, PID: 1 << 30, StartBoottime: 5}
+	m.Map(root, false)
+	if root.Pod != nil || root.PodUnresolved != "" || !root.HostNetwork {
+		t.Errorf("v2 root, no pods on the node: pod %+v, reason %q, host %v", root.Pod, root.PodUnresolved, root.HostNetwork)
+	}
+	gone := &decode.Event{CgroupID: 9, CgroupUnresolved: "gone", NetNS: 4026532001, PID: 1 << 30, StartBoottime: 5}
+	m.Map(gone, false)
+	if gone.Pod != nil || gone.PodUnresolved != "" {
+		t.Errorf("unresolved cgroup, no pods on the node: pod %+v, reason %q", gone.Pod, gone.PodUnresolved)
+	}
+	ev := &decode.Event{CgroupID: 7, NetNS: 4026532001, PID: 1 << 30, CgroupPath: podPath}
+	m.Map(ev, false)
+	if ev.Pod == nil || ev.Pod.UID != podUID {
+		t.Errorf("a pod cgroup path lost its pod: %+v", ev.Pod)
+	}
+	if asked != 1 {
+		t.Errorf("PodsPossible asked %d times within %v, want once", asked, podsCheckEvery)
+	}
+}
+
+// TestPodsPossibleRechecked: the answer is kept for podsCheckEvery and asked
+// again after it, on a controlled clock: a kubelet started after eaddr counts.
+func TestPodsPossibleRechecked(t *testing.T) {
+	m := NewPodMapper(nil, hostNS)
+	now := time.Unix(1000, 0)
+	m.now = func() time.Time { return now }
+	pods := false
+	asked := 0
+	m.PodsPossible = func() bool { asked++; return pods }
+	if m.podsPossible() {
+		t.Fatal("no pods yet")
+	}
+	pods = true
+	now = now.Add(podsCheckEvery - time.Millisecond)
+	if m.podsPossible() || asked != 1 {
+		t.Fatalf("asked again before %v (asked %d)", podsCheckEvery, asked)
+	}
+	now = now.Add(time.Millisecond)
+	if !m.podsPossible() || asked != 2 {
+		t.Fatalf("not asked again after %v (asked %d)", podsCheckEvery, asked)
+	}
+}
+
+// TestFindKubepods: the kubepods cgroup is found where kubelets make it, at
+// most podDepth levels down, and nothing is found without one.
+func TestFindKubepods(t *testing.T) {
+	for _, tc := range []struct {
+		dirs  []string
+		found string
+	}{
+		{[]string{"system.slice/ssh.service", "user.slice/user-0.slice/session-1.scope"}, ""},
+		{[]string{"system.slice", "kubepods/besteffort"}, "kubepods"},
+		{[]string{"system.slice", "kubepods.slice/kubepods-burstable.slice"}, "kubepods.slice"},
+		{[]string{"kubelet.slice/kubelet-kubepods.slice"}, "kubelet.slice/kubelet-kubepods.slice"},
+		{[]string{"a/b/kubepods"}, ""}, // deeper than podDepth
+	} {
+		root := t.TempDir()
+		for _, d := range tc.dirs {
+			if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		where, found := findKubepods(root, podDepth)
+		want := ""
+		if tc.found != "" {
+			want = filepath.Join(root, tc.found)
+		}
+		if found != (tc.found != "") || where != want {
+			t.Errorf("%v: found %v at %q, want %q", tc.dirs, found, where, want)
+		}
 	}
 }

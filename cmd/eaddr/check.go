@@ -14,6 +14,7 @@ import (
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/output"
+	"github.com/eaddr/eaddr/pod"
 	"github.com/eaddr/eaddr/pod/kube"
 )
 
@@ -107,7 +108,8 @@ Flags:
 		return err
 	}
 	rep := checkReport{NodePortRange: fmt.Sprintf("%d-%d", npLo, npHi)}
-	cri := kube.NewResolver(f.CRIEndpoint, log)
+	_, pods := pod.PodCgroups()
+	cri := kube.NewResolver(f.CRIEndpoint, pods, log)
 	defer cri.Close()
 	for _, inode := range checkedNetNS(f, members) {
 		r := diagnose.AuditNetNS(inode, members[inode], diagnose.AuditOptions{HostNetNS: f.HostNetNS,

@@ -92,8 +92,11 @@ const (
 // NewResolver connects to endpoint (a unix socket path, with or without
 // unix://), or to the first of DefaultEndpoints that exists, and starts the
 // lookup goroutine. It does not fail: without a runtime the Resolver answers
-// Unavailable with the reason. Close stops it.
-func NewResolver(endpoint string, log *slog.Logger) *Resolver {
+// Unavailable with the reason. Close stops it. A runtime that cannot be
+// asked is logged as a warning when one was given (endpoint) or is expected
+// (podsExpected: the node has pod cgroups), and otherwise as one info line:
+// a machine without Kubernetes has nothing to warn about.
+func NewResolver(endpoint string, podsExpected bool, log *slog.Logger) *Resolver {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -119,7 +122,11 @@ func NewResolver(endpoint string, log *slog.Logger) *Resolver {
 		r.Endpoint, r.conn, r.rt = path, conn, runtimeapi.NewRuntimeServiceClient(conn)
 	}
 	if r.err != nil {
-		r.log.Warn("no pod names, only pod UIDs and container IDs: the container runtime cannot be asked", "err", r.err)
+		if endpoint != "" || podsExpected {
+			r.log.Warn("no pod names, only pod UIDs and container IDs: the container runtime cannot be asked", "err", r.err)
+		} else {
+			r.log.Info("no container runtime and no pods on this node: events name no pods", "err", r.err)
+		}
 		close(r.done)
 		return r
 	}

@@ -8,7 +8,7 @@ import (
 // Names is asked on every event of a pod whose names are not cached: it must
 // not allocate, also for a pod-level cgroup (asked by pod UID).
 func TestNamesDoesNotAllocate(t *testing.T) {
-	r := NewResolver(filepath.Join(t.TempDir(), "no.sock"), nil)
+	r := NewResolver(filepath.Join(t.TempDir(), "no.sock"), false, nil)
 	defer r.Close()
 	key := Key("", "03f3f104-3215-44f2-9686-d4dd1f05a7ed")
 	if _, st, why := r.Names(key); st != Unavailable || why == "" {
