@@ -73,3 +73,13 @@ func isSocket(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.Mode()&os.ModeSocket != 0
 }
+
+// TestMissingLine: the demo names the clients it skipped and, once each, the
+// packages that would add them.
+func TestMissingLine(t *testing.T) {
+	got := missingLine([]missingClient{{"busybox wget", "busybox-static"}, {"busybox nc", "busybox-static"}, {"OpenBSD nc", "netcat-openbsd"}})
+	want := "not installed here, skipped: busybox wget, busybox nc, OpenBSD nc; to run them too: sudo apt-get install busybox-static netcat-openbsd"
+	if got != want {
+		t.Errorf("%q\nwant %q", got, want)
+	}
+}
