@@ -115,7 +115,7 @@ print(json.dumps(out), flush=True)
 time.sleep(600)
 `
 	// An abstract name with a NUL inside, as /proc/net/unix shows as '@'.
-	cmd := exec.Command("python3", "-c", py, s.dir, strings.TrimSuffix(s.abstract, "\x00x"))
+	cmd := exec.Command(testenv.Program(t, "python3", "python3"), "-c", py, s.dir, strings.TrimSuffix(s.abstract, "\x00x"))
 	cmd.Stderr, cmd.Dir = os.Stderr, s.dir
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

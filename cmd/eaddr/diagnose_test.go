@@ -172,10 +172,12 @@ func TestDiagnoseTimeWait(t *testing.T) {
 func TestDiagnoseAfterExit(t *testing.T) {
 	ns := exhausted(t, "tcp4", "127.0.0.1")
 	sb := sandbox(t, ns)
+	python(t) // before the trace is stopped: a skip leaves it stopped
 	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10))
 	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { p.cmd.Process.Signal(syscall.SIGCONT) }) // runs before startTrace's SIGINT
 	pid := failConnect(t, ns, "127.0.0.1")
 	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
 		t.Fatalf("client %d still exists", pid)

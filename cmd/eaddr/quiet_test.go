@@ -27,6 +27,7 @@ func TestQuietWithoutKubernetes(t *testing.T) {
 			testenv.Skip(t, "a container runtime listens at "+sock+": a machine without one cannot be shown here")
 		}
 	}
+	curl := testenv.Program(t, "curl", "curl") // a demo client, and the trace's below
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out, errOut, code := run(t, ctx, "demo")
@@ -46,7 +47,7 @@ func TestQuietWithoutKubernetes(t *testing.T) {
 	// A plain trace: a client that has exited by the time its event is read.
 	ns := exhausted(t, "tcp4", "127.0.0.1")
 	p := startTrace(t)
-	pid, _ := runInNS(t, ns, testenv.Program(t, "curl", "curl"), "-sS", "-m", "5", "http://127.0.0.1:8080/")
+	pid, _ := runInNS(t, ns, curl, "-sS", "-m", "5", "http://127.0.0.1:8080/")
 	evs := p.forPID(pid, 1, 10*time.Second)
 	if len(evs) == 0 {
 		t.Fatal("no event for curl (sentinel)")

@@ -142,6 +142,9 @@ func sortSocks(s []Socket) {
 // "ready"; it is killed at cleanup.
 func startReady(t testing.TB, ns *netns.NS, argv ...string) *exec.Cmd {
 	t.Helper()
+	if argv[0] == "python3" {
+		argv[0] = testenv.Program(t, "python3", "python3")
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()

@@ -118,15 +118,17 @@ type Runtime struct {
 	pods []*Pod // every pod RunPod tried to create, for cleanup
 }
 
-// requiredBinaries are looked up in hostPath before anything is started.
-var requiredBinaries = []string{"containerd", "ctr", "containerd-shim-runc-v2", "runc"}
+// requiredBinaries are looked up in hostPath before anything is started,
+// each with the Debian package that installs it.
+var requiredBinaries = [][2]string{{"containerd", "containerd"}, {"ctr", "containerd"},
+	{"containerd-shim-runc-v2", "containerd"}, {"runc", "runc"}}
 
-// requiredFiles must exist (CNI plugins and busybox).
-var requiredFiles = []string{
-	BusyboxPath,
-	filepath.Join(CNIBinDir, "bridge"),
-	filepath.Join(CNIBinDir, "host-local"),
-	filepath.Join(CNIBinDir, "loopback"),
+// requiredFiles must exist (CNI plugins and busybox), with their packages.
+var requiredFiles = [][2]string{
+	{BusyboxPath, "busybox-static"},
+	{filepath.Join(CNIBinDir, "bridge"), "containernetworking-plugins"},
+	{filepath.Join(CNIBinDir, "host-local"), "containernetworking-plugins"},
+	{filepath.Join(CNIBinDir, "loopback"), "containernetworking-plugins"},
 }
 
 // checkPrerequisites skips (or fails under EADDR_REQUIRE_BPF=1) when a
@@ -136,18 +138,17 @@ func checkPrerequisites(t testing.TB) {
 	testenv.RequireRoot(t)
 	var missing []string
 	for _, b := range requiredBinaries {
-		if _, err := lookPath(b); err != nil {
-			missing = append(missing, b)
+		if _, err := lookPath(b[0]); err != nil {
+			missing = append(missing, testenv.NotInstalled(b[0], b[1]))
 		}
 	}
 	for _, f := range requiredFiles {
-		if _, err := os.Stat(f); err != nil {
-			missing = append(missing, f)
+		if _, err := os.Stat(f[0]); err != nil {
+			missing = append(missing, testenv.NotInstalled(f[0], f[1]))
 		}
 	}
 	if len(missing) > 0 {
-		testenv.Skip(t, "critest: containerd/CRI prerequisites missing: "+strings.Join(missing, ", ")+
-			" (Debian packages containerd, runc, containernetworking-plugins, busybox-static)")
+		testenv.Skip(t, "critest: "+strings.Join(missing, "; "))
 	}
 	if _, err := os.Stat("/sys/fs/cgroup"); err != nil {
 		testenv.Skip(t, "critest: /sys/fs/cgroup missing")

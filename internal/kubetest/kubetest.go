@@ -80,7 +80,7 @@ func StartWith(t testing.TB, opts Options) *Server {
 	etcdBin, err := exec.LookPath("etcd")
 	if err != nil {
 		if _, serr := os.Stat("/usr/bin/etcd"); serr != nil {
-			testenv.Skip(t, "etcd not installed (apt-get install etcd-server): "+err.Error())
+			testenv.Missing(t, "etcd", "etcd-server")
 		}
 		etcdBin = "/usr/bin/etcd"
 	}

@@ -225,9 +225,12 @@ func (s *summary) line(root bool) string {
 func (s *summary) why() (pkgs map[string]int, needRoot, other int) {
 	pkgs = map[string]int{}
 	for _, k := range s.skips {
-		switch m := testenv.PackageRe.FindStringSubmatch(k.reason); {
-		case m != nil:
-			pkgs[m[1]]++
+		switch ms := testenv.PackageRe.FindAllStringSubmatch(k.reason, -1); {
+		case ms != nil:
+			for _, m := range ms {
+				pkgs[m[1]] += 0
+			}
+			pkgs[ms[0][1]]++ // a test counts once, under its first package
 		case strings.Contains(k.reason, "requires root"):
 			needRoot++
 		default:

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/eaddr/eaddr/internal/testenv"
 )
 
 // TestSummaryOfARealRun runs go test -json on testdata/sample (a test of each
@@ -79,5 +81,18 @@ func TestSummaryUnfinished(t *testing.T) {
 	}
 	if s.failed != 1 || !strings.Contains(out.String(), "panic: test timed out") || !strings.Contains(out.String(), "FAIL\tp") {
 		t.Errorf("failed %d, printed:\n%s", s.failed, out.String())
+	}
+}
+
+// TestSummarySeveralPackages: a skip that names several packages (critest's
+// prerequisites) lists them all and counts the test once.
+func TestSummarySeveralPackages(t *testing.T) {
+	s := &summary{skip: 1, skips: []skipped{{"p", "TestPod", "critest: " + testenv.NotInstalled("runc", "runc") + "; " +
+		testenv.NotInstalled("/usr/lib/cni/bridge", "containernetworking-plugins")}}}
+	got := s.line(true)
+	want := "tests: 0 passed, 0 failed, 1 skipped (1 lack a Debian package: containernetworking-plugins runc); " +
+		"install what every test needs with `sudo make deps` (or only these: sudo apt-get install containernetworking-plugins runc)"
+	if got != want {
+		t.Errorf("%q\nwant %q", got, want)
 	}
 }
