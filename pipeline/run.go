@@ -283,13 +283,14 @@ func (r *traceRun) drainDiag() {
 // emit explains and writes one event.
 func (r *traceRun) emit(ev *decode.Event, g *diagnose.Diagnosis) {
 	explained := r.explainer != nil && !ev.NodePort
-	window, max := uint64(explain.RetryWindowNs), 0
+	var rule explain.RetryRule
 	if explained {
 		r.explainer.Explain(ev, &r.x)
-		_, window, max = r.x.RetryNote()
+		_, rule = r.x.RetryNote()
 	}
 	if !ev.NodePort {
-		ev.Attempt = r.attempts.Mark(ev, window, max)
+		rule.WindowNs = max(rule.WindowNs, explain.RetryWindowNs) // the client's own window, if longer
+		ev.Attempt = r.attempts.Mark(ev, rule)
 	}
 	buf := r.sk.buf()
 	start := len(buf)
