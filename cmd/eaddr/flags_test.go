@@ -54,6 +54,9 @@ func TestFlagsCheckedAtStart(t *testing.T) {
 		{[]string{"trace", "--cri-endpoint", filepath.Join(dir, "missing.sock")}, "no such file"},
 		{[]string{"trace", "--cri-endpoint", "unix://" + regular}, "is not a unix socket"},
 		{[]string{"check", "--cri-endpoint", regular}, "is not a unix socket"},
+		{[]string{"trace", "--names-wait", "0"}, "--names-wait must be from 1ns to 1m0s"},
+		{[]string{"trace", "--diagnose-wait", "-1s"}, "--diagnose-wait must be from 1ns to 1m0s"},
+		{[]string{"trace", "--retry-window", "2m"}, "--retry-window must be from 1ns to 1m0s"},
 	} {
 		if tc.args[1] == "--netns" && tc.args[2] != "1" && os.Geteuid() != 0 {
 			// Without CAP_SYS_PTRACE eaddr cannot see other processes' netns,
@@ -118,6 +121,25 @@ func TestFlagsAcceptedAtStart(t *testing.T) {
 	sleeper.Wait()
 	if _, err := traceConfigOf("--netns", strconv.FormatUint(inode, 10)); err == nil {
 		t.Errorf("--netns %d accepted after the netns was gone", inode)
+	}
+}
+
+// The waits reach the pipeline as given, and their defaults are the
+// pipeline's own.
+func TestWaitFlags(t *testing.T) {
+	c, err := traceConfigOf()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NamesWait != pipeline.DefaultNamesWait || c.DiagnoseWait != pipeline.DefaultDiagnoseWait || c.RetryWindow != 50*time.Millisecond {
+		t.Errorf("defaults: names %v, diagnose %v, retry %v", c.NamesWait, c.DiagnoseWait, c.RetryWindow)
+	}
+	c, err = traceConfigOf("--names-wait", "2s", "--diagnose-wait", "3s", "--retry-window", "4s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NamesWait != 2*time.Second || c.DiagnoseWait != 3*time.Second || c.RetryWindow != 4*time.Second {
+		t.Errorf("given: names %v, diagnose %v, retry %v", c.NamesWait, c.DiagnoseWait, c.RetryWindow)
 	}
 }
 
