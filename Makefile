@@ -28,9 +28,13 @@ demo: build
 deps:
 	bash .ci/deps.sh
 
-# The README's test command. Run as root so the kernel tests run too. One package at a time
-# (-p 1): cmd/eaddr's latency bounds (every event of a storm within 1 s) are about eaddr, not
-# about sharing two CPUs with a kube-apiserver, etcd and containerd that other packages start.
+# The README's test command. Run as root so the kernel tests run too. No test asserts a latency
+# or hopes for a speed (docs/testing.md), so the result does not depend on what runs beside it.
+# One package at a time (-p 1) all the same: some tests trace every process on the node and
+# count what reaches their ring (the soak's lossless ring is sized for its own churn and as much
+# again from the rest of the node), and another package's storms would share it; and the
+# packages that start a kube-apiserver with etcd, or containerd, gain nothing from running at
+# once on 2 CPUs.
 # Printed as a plain go test prints, then every skipped test with its reason and one summary
 # line: how many skipped, why, and what installs the packages they need (internal/testenv/cmd/gotest).
 test:

@@ -14,6 +14,7 @@ import (
 type BootClock struct {
 	mu           sync.Mutex
 	offset       int64 // realtime - boottime, ns
+	uncertainty  int64 // the offset is right within this many ns: half the tightest sandwich
 	measured     time.Time
 	RefreshEvery time.Duration
 }
@@ -38,6 +39,7 @@ func (c *BootClock) measure() {
 		if best < 0 || gap < best {
 			best = gap
 			c.offset = r1.Nano() + gap/2 - b.Nano()
+			c.uncertainty = gap/2 + 1
 		}
 	}
 	c.measured = time.Now()

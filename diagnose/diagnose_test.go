@@ -181,6 +181,17 @@ func (s *unixScene) event(t *testing.T, c string) *decode.Event {
 // file and ENOENT each get a diagnosis about the file or name and its
 // holder, never about ports; two paths of one netns in one interval get
 // two snapshots. With sock_diag unusable, /proc/net/unix gives the same.
+// patientDiagnoser is a Diagnoser whose searches (the holders of the sockets,
+// the other netns for a unix socket file) have a minute: with the default
+// 300 ms each, what a search finds on a busy machine or under emulation is
+// the machine's, not eaddr's. The budgets themselves: TestDiagnoseUnixOtherNetns
+// (ElsewhereWait 0) and netdiag's TestHolders.
+func patientDiagnoser() *Diagnoser {
+	d := NewDiagnoser()
+	d.HoldersWait, d.ElsewhereWait = time.Minute, time.Minute
+	return d
+}
+
 func TestDiagnoseUnix(t *testing.T) {
 	s := newUnixScene(t)
 	want := map[string]int{"bind-live": 98, "bind-relative": 98, "bind-stale": 98, "bind-abstract": 98, "bind-dgram": 98, "connect-stale": 111, "connect-missing": 2}
@@ -200,8 +211,11 @@ func TestDiagnoseUnix(t *testing.T) {
 	for _, fallback := range []bool{false, true} {
 		netdiag.TestingNoSockDiag.Store(fallback)
 		t.Cleanup(func() { netdiag.TestingNoSockDiag.Store(false) })
-		d := NewDiagnoser()
-		d.ElsewhereWait = time.Minute // a loaded machine must not make a stale file "probably" stale
+		d := patientDiagnoser()
+		// One interval for the whole table, whatever the snapshots take here:
+		// the repeated failure below is inside it.
+		now := time.Now()
+		d.now = func() time.Time { return now }
 		for _, tc := range cases {
 			g := d.Diagnose(s.event(t, tc.c))
 			if g == nil {
@@ -259,10 +273,10 @@ func TestDiagnoseProcNetFallback(t *testing.T) {
 	bind := &decode.Event{Syscall: decode.Bind, Errno: decode.EADDRINUSE, NetNS: uint32(ns.Inode()), PID: uint32(sleep.Process.Pid),
 		Local: decode.Addr{Valid: true, Family: decode.AFInet, IP: dst}}
 	for _, ev := range []*decode.Event{connect, bind} {
-		netlink := NewDiagnoser().Diagnose(ev)
+		netlink := patientDiagnoser().Diagnose(ev)
 		netdiag.TestingNoSockDiag.Store(true)
 		t.Cleanup(func() { netdiag.TestingNoSockDiag.Store(false) })
-		proc := NewDiagnoser().Diagnose(ev)
+		proc := patientDiagnoser().Diagnose(ev)
 		netdiag.TestingNoSockDiag.Store(false)
 		t.Logf("%s: %s", ev.Syscall, netlink.Verdict)
 		if netlink.Err != "" || proc.Verdict != netlink.Verdict || proc.InUse != netlink.InUse ||
@@ -273,7 +287,7 @@ func TestDiagnoseProcNetFallback(t *testing.T) {
 			t.Errorf("%s: holders %+v, want this test process", ev.Syscall, netlink.Holders)
 		}
 	}
-	if g := NewDiagnoser().Diagnose(connect); g.InUse != 2 || !strings.HasPrefix(g.Verdict, "ephemeral ports exhausted toward 127.0.0.1:8080: 2 of 2 ports") {
+	if g := patientDiagnoser().Diagnose(connect); g.InUse != 2 || !strings.HasPrefix(g.Verdict, "ephemeral ports exhausted toward 127.0.0.1:8080: 2 of 2 ports") {
 		t.Errorf("connect: %+v", g)
 	}
 }
@@ -369,9 +383,7 @@ except OSError as e:
 		t.Cleanup(func() { netdiag.TestingNoSockDiag.Store(false) })
 		ev := s.event(t, "bind-live")
 		ev.PID, ev.NetNS = uint32(sleep.Process.Pid), uint32(b.Inode())
-		d := NewDiagnoser()
-		d.ElsewhereWait = time.Minute // a loaded machine (TCG in make kernels) must not cut the search short
-		g := d.Diagnose(ev)
+		g := patientDiagnoser().Diagnose(ev)
 		want := fmt.Sprintf("the socket file %s/live.sock is in use by a socket of another network namespace (%d) (1 LISTEN, held by pid %d python3)", s.dir, s.ns.Inode(), s.pid)
 		if g.Verdict != want || len(g.Holders) != 1 || g.Holders[0].PID != s.pid {
 			t.Errorf("fallback %v: verdict %q, holders %+v; want %q", fallback, g.Verdict, g.Holders, want)

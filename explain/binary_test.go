@@ -523,8 +523,10 @@ func benchmarkAnalyzeBinary(b *testing.B, path, pkg string) {
 func BenchmarkAnalyzeBinaryBusyBox(b *testing.B) {
 	benchmarkAnalyzeBinary(b, "/usr/bin/busybox", "busybox-static")
 }
-func BenchmarkAnalyzeBinaryPython3(b *testing.B) { benchmarkAnalyzeBinary(b, "/usr/bin/python3", "python3") }
-func BenchmarkAnalyzeBinaryCurl(b *testing.B)    { benchmarkAnalyzeBinary(b, "/usr/bin/curl", "curl") }
+func BenchmarkAnalyzeBinaryPython3(b *testing.B) {
+	benchmarkAnalyzeBinary(b, "/usr/bin/python3", "python3")
+}
+func BenchmarkAnalyzeBinaryCurl(b *testing.B) { benchmarkAnalyzeBinary(b, "/usr/bin/curl", "curl") }
 
 // A native program's linked libraries are read (DT_NEEDED), and a Go
 // program's main package (its build info).

@@ -102,7 +102,10 @@ type Retries struct {
 	Syscall  string `json:"syscall"` // "" or "*": either
 	Errno    string `json:"errno"`   // "" or "*": every errno
 	Note     string `json:"note"`
-	errno    int
+	// AnyThread: the tries may come from any thread of the process (Go's
+	// goroutines move between threads), not only the first try's.
+	AnyThread bool `json:"any_thread"`
+	errno     int
 }
 
 // Message is a template for one syscall and errno ("*": any).

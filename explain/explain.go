@@ -123,12 +123,13 @@ func (x *Explanation) Confidence() string {
 }
 
 // RetryNote returns what the client's retries mean for this failure, and
-// the bounds Attempts.Mark uses for it: window ns and max calls per line.
-// With no client or no retries: "", the default window, no bound.
-func (x *Explanation) RetryNote() (note string, window uint64, max int) {
-	window = RetryWindowNs
+// the rule Attempts.Mark links them by: the client's own window (0: none,
+// the caller's default applies, RetryWindowNs unless configured), the tries
+// per line and whether they may come from any thread. With no client or no
+// retries: "", no window of its own, no bound, the same thread.
+func (x *Explanation) RetryNote() (note string, rule RetryRule) {
 	if x.Client == nil {
-		return "", window, 0
+		return "", rule
 	}
 	for i := range x.Client.Retries {
 		r := &x.Client.Retries[i]
@@ -136,11 +137,12 @@ func (x *Explanation) RetryNote() (note string, window uint64, max int) {
 			continue
 		}
 		if r.WindowMs > 0 {
-			window = uint64(r.WindowMs) * 1e6
+			rule.WindowNs = uint64(r.WindowMs) * 1e6
 		}
-		return r.Note, window, r.Max
+		rule.Max, rule.AnyThread = r.Max, r.AnyThread
+		return r.Note, rule
 	}
-	return "", window, 0
+	return "", rule
 }
 
 // ClientUnknown says why no client is named (Client is nil): eaddr claims

@@ -91,7 +91,7 @@ func (w *Events) appendClient(b []byte, comma *bool, x *explain.Explanation) []b
 			b = AppendString(b, x.Confidence())
 		}
 	}
-	if note, _, _ := x.RetryNote(); note != "" {
+	if note, _ := x.RetryNote(); note != "" {
 		b = appendField(b, comma, "retries")
 		b = AppendString(b, note)
 	}

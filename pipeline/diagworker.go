@@ -12,10 +12,11 @@ import (
 )
 
 const (
-	// diagWait is the longest an event waits for its netns snapshot; then it
-	// goes out saying the diagnosis is not ready (later events of the same
-	// failure share the snapshot when it is).
-	diagWait = 300 * time.Millisecond
+	// DefaultDiagnoseWait is the longest an event waits for its netns
+	// snapshot (Config.DiagnoseWait, --diagnose-wait); then it goes out
+	// saying the diagnosis is not ready (later events of the same failure
+	// share the snapshot when it is).
+	DefaultDiagnoseWait = 300 * time.Millisecond
 	// diagQueue bounds the requests waiting for the diagnosis goroutine.
 	diagQueue = 1024
 )
@@ -139,7 +140,7 @@ type diagHeld struct {
 	raw        tracer.RawEvent
 	ticket     uint64
 	suppressed uint64
-	until      time.Time
+	at, until  time.Time // asked; the longest it waits
 }
 
 // diagShare is the reader's side of the sharing: the events of one key in
@@ -152,6 +153,10 @@ type diagShare struct {
 	waiting  map[uint64]*ticketState     // held events per ticket
 	shared   uint64                      // events answered from recent or a ticket's result
 	late     uint64                      // events that went out before their snapshot
+	// waitMax is the longest an event waited for its snapshot, from its
+	// ask to its line: the wait (at most Config.DiagnoseWait) and how late
+	// the reader came back to it.
+	waitMax time.Duration
 }
 
 type recentDiag struct {
@@ -257,9 +262,14 @@ func (s *diagShare) done(w *diagWorker, ticket uint64, st *ticketState) {
 	w.drop(ticket)
 }
 
+// lateDiagnosis is what an event says that went out before its snapshot,
+// after waiting wait.
+func lateDiagnosis(wait time.Duration) *diagnose.Diagnosis {
+	return &diagnose.Diagnosis{Err: "the netns snapshot took longer than " + wait.String() + " (a busy node)",
+		Verdict: "no diagnosis yet: the netns snapshot took longer than " + wait.String() + " (a busy node); later events of this failure carry it"}
+}
+
 var (
-	diagLate = &diagnose.Diagnosis{Err: "the netns snapshot took longer than 300ms (a busy node)",
-		Verdict: "no diagnosis yet: the netns snapshot took longer than 300ms (a busy node); later events of this failure carry it"}
 	diagFull = &diagnose.Diagnosis{Err: "too many diagnoses queued",
 		Verdict: "no diagnosis: too many diagnoses were queued (counted as diagnoses_skipped)"}
 )

@@ -38,11 +38,30 @@ type Config struct {
 	Namespace, Pod, Container string
 	Selector                  map[string]string
 	// DiagnoseEvery: one snapshot per key in this interval; 0: no diagnosis.
-	DiagnoseEvery          time.Duration
-	NodePortLo, NodePortHi int
+	DiagnoseEvery time.Duration
+	// The longest an event waits for its pod's names from the runtime, and
+	// for its netns snapshot (0: DefaultNamesWait, DefaultDiagnoseWait);
+	// the shortest window in which a failure continues the previous
+	// attempt of its thread (0: explain.RetryWindowNs; a client's own
+	// longer window is kept).
+	NamesWait, DiagnoseWait, RetryWindow time.Duration
+	NodePortLo, NodePortHi               int
 	// KubeEvents, when set, gets each written failure of a named pod
 	// (--kube-events); Run runs it and stops it after the trace.
 	KubeEvents *kubeevent.Reporter
+}
+
+// defaults fills the waits left 0.
+func (c *Config) defaults() {
+	if c.NamesWait <= 0 {
+		c.NamesWait = DefaultNamesWait
+	}
+	if c.DiagnoseWait <= 0 {
+		c.DiagnoseWait = DefaultDiagnoseWait
+	}
+	if c.RetryWindow <= 0 {
+		c.RetryWindow = explain.RetryWindowNs
+	}
 }
 
 // keep is what user space drops after the kernel's own filters, applied after
@@ -172,6 +191,12 @@ type traceRun struct {
 	sk        *sink
 	sum       summary
 
+	now func() time.Time // the clock of the waits; time.Now but in tests
+	// mapPod and answered are pods.Map and names.Answered.Load but in
+	// tests, whose runtime says what they want when they want.
+	mapPod   func(ev *decode.Event, final bool) (pending bool)
+	answered func() uint64
+	diagLate *diagnose.Diagnosis
 	raw      tracer.RawEvent
 	ev       decode.Event
 	x        explain.Explanation
@@ -184,7 +209,9 @@ type traceRun struct {
 }
 
 func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, met *metrics, hooks Hooks) (*traceRun, error) {
-	r := &traceRun{c: c, t: t, log: log, met: met, hooks: hooks, limits: newLimitBook(c.Rate > 0), hold: newHoldQueue(holdMax)}
+	c.defaults()
+	r := &traceRun{c: c, t: t, log: log, met: met, hooks: hooks, limits: newLimitBook(c.Rate > 0), hold: newHoldQueue(holdMax),
+		now: time.Now, diagLate: lateDiagnosis(c.DiagnoseWait)}
 	cg, err := pod.NewCgroupResolver(t)
 	r.dec = decode.NewDecoder(nil)
 	if err != nil {
@@ -198,6 +225,7 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 	host, _ := netdiag.HostInode()
 	r.pods = pod.NewPodMapper(r.names, host)
 	r.pods.CgroupV1 = pod.CgroupV1Mounted()
+	r.mapPod, r.answered = r.pods.Map, r.names.Answered.Load
 	if c.Explain > 0 {
 		if r.explainer, err = explain.NewExplainer(); err != nil {
 			r.close()
@@ -209,6 +237,9 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 		d := diagnose.NewDiagnoser()
 		netdiag.SetLogger(log) // says once if sock_diag cannot dump sockets and /proc/net is read instead
 		d.Interval, d.NodePortLo, d.NodePortHi = c.DiagnoseEvery, c.NodePortLo, c.NodePortHi
+		// The searches inside a snapshot (holders, a unix file's netns) get
+		// the time the event waits for it.
+		d.HoldersWait, d.ElsewhereWait = c.DiagnoseWait, c.DiagnoseWait
 		d.HostNetNS = host
 		r.diag, r.seenNetNS, r.share = newDiagWorker(d), map[uint32]bool{}, newDiagShare(c.DiagnoseEvery)
 	}

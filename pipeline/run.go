@@ -17,10 +17,10 @@ import (
 )
 
 const (
-	// holdFor is the longest an event waits for the runtime to name its
-	// pod and container; then it goes out with the pod UID and container
-	// ID only, and says why.
-	holdFor = 400 * time.Millisecond
+	// DefaultNamesWait is the longest an event waits for the runtime to
+	// name its pod and container (Config.NamesWait, --names-wait); then it
+	// goes out with the pod UID and container ID only, and says why.
+	DefaultNamesWait = 400 * time.Millisecond
 	// holdPoll is how often held events are looked at while any wait.
 	holdPoll = 5 * time.Millisecond
 	// holdMax bounds the events waiting (376 bytes each); past it an event
@@ -36,24 +36,37 @@ type holdQueue struct {
 	max      int
 	overflow uint64 // events that found the queue full and went out without waiting
 	answered uint64 // the runtime's answer count at the last full look
+	held     uint64 // events that waited
+	// waitMax is the longest an event waited, from when it was read to
+	// when it went on: the wait itself (at most Config.NamesWait) and how
+	// late the reader came back to it (a busy node).
+	waitMax time.Duration
 }
 
 type heldEvent struct {
 	raw    tracer.RawEvent
+	at     time.Time // read
 	until  time.Time
 	ticket uint64 // the diagnosis asked for it meanwhile (0: none), see prefetchDiag
 }
 
 func newHoldQueue(max int) holdQueue { return holdQueue{max: max} }
 
-// push keeps a copy of raw until the deadline; false when the queue is full.
-func (h *holdQueue) push(raw *tracer.RawEvent, until time.Time, ticket uint64) bool {
+// push keeps a copy of raw, read at now, until now+wait; false when the
+// queue is full.
+func (h *holdQueue) push(raw *tracer.RawEvent, now time.Time, wait time.Duration, ticket uint64) bool {
 	if len(h.q) >= h.max {
 		h.overflow++
 		return false
 	}
-	h.q = append(h.q, heldEvent{raw: *raw, until: until, ticket: ticket})
+	h.q = append(h.q, heldEvent{raw: *raw, at: now, until: now.Add(wait), ticket: ticket})
+	h.held++
 	return true
+}
+
+// waited notes how long an event that goes on at now waited.
+func (h *holdQueue) waited(e *heldEvent, now time.Time) {
+	h.waitMax = max(h.waitMax, now.Sub(e.at))
 }
 
 // loop reads until the tracer is stopped and drained.
@@ -62,7 +75,7 @@ func (r *traceRun) loop() error {
 	if wait == 0 && (r.met != nil || r.sum.enabled || r.limits.on) {
 		wait = time.Second
 	}
-	r.lastTick = time.Now()
+	r.lastTick = r.now()
 	for {
 		if d := r.readWait(wait); d > 0 {
 			r.t.SetDeadline(time.Now().Add(d))
@@ -86,7 +99,7 @@ func (r *traceRun) loop() error {
 		if r.t.Pending() == 0 || err != nil { // drained: hand the batch on
 			r.sk.flush()
 		}
-		if now := time.Now(); wait > 0 && now.Sub(r.lastTick) >= wait { // a busy ring never times out
+		if now := r.now(); wait > 0 && now.Sub(r.lastTick) >= wait { // a busy ring never times out
 			r.lastTick = now
 			r.tick(now)
 		}
@@ -118,13 +131,13 @@ func (r *traceRun) handle(raw *tracer.RawEvent) {
 		r.seenNetNS[ev.NetNS] = true
 		r.diag.seen(raw)
 	}
-	if r.pods.Map(ev, false) {
+	if r.mapPod(ev, false) {
 		ticket := r.prefetchDiag(raw, ev)
-		if r.hold.push(raw, time.Now().Add(holdFor), ticket) {
+		if r.hold.push(raw, r.now(), r.c.NamesWait, ticket) {
 			return
 		}
 		r.share.unref(r.diag, ticket)
-		r.pods.Map(ev, true)
+		r.mapPod(ev, true)
 	}
 	r.process(raw, ev)
 }
@@ -137,8 +150,8 @@ func (r *traceRun) release(final bool) {
 	if len(r.hold.q) == 0 {
 		return
 	}
-	now := time.Now()
-	answered := r.names.Answered.Load()
+	now := r.now()
+	answered := r.answered()
 	all := final || answered != r.hold.answered
 	r.hold.answered = answered
 	kept := r.hold.q[:0]
@@ -150,10 +163,11 @@ func (r *traceRun) release(final bool) {
 			break
 		}
 		r.dec.Decode(&h.raw, &r.ev)
-		if r.pods.Map(&r.ev, expired) {
+		if r.mapPod(&r.ev, expired) {
 			kept = append(kept, *h)
 			continue
 		}
+		r.hold.waited(h, now)
 		r.process(&h.raw, &r.ev)
 		r.share.unref(r.diag, h.ticket) // its own ask holds the ticket now, if it asked
 	}
@@ -211,7 +225,7 @@ func (r *traceRun) prefetchDiag(raw *tracer.RawEvent, ev *decode.Event) uint64 {
 	if !ok {
 		return 0
 	}
-	return r.share.prefetch(r.diag, raw, k, time.Now().Add(holdFor))
+	return r.share.prefetch(r.diag, raw, k, r.now().Add(r.c.NamesWait))
 }
 
 // askDiagnosis writes ev with the snapshot its key already has in this
@@ -222,7 +236,7 @@ func (r *traceRun) askDiagnosis(raw *tracer.RawEvent, ev *decode.Event) {
 		r.emit(ev, nil) // nothing to diagnose
 		return
 	}
-	now := time.Now()
+	now := r.now()
 	if g, ok := r.share.fresh(k, now); ok {
 		r.emit(ev, g)
 		return
@@ -237,13 +251,13 @@ func (r *traceRun) askDiagnosis(raw *tracer.RawEvent, ev *decode.Event) {
 		r.share.waiting[ticket] = &ticketState{key: k}
 	}
 	r.share.waiting[ticket].refs++
-	r.diagHold = append(r.diagHold, diagHeld{raw: *raw, ticket: ticket, suppressed: ev.Suppressed, until: now.Add(diagWait)})
+	r.diagHold = append(r.diagHold, diagHeld{raw: *raw, ticket: ticket, suppressed: ev.Suppressed, at: now, until: now.Add(r.c.DiagnoseWait)})
 }
 
 // releaseDiag writes the events whose diagnosis is there or whose wait is
 // over (all when final), in order: the worker answers in order.
 func (r *traceRun) releaseDiag(final bool) {
-	now := time.Now()
+	now := r.now()
 	n := 0
 	for ; n < len(r.diagHold); n++ {
 		h := &r.diagHold[n]
@@ -254,26 +268,27 @@ func (r *traceRun) releaseDiag(final bool) {
 		case !final && now.Before(h.until):
 		default:
 			r.share.gaveUp(r.diag, h.ticket)
-			g, ok = diagLate, true
+			g, ok = r.diagLate, true
 		}
 		if !ok {
 			break
 		}
+		r.share.waitMax = max(r.share.waitMax, now.Sub(h.at))
 		r.dec.Decode(&h.raw, &r.ev)
-		r.pods.Map(&r.ev, true)
+		r.mapPod(&r.ev, true)
 		r.ev.Suppressed = h.suppressed
 		r.emit(&r.ev, g)
 	}
 	r.diagHold = append(r.diagHold[:0], r.diagHold[n:]...)
 }
 
-// drainDiag waits, within diagWait, for the diagnoses still being taken at
+// drainDiag waits, within the diagnosis wait, for the diagnoses still being taken at
 // stop, then writes every held event.
 func (r *traceRun) drainDiag() {
 	if r.diag == nil {
 		return
 	}
-	for deadline := time.Now().Add(diagWait); len(r.diagHold) > 0 && time.Now().Before(deadline); time.Sleep(holdPoll) {
+	for deadline := time.Now().Add(r.c.DiagnoseWait); len(r.diagHold) > 0 && time.Now().Before(deadline); time.Sleep(holdPoll) {
 		r.releaseDiag(false)
 	}
 	r.releaseDiag(true)
@@ -283,13 +298,14 @@ func (r *traceRun) drainDiag() {
 // emit explains and writes one event.
 func (r *traceRun) emit(ev *decode.Event, g *diagnose.Diagnosis) {
 	explained := r.explainer != nil && !ev.NodePort
-	window, max := uint64(explain.RetryWindowNs), 0
+	var rule explain.RetryRule
 	if explained {
 		r.explainer.Explain(ev, &r.x)
-		_, window, max = r.x.RetryNote()
+		_, rule = r.x.RetryNote()
 	}
 	if !ev.NodePort {
-		ev.Attempt = r.attempts.Mark(ev, window, max)
+		rule.WindowNs = max(rule.WindowNs, uint64(r.c.RetryWindow)) // the client's own window, if longer
+		ev.Attempt = r.attempts.Mark(ev, rule)
 	}
 	buf := r.sk.buf()
 	start := len(buf)
@@ -409,9 +425,17 @@ type Stats struct {
 	SuppressedUnattributed uint64
 	LimitKeysEvicted       uint64 // rate limit keys the kernel's LRU dropped for room
 	NamesNotAwaited        uint64 // went out without waiting for the runtime (hold queue full)
+	// NamesHeld events waited for the runtime's names, the longest
+	// NamesWaitMax: from when the event was read to when it went on, by
+	// eaddr's clock, so also how late the reader came back to it.
+	NamesHeld    uint64
+	NamesWaitMax time.Duration
 	// The diagnosis: snapshots taken, events that shared one, netns gone,
 	// events written before their snapshot or without asking for one.
 	Snapshots, Shared, Unreachable, DiagnosesLate, DiagnosesSkipped uint64
+	// DiagnosisWaitMax: the longest an event waited for its snapshot, from
+	// its ask to its line.
+	DiagnosisWaitMax time.Duration
 }
 
 func (r *traceRun) stats() Stats {
@@ -423,10 +447,11 @@ func (r *traceRun) stats() Stats {
 	s := Stats{Events: st.Events + b.total, Lost: st.KernelLost, Malformed: st.Malformed, Written: r.written,
 		Delivered: r.sk.delivered.Load(), Dropped: r.sk.dropped.Load(), Filtered: r.filtered + b.filtered,
 		FilteredUnresolved: r.filteredUnresolved + b.unresolved, Suppressed: b.held(), NamesNotAwaited: r.hold.overflow,
+		NamesHeld: r.hold.held, NamesWaitMax: r.hold.waitMax,
 		SuppressedUnattributed: b.unattributed(), LimitKeysEvicted: b.evicted()}
 	if w := r.diag; w != nil {
 		s.Snapshots, s.Shared, s.Unreachable = uint64(w.snapshots.Load()), uint64(w.shared.Load())+r.share.shared, uint64(w.unreachable.Load())
-		s.DiagnosesLate, s.DiagnosesSkipped = r.share.late, w.full
+		s.DiagnosesLate, s.DiagnosesSkipped, s.DiagnosisWaitMax = r.share.late, w.full, r.share.waitMax
 	}
 	return s
 }
@@ -442,8 +467,8 @@ func (r *traceRun) finish() (Stats, error) {
 	attrs := []any{"events", s.Events, "written", s.Written, "delivered", s.Delivered, "filtered", s.Filtered,
 		"filtered_unresolved", s.FilteredUnresolved, "lost", s.Lost,
 		"dropped", s.Dropped, "suppressed", s.Suppressed, "malformed", s.Malformed}
-	if s.NamesNotAwaited > 0 {
-		attrs = append(attrs, "names_not_awaited", s.NamesNotAwaited)
+	if s.NamesHeld > 0 || s.NamesNotAwaited > 0 {
+		attrs = append(attrs, "names_held", s.NamesHeld, "names_wait_max_ms", s.NamesWaitMax.Milliseconds(), "names_not_awaited", s.NamesNotAwaited)
 	}
 	if s.SuppressedUnattributed > 0 || s.LimitKeysEvicted > 0 {
 		attrs = append(attrs, "suppressed_unattributed", s.SuppressedUnattributed, "limit_keys_evicted", s.LimitKeysEvicted)
@@ -455,7 +480,8 @@ func (r *traceRun) finish() (Stats, error) {
 	}
 	if r.diag != nil {
 		attrs = append(attrs, "netns_snapshots", s.Snapshots, "snapshots_shared", s.Shared,
-			"netns_unreachable", s.Unreachable, "diagnoses_late", s.DiagnosesLate, "diagnoses_skipped", s.DiagnosesSkipped)
+			"netns_unreachable", s.Unreachable, "diagnoses_late", s.DiagnosesLate, "diagnoses_skipped", s.DiagnosesSkipped,
+			"diagnosis_wait_max_ms", s.DiagnosisWaitMax.Milliseconds())
 	}
 	r.log.Info("stopped", attrs...)
 	if err := r.sk.Err(); err != nil {

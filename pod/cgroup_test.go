@@ -277,12 +277,13 @@ func makeCgroupTree(t testing.TB, mnt string) (top, leaf string) {
 	return top, dirs[len(dirs)-1]
 }
 
-// rmdirCgroup removes a cgroup directory, retrying briefly on EBUSY (the
-// kernel may still be tearing down a just-reaped task).
+// rmdirCgroup removes a cgroup directory, retrying on EBUSY (the kernel may
+// still be tearing down a just-reaped task, later on a busy machine) for up
+// to 30 s.
 func rmdirCgroup(t testing.TB, dir string) {
 	t.Helper()
 	var err error
-	for range 50 {
+	for range 1500 {
 		err = syscall.Rmdir(dir)
 		if err == nil || errors.Is(err, syscall.ENOENT) {
 			return

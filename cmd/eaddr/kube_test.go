@@ -17,7 +17,11 @@ import (
 // ip_local_port_range to two ports; both are held toward a listener inside
 // the pod; busybox wget in container "app" fails, and eaddr's event names
 // the pod, namespace, container, pod UID and container ID, the pod's netns,
-// what wget printed and why, and the exhausted range.
+// what wget printed and why, and the exhausted range. Each trace has listed
+// the runtime's containers before wget runs, so the names are known when the
+// event is read (the names wait is not what this test is about: see
+// pipeline.TestNamesWait), and the snapshot wait is a minute, so the
+// diagnosis is there however busy the machine is.
 func TestKubernetesPodEndToEnd(t *testing.T) {
 	r := critest.Start(t)
 	pod := r.RunPod(t, "client", "shop", map[string]string{"app": "client", "tier": "web"},
@@ -41,16 +45,20 @@ func TestKubernetesPodEndToEnd(t *testing.T) {
 	t.Cleanup(func() { ex.Close() })
 
 	inode := strconv.FormatUint(ns.Inode(), 10)
-	p := startTrace(t, "--cri-endpoint", r.Socket, "--netns", inode)
-	match := startTrace(t, "--cri-endpoint", r.Socket, "--netns", inode, "--namespace", "shop", "--pod", "client", "--container", "app", "--selector", "app=client,tier=web")
-	other := startTrace(t, "--cri-endpoint", r.Socket, "--netns", inode, "--namespace", "other")
+	p := startTrace(t, "--cri-endpoint", r.Socket, "--netns", inode, "--diagnose-wait", "1m", "--metrics-addr", "127.0.0.1:0")
+	match := startTrace(t, "--cri-endpoint", r.Socket, "--netns", inode, "--namespace", "shop", "--pod", "client", "--container", "app", "--selector", "app=client,tier=web",
+		"--metrics-addr", "127.0.0.1:0")
+	other := startTrace(t, "--cri-endpoint", r.Socket, "--netns", inode, "--namespace", "other", "--metrics-addr", "127.0.0.1:0")
+	for _, tr := range []*traceProc{p, match, other} {
+		tr.namesListed(t)
+	}
 	out, code := r.Exec(t, app, 20*time.Second, "wget", "-O", "/dev/null", "http://127.0.0.1:8080/")
 	t.Logf("wget in pod shop/client container app: exit %d: %s", code, strings.TrimSpace(out))
 	if code == 0 {
 		t.Fatal("wget succeeded in an exhausted pod")
 	}
 	var ev jsonEvent
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(90 * time.Second) // the event waits up to a minute for its snapshot
 	for time.Now().Before(deadline) {
 		p.mu.Lock()
 		for _, e := range p.events {
@@ -93,7 +101,7 @@ func TestKubernetesPodEndToEnd(t *testing.T) {
 		t.Errorf("diagnosis %+v", g)
 	}
 	// The pod filters keep it, or leave it out.
-	if evs := match.forComm("wget", time.Second); len(evs) != 1 {
+	if evs := match.waitComm("wget", 1, 30*time.Second); len(evs) != 1 {
 		t.Errorf("--namespace shop --pod client --container app --selector app=client,tier=web: %d events", len(evs))
 	}
 	// --namespace other: wget's event reached it (its only netns is the
@@ -119,4 +127,35 @@ func (p *traceProc) forComm(comm string, d time.Duration) []jsonEvent {
 		}
 	}
 	return out
+}
+
+// waitComm waits up to d for n events from processes named comm, and
+// returns all of them.
+func (p *traceProc) waitComm(comm string, n int, d time.Duration) []jsonEvent {
+	for deadline := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
+		out := p.forComm(comm, 0)
+		if len(out) >= n || time.Now().After(deadline) {
+			return out
+		}
+	}
+}
+
+// namesListed waits until p's runtime cache holds what the runtime listed
+// when the trace started (eaddr_cache_entries{cache="cri_ids"} > 0, one
+// list stores every container at once): from then on, a failure in a
+// container that existed before the trace started is named as soon as it
+// is read, and a name filter decides it then, also in the drain at stop.
+func (p *traceProc) namesListed(t *testing.T) {
+	t.Helper()
+	base := p.metricsURL(t)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		for _, m := range scrape(t, base)["eaddr_cache_entries"].GetMetric() {
+			if labels(m)["cache"] == "cri_ids" && m.GetGauge().GetValue() > 0 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the runtime's containers not listed within 60s; stderr:\n%s", p.stderr.String())
+		}
+	}
 }

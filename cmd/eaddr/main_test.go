@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testenv"
 )
 
@@ -246,6 +248,75 @@ func (p *traceProc) forPID(pid int, n int, d time.Duration) []jsonEvent {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// pause stops the eaddr process with SIGSTOP and returns once every one of
+// its threads is stopped: what the kernel reports from then on waits in the
+// ring (past its size, it is lost and counted) and eaddr looks at it only
+// after resume. That makes a full ring, a loss or "gone before eaddr
+// looked" certain instead of hoped for from a fast generator. resume (also
+// run at cleanup, before the trace is stopped) sends SIGCONT.
+func (p *traceProc) pause(t *testing.T) (resume func()) {
+	t.Helper()
+	pid := p.cmd.Process.Pid
+	var once sync.Once
+	resume = func() { once.Do(func() { _ = p.cmd.Process.Signal(syscall.SIGCONT) }) }
+	t.Cleanup(resume)
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if allStopped(pid) {
+			return resume
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("eaddr (pid %d) not stopped within 30s of SIGSTOP", pid)
+		}
+	}
+}
+
+// allStopped: every thread of pid is in state T (stopped).
+func allStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		// pid (comm) S ...: the state follows the last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
+}
+
+// runLong runs argv in ns like runInNS, for a client whose work grows with
+// the machine's load (a storm generator): runInNS's 10 s is a client's
+// bound, and 5 minutes still fail a hang. It returns the pid and the
+// combined output.
+func runLong(t *testing.T, ns *netns.NS, argv ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := ns.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("%q did not finish within 5 minutes: %s", argv, out.String())
+	}
+	if _, exited := err.(*exec.ExitError); err != nil && !exited {
+		t.Fatalf("%q: %v", argv, err)
+	}
+	return cmd.Process.Pid, out.String()
 }
 
 // run runs eaddr with args and returns stdout, stderr and the exit status.

@@ -65,7 +65,9 @@ func TestMetrics(t *testing.T) {
 	// fails: a cgroup made later is learned on the next walk (at most one a
 	// second), which a process that exits at once may not wait for.
 	_, leaf, _, _ := podCgroup(t)
-	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--metrics-addr", "127.0.0.1:0", "--metrics-max-series", "1")
+	// The port gauges come from the diagnosis: a minute's wait for the
+	// snapshot, so that they do not depend on how busy the machine is.
+	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--metrics-addr", "127.0.0.1:0", "--metrics-max-series", "1", "--diagnose-wait", "1m")
 	base := p.metricsURL(t)
 	resp, err := http.Get(base + "/healthz")
 	if err != nil || resp.StatusCode != 200 {
@@ -79,9 +81,9 @@ func TestMetrics(t *testing.T) {
 	// overflows the one-series cap into "other".
 	failInCgroup(t, ns, leaf)
 	var fams map[string]*dto.MetricFamily
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		fams = scrape(t, base)
-		if f := fams["eaddr_errors_total"]; f != nil && len(f.GetMetric()) == 2 {
+		if f := fams["eaddr_errors_total"]; f != nil && len(f.GetMetric()) == 2 && fams["eaddr_ephemeral_ports_in_use"] != nil {
 			break
 		}
 	}
@@ -125,7 +127,7 @@ func TestSummaryRecords(t *testing.T) {
 		failConnect(t, ns, "127.0.0.1")
 	}
 	var sums []string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		p.mu.Lock()
 		sums = append([]string(nil), p.summaries...)
 		p.mu.Unlock()

@@ -97,16 +97,29 @@ func TestSoakBoundedMemory(t *testing.T) {
 			t.Fatalf("churn: %v: %s", err, out)
 		}
 	}
-	rss := func() (float64, map[string]*dto.MetricFamily) {
-		time.Sleep(1500 * time.Millisecond) // a tick samples the caches
-		fams := scrape(t, base)
-		return fams["process_resident_memory_bytes"].GetMetric()[0].GetGauge().GetValue(), fams
+	// rss samples once eaddr has written the first n failures (RSS is read
+	// at the scrape): however far behind the churn eaddr is on this
+	// machine, the samples are taken at the same points of its work.
+	rss := func(n int) (float64, map[string]*dto.MetricFamily) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+			p.mu.Lock()
+			written := len(p.events)
+			p.mu.Unlock()
+			fams := scrape(t, base)
+			if written >= n {
+				return fams["process_resident_memory_bytes"].GetMetric()[0].GetGauge().GetValue(), fams
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d churn failures written within 5 minutes", written, n)
+			}
+		}
 	}
 	start := time.Now()
 	run(nProcs / 4)
-	rss1, _ := rss()
+	rss1, _ := rss(nProcs / 4)
 	run(nProcs * 3 / 4)
-	rss2, fams := rss()
+	rss2, fams := rss(nProcs)
 	t.Logf("%d processes in %d cgroups and %d netns in %v: RSS %.1f MiB after a quarter, %.1f MiB at the end",
 		nProcs, nCgroups, nNetNS, time.Since(start).Round(time.Second), rss1/(1<<20), rss2/(1<<20))
 	caps := map[string]float64{}

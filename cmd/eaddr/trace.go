@@ -35,6 +35,7 @@ type TraceFlags struct {
 	Explain  string
 
 	CRIEndpoint string
+	NamesWait   time.Duration
 	Namespace   string
 	Pod         string
 	Container   string
@@ -42,6 +43,8 @@ type TraceFlags struct {
 
 	Diagnose         bool
 	DiagnoseInterval time.Duration
+	DiagnoseWait     time.Duration
+	RetryWindow      time.Duration
 
 	KubeEvents         bool
 	Kubeconfig         string
@@ -74,6 +77,7 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Node, "node", "", "node name in each event (default: $NODE_NAME, else the hostname)")
 	fs.BoolVar(&f.Diagnose, "diagnose", true, "per event, read the netns of the failure (port range, sockets toward the destination by state, who holds them, addresses) and give the root cause and a fix")
 	fs.DurationVar(&f.DiagnoseInterval, "diagnose-interval", time.Second, "at most one netns snapshot per netns, syscall, errno and address in this interval; events inside it share the snapshot")
+	fs.DurationVar(&f.DiagnoseWait, "diagnose-wait", pipeline.DefaultDiagnoseWait, "the longest an event waits for its netns snapshot, and the time budget of the searches inside it (the processes holding the sockets, the netns of a unix socket file); then it goes out saying the diagnosis is not ready, and later events of the same failure carry it (diagnoses_late in the stopped line)")
 	fs.StringVar(&f.RateLimit, "rate-limit", "100/s", "at most this many events per second (bursts as many) per cgroup, netns, syscall, errno and address, counted in the kernel: the others never reach the ring buffer; the next event that passes says how many were suppressed (\"suppressed\"), and so do the summary and metrics. 0 or off: every failure is an event")
 	fs.StringVar(&f.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on /metrics and a health check on /healthz at this address, e.g. :9630 (off when empty)")
 	fs.IntVar(&f.MetricsMaxSeries, "metrics-max-series", 1000, "at most this many syscall/errno/namespace/pod series; later pods are counted under namespace and pod \"other\"")
@@ -82,6 +86,7 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.NodePortRange, "node-port-range", "30000-32767", "the cluster's Service NodePort range (kube-apiserver --service-node-port-range)")
 	fs.Uint32Var(&f.NodePortNetNS, "nodeport-netns", 0, "netns inode checked by --nodeport-collisions (default: the host's, that of pid 1)")
 	fs.StringVar(&f.CRIEndpoint, "cri-endpoint", "", "container runtime socket for pod names (default: the first of /run/containerd/containerd.sock, /run/k3s/containerd/containerd.sock, /var/run/crio/crio.sock, /run/cri-dockerd.sock); one given must be a unix socket (path or unix://path) at start; without one, or while it does not answer, events carry pod UIDs and container IDs only, and say why")
+	fs.DurationVar(&f.NamesWait, "names-wait", pipeline.DefaultNamesWait, "the longest an event waits for the container runtime to name its pod and container; then it goes out with the pod UID and container ID, and says why (pod.names_unresolved). At most 4096 events wait at once")
 	fs.StringVar(&f.Namespace, "namespace", "", "only pods in this Kubernetes namespace (as --pod, --container and --selector: an event whose pod or names are not known is dropped and counted as filtered_unresolved)")
 	fs.StringVar(&f.Pod, "pod", "", "only this pod (name)")
 	fs.StringVar(&f.Container, "container", "", "only this container (name)")
@@ -91,6 +96,7 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.KubeEventsQPS, "kube-events-qps", 5, "with --kube-events: at most this many API calls per second from this node (bursts of 10); failures wait, counted, in their Event")
 	fs.DurationVar(&f.KubeEventsInterval, "kube-events-interval", 10*time.Minute, "with --kube-events: a pod's failures of one reason toward one destination are one Event for this long, then a new Event")
 	fs.DurationVar(&f.KubeEventsUpdate, "kube-events-update-interval", 30*time.Second, "with --kube-events: an Event's count (its series) is updated at most this often")
+	fs.DurationVar(&f.RetryWindow, "retry-window", 50*time.Millisecond, "a failure within this long (kernel time) of the previous one of the same thread (of a Go program: any of its threads), syscall, errno and address, on the same fd or one of the next two, is its retry (\"attempt\": 2, 3, ...); a client that sleeps between tries keeps its own longer window (netcat-traditional: 2.5s)")
 	fs.StringVar(&f.Explain, "explain", "short", "per event, say what the errno means, which client failed and what it printed: short; full (also how every other client and libc words the same failure, about 3.5 KB more per event; eaddr explain lists them too); or off")
 }
 
@@ -98,6 +104,11 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 // larger one only hides a reader that does not keep up (the default holds
 // tens of thousands of events).
 const maxRingSize = 256 << 20
+
+// maxWait bounds --names-wait, --diagnose-wait and --retry-window: an event
+// held longer is no longer news, and a minute of a storm held for names
+// would not fit the 4096 events the queue keeps anyway.
+const maxWait = time.Minute
 
 func (f *TraceFlags) config() (pipeline.Config, error) {
 	var c pipeline.Config
@@ -166,6 +177,10 @@ func (f *TraceFlags) filters(c *pipeline.Config) error {
 	c.Comm = f.Comm
 	c.Cgroup = f.Cgroup
 	c.CRIEndpoint, c.Namespace, c.Pod, c.Container = f.CRIEndpoint, f.Namespace, f.Pod, f.Container
+	if f.NamesWait <= 0 || f.NamesWait > maxWait {
+		return usageErrorf("--names-wait must be from 1ns to %v, not %v", maxWait, f.NamesWait)
+	}
+	c.NamesWait = f.NamesWait
 	if f.Selector != "" {
 		c.Selector = map[string]string{}
 		for _, kv := range strings.Split(f.Selector, ",") {
@@ -202,6 +217,10 @@ func (f *TraceFlags) output(c *pipeline.Config) error {
 	default:
 		return usageErrorf("--explain must be full, short or off, not %q", f.Explain)
 	}
+	if f.RetryWindow <= 0 || f.RetryWindow > maxWait {
+		return usageErrorf("--retry-window must be from 1ns to %v, not %v", maxWait, f.RetryWindow)
+	}
+	c.RetryWindow = f.RetryWindow
 	if f.MetricsMaxSeries < 1 {
 		return usageErrorf("--metrics-max-series must be at least 1")
 	}
@@ -225,6 +244,10 @@ func (f *TraceFlags) diagnosis(c *pipeline.Config) error {
 			return usageErrorf("--diagnose-interval must be positive, not %v", f.DiagnoseInterval)
 		}
 		c.DiagnoseEvery = f.DiagnoseInterval
+		if f.DiagnoseWait <= 0 || f.DiagnoseWait > maxWait {
+			return usageErrorf("--diagnose-wait must be from 1ns to %v, not %v", maxWait, f.DiagnoseWait)
+		}
+		c.DiagnoseWait = f.DiagnoseWait
 	}
 	if f.NodePortCollisions {
 		inode := f.NodePortNetNS

@@ -454,21 +454,12 @@ func TestClassifiedAfterExit(t *testing.T) {
 	ns := exhausted(t, "tcp4", "127.0.0.1")
 	curl := testenv.Program(t, "curl", "curl")
 	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10))
-	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	stopped := true
-	defer func() {
-		if stopped {
-			p.cmd.Process.Signal(syscall.SIGCONT)
-		}
-	}()
+	resume := p.pause(t) // every thread stopped before curl starts
 	pid, out := runInNS(t, ns, curl, "-sS", "-m", "5", "http://127.0.0.1:8080/")
 	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
 		t.Fatalf("curl (pid %d) still exists", pid)
 	}
-	p.cmd.Process.Signal(syscall.SIGCONT)
-	stopped = false
+	resume()
 	evs := p.forPID(pid, 1, 5*time.Second)
 	if len(evs) != 1 {
 		t.Fatalf("%d events for curl, want 1", len(evs))
@@ -677,7 +668,10 @@ func TestExpectedProbes(t *testing.T) {
 	}
 	ns := exhausted(t, "tcp4", "127.0.0.1")
 	py := python(t)
-	p := startTrace(t, "--errno", "all", "--netns", strconv.FormatUint(ns.Inode(), 10))
+	// The two probes come microseconds apart, within the default 50 ms on a
+	// quiet machine; --retry-window 10s keeps a busy one from making them
+	// two attempts (the window itself: explain.TestAttempts).
+	p := startTrace(t, "--errno", "all", "--netns", strconv.FormatUint(ns.Inode(), 10), "--retry-window", "10s")
 	script := `import socket, pwd
 pwd.getpwnam("root")   # glibc: nscd first
 s = socket.socket(socket.AF_UNIX)

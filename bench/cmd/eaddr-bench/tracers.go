@@ -196,8 +196,8 @@ type eaddrSession struct {
 
 // startEaddr runs `eaddr trace ...` with stdout to /dev/null and waits for
 // the line with msg=attached on stderr.
-func startEaddr(ctx context.Context, bin string, args []string, devnull *os.File) (*eaddrSession, error) {
-	p, err := startProc(bin, args, devnull)
+func startEaddr(ctx context.Context, bin string, args []string, stdout io.Writer) (*eaddrSession, error) {
+	p, err := startProc(bin, args, stdout)
 	if err != nil {
 		return nil, err
 	}
