@@ -8,6 +8,9 @@
 // admission plugins (PodSecurity among them). Nothing else of a cluster runs:
 // no controller manager, scheduler or kubelet, so a DaemonSet is stored but no
 // pod is ever made from it.
+//
+// Server.Kubectl (and NewKubectl, without a server) runs the real kubectl of
+// Version, built the same way into the same cache (Commands, Binary).
 package kubetest
 
 import (
