@@ -57,12 +57,18 @@ func BinaryPath(name string) string {
 }
 
 // APIServerBinary is Binary(t, "kube-apiserver").
-func APIServerBinary(t testing.TB) string { return Binary(t, "kube-apiserver") }
+func APIServerBinary(t testing.TB) string {
+	t.Helper()
+	return Binary(t, "kube-apiserver")
+}
 
 // KubectlBinary is Binary(t, "kubectl"): the real kubectl of Version, never
 // the one on PATH (which may be another version, or google-cloud-sdk's
 // dispatcher).
-func KubectlBinary(t testing.TB) string { return Binary(t, "kubectl") }
+func KubectlBinary(t testing.TB) string {
+	t.Helper()
+	return Binary(t, "kubectl")
+}
 
 // Binary returns the path of the command name of Version, building it first
 // when it is not cached (kube-apiserver about 8 minutes on 2 cores, kubectl
