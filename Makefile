@@ -80,12 +80,18 @@ generate:
 check-generated: generate
 	git diff --exit-code -- tracer/ || { echo 'tracer/: committed BPF objects differ from make generate; commit the regenerated files' >&2; exit 1; }
 
-# The kube-apiserver that the API server tests run (internal/kubetest, deploy/apiserver_test.go),
-# built from the Go module proxy into /var/cache/eaddr-kube unless it is there: about 8 minutes
-# on 2 cores once, then nothing. The tests build it themselves on first use; this does it up front.
-.PHONY: kube-apiserver
+# The Kubernetes binaries the API server tests run (internal/kubetest's Commands: kube-apiserver
+# for internal/kubetest, deploy/ and cmd/eaddr; kubectl for deploy/'s kustomize, dry-run and debug
+# tests and cmd/eaddr's kubectl describe), built from the Go module proxy into
+# /var/cache/eaddr-kube unless they are there: kube-apiserver about 8 minutes on 2 cores once,
+# kubectl about 2 more, then nothing. The tests build what they need on first use; this does it up
+# front. `make kube-apiserver` builds only that one.
+.PHONY: kube kube-apiserver
+kube:
+	$(GO) run ./internal/kubetest/cmd/build-kube
+
 kube-apiserver:
-	$(GO) run ./internal/kubetest/cmd/build-kube-apiserver
+	$(GO) run ./internal/kubetest/cmd/build-kube kube-apiserver
 
 vet:
 	$(GO) vet ./...

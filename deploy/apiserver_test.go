@@ -10,13 +10,12 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/eaddr/eaddr/internal/kubetest"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -28,7 +27,7 @@ var notServed = map[string]string{
 		"does not have; TestManifestsDecodeStrictly decodes it and TestPrometheusRules checks its rules with promtool",
 }
 
-// document is one YAML document of a deploy/*.yaml file, as shipped.
+// document is one YAML document of a manifest file, as shipped.
 type document struct {
 	where      string // file: document N
 	yaml       []byte
@@ -39,18 +38,12 @@ type document struct {
 	namespace  string
 }
 
-// shippedDocuments reads every document of every deploy/*.yaml that holds
-// Kubernetes objects (not notManifests), Namespaces first.
+// shippedDocuments reads every document of every manifest file
+// (manifestFiles), Namespaces first.
 func shippedDocuments(t *testing.T) []document {
 	t.Helper()
-	files, err := filepath.Glob("*.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	more, _ := filepath.Glob("*.yml")
-	files = slices.DeleteFunc(append(files, more...), func(f string) bool { return notManifests[f] != "" })
 	var docs []document
-	for _, f := range files {
+	for _, f := range manifestFiles(t) {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -85,7 +78,7 @@ func shippedDocuments(t *testing.T) []document {
 		}
 	}
 	if len(docs) == 0 {
-		t.Fatal("no Kubernetes objects in deploy/*.yaml")
+		t.Fatal("no Kubernetes objects in the manifest files")
 	}
 	slices.SortStableFunc(docs, func(a, b document) int {
 		return boolToInt(b.kind == "Namespace") - boolToInt(a.kind == "Namespace")
@@ -225,31 +218,30 @@ func TestAPIServer(t *testing.T) {
 		t.Logf("rejected as expected: %v", resp.Err())
 	})
 
-	// Controls: the checks above can see what they look for.
-	// deploy/kube-events: its RBAC created, and the DaemonSet as kustomize
-	// patches it (token mounted, --kube-events) admitted, strictly and
-	// without warnings.
+	// deploy/kube-events as the real kubectl kustomize builds it: its RBAC
+	// created, and its DaemonSet (token mounted, --kube-events) admitted,
+	// strictly and without warnings (TestKustomizeServerDryRun gives the
+	// whole output to kubectl apply --dry-run=server as well).
 	t.Run("KubeEventsOverlay", func(t *testing.T) {
-		rbac, err := os.ReadFile("kube-events/rbac.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, doc := range strings.Split(string(rbac), "\n---\n") {
-			kind := []string{"clusterroles", "clusterrolebindings"}[i]
-			resp := create(t, s, "/apis/rbac.authorization.k8s.io/v1/"+kind, []byte(doc), "application/yaml", false)
-			if err := resp.Err(); err != nil || len(resp.Warnings) > 0 {
-				t.Errorf("kube-events/rbac.yaml document %d: %v %q", i+1, err, resp.Warnings)
+		for _, o := range kustomized(t, "kube-events") {
+			switch o.gvk.Kind {
+			case "ClusterRole", "ClusterRoleBinding":
+				resp := create(t, s, "/apis/rbac.authorization.k8s.io/v1/"+strings.ToLower(o.gvk.Kind)+"s", o.raw, "application/yaml", false)
+				if err := resp.Err(); err != nil || len(resp.Warnings) > 0 {
+					t.Errorf("%s: %v %q", o.where, err, resp.Warnings)
+				}
+			case "DaemonSet":
+				ds := o.obj.(*appsv1.DaemonSet)
+				ds.Name += "-kube-events" // the shipped one was created above
+				resp := create(t, s, "/apis/apps/v1/namespaces/"+ds.Namespace+"/daemonsets", mustJSON(t, ds), "", true)
+				if err := resp.Err(); err != nil || len(resp.Warnings) > 0 {
+					t.Errorf("the --kube-events DaemonSet: %v %q", err, resp.Warnings)
+				}
 			}
-		}
-		patched := patchedDaemonSet(t, strictOverlayDecoder())
-		patched.ResourceVersion, patched.UID, patched.CreationTimestamp = "", "", metav1.Time{}
-		patched.Name += "-kube-events" // the shipped one was created above
-		resp := create(t, s, "/apis/apps/v1/namespaces/"+patched.Namespace+"/daemonsets", mustJSON(t, patched), "", true)
-		if err := resp.Err(); err != nil || len(resp.Warnings) > 0 {
-			t.Errorf("the --kube-events DaemonSet: %v %q", err, resp.Warnings)
 		}
 	})
 
+	// Controls: the checks above can see what they look for.
 	t.Run("StrictRejectsUnknownField", func(t *testing.T) {
 		var bad map[string]any
 		if err := json.Unmarshal(mustJSON(t, ds.obj), &bad); err != nil {

@@ -1,5 +1,6 @@
 // Package deploy holds the Kubernetes manifests of eaddr; its tests decode every
-// document of every deploy/*.yaml strictly into the k8s.io/api types and check the
+// document of every shipped manifest (deploy/*.yaml, deploy/base/*.yaml, and what kubectl
+// kustomize builds of every kustomization) strictly into the k8s.io/api types and check the
 // choices that docs/kubernetes.md explains (least privilege, read-only host paths,
 // probes, resources, flags eaddr really has).
 package deploy
@@ -43,11 +44,37 @@ var allowedKinds = map[schema.GroupVersionKind]func() runtime.Object{
 	monitoringV1.WithKind("PrometheusRule"): func() runtime.Object { return &prometheusRule{} },
 }
 
-// notManifests are deploy/*.yaml files that hold no Kubernetes object, and what
-// checks them instead.
+// manifestDirs hold the shipped manifests, as *.yaml: deploy/ itself (the alert
+// rules) and deploy/base (the DaemonSet, kubectl apply -k deploy/base). The
+// overlay deploy/kube-events is checked as kustomize builds it
+// (TestKubeEventsOverlay, TestKustomize).
+var manifestDirs = []string{".", "base"}
+
+// notManifests are files in manifestDirs that hold no Kubernetes object, and
+// what checks them instead.
 var notManifests = map[string]string{
-	"prometheus-rules.yaml": "a plain Prometheus rule file: TestPrometheusRules, TestPrometheusRuleFilesInStep",
-	"kustomization.yaml":    "kustomize's list of the default manifests (kubectl apply -k deploy): TestKubeEventsOverlay",
+	"prometheus-rules.yaml":   "a plain Prometheus rule file: TestPrometheusRules, TestPrometheusRuleFilesInStep",
+	"base/kustomization.yaml": "kustomize's list of the default manifests (kubectl apply -k deploy/base): TestKustomize",
+}
+
+// manifestFiles are the *.yaml and *.yml of manifestDirs, less notManifests.
+func manifestFiles(t *testing.T) []string {
+	t.Helper()
+	var files []string
+	for _, dir := range manifestDirs {
+		for _, pattern := range []string{"*.yaml", "*.yml"} {
+			m, err := filepath.Glob(filepath.Join(dir, pattern))
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, m...)
+		}
+	}
+	files = slices.DeleteFunc(files, func(f string) bool { return notManifests[f] != "" })
+	if len(files) == 0 {
+		t.Fatalf("no *.yaml in %q", manifestDirs)
+	}
+	return files
 }
 
 // strictDecoder is apimachinery's YAML serializer in strict mode: the decoding the
@@ -69,6 +96,7 @@ type object struct {
 	where string // file:document
 	gvk   schema.GroupVersionKind
 	obj   runtime.Object
+	raw   []byte // the document as written
 }
 
 // decodeStream splits a YAML stream into documents and decodes each strictly into
@@ -104,7 +132,7 @@ func decodeStream(name string, data []byte) ([]object, error) {
 		if err != nil {
 			return out, fmt.Errorf("%s (%s): %w", where, gvk.Kind, err)
 		}
-		out = append(out, object{where: where, gvk: *gvk, obj: obj})
+		out = append(out, object{where: where, gvk: *gvk, obj: obj, raw: doc})
 	}
 }
 
@@ -117,21 +145,11 @@ func allowedList() []string {
 	return l
 }
 
-// manifests decodes every deploy/*.yaml.
+// manifests decodes every manifest file (manifestFiles).
 func manifests(t *testing.T) []object {
 	t.Helper()
-	files, err := filepath.Glob("*.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	more, _ := filepath.Glob("*.yml")
-	files = append(files, more...)
-	files = slices.DeleteFunc(files, func(f string) bool { return notManifests[f] != "" })
-	if len(files) == 0 {
-		t.Fatal("no *.yaml in deploy/")
-	}
 	var all []object
-	for _, f := range files {
+	for _, f := range manifestFiles(t) {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -158,20 +176,23 @@ func find[T runtime.Object](objs []object) []T {
 	return out
 }
 
-// eaddrDaemonSet returns deploy/daemonset.yaml's DaemonSet.
+// daemonSetFile holds the DaemonSet, its Namespace and ServiceAccount.
+const daemonSetFile = "base/daemonset.yaml"
+
+// eaddrDaemonSet returns deploy/base/daemonset.yaml's DaemonSet.
 func eaddrDaemonSet(t *testing.T) *appsv1.DaemonSet {
 	t.Helper()
-	data, err := os.ReadFile("daemonset.yaml")
+	data, err := os.ReadFile(daemonSetFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := decodeStream("daemonset.yaml", data)
+	objs, err := decodeStream(daemonSetFile, data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ds := find[*appsv1.DaemonSet](objs)
 	if len(ds) != 1 {
-		t.Fatalf("daemonset.yaml: %d DaemonSets, want 1", len(ds))
+		t.Fatalf("%s: %d DaemonSets, want 1", daemonSetFile, len(ds))
 	}
 	return ds[0]
 }
@@ -507,13 +528,13 @@ func TestCapabilitiesAreDocumented(t *testing.T) {
 	}
 	slices.Sort(added)
 
-	raw, err := os.ReadFile("daemonset.yaml")
+	raw, err := os.ReadFile(daemonSetFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range added {
 		if !regexp.MustCompile(`(?m)^\s*# ` + c + `: \S`).Match(raw) {
-			t.Errorf("daemonset.yaml: capability %s has no \"# %s: why\" comment", c, c)
+			t.Errorf("%s: capability %s has no \"# %s: why\" comment", daemonSetFile, c, c)
 		}
 	}
 

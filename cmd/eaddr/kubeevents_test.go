@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -337,8 +339,11 @@ func TestKubeEventsAPIServer(t *testing.T) {
 	}
 }
 
-// describe logs the Event as kubectl describe pod lists it, from the core/v1
-// view of the API (Type, Reason, From, Message; Age left out).
+// describe checks the Event in the core/v1 view of the API (what kubectl
+// describe pod and kubectl get events read), then runs the real `kubectl
+// describe pod client -n shop` (kubetest's kubectl, kubetest.Version) and
+// checks that the excerpt README.md and docs/kubernetes.md quote is what it
+// printed (describeExcerpt).
 func describe(t *testing.T, s *kubetest.Server) {
 	t.Helper()
 	resp, err := s.Do(context.Background(), kubetest.Request{Method: "GET", Path: "/api/v1/namespaces/shop/events?fieldSelector=involvedObject.name%3Dclient"})
@@ -350,9 +355,103 @@ func describe(t *testing.T, s *kubetest.Server) {
 		t.Fatalf("core/v1 events of the pod: %v %s", err, resp.Body)
 	}
 	e := l.Items[0]
-	if e.InvolvedObject.Kind != "Pod" || e.InvolvedObject.Name != "client" || e.Reason != "EphemeralPortsExhausted" || e.Type != "Warning" {
+	if e.InvolvedObject.Kind != "Pod" || e.InvolvedObject.Name != "client" || e.Reason != "EphemeralPortsExhausted" || e.Type != "Warning" ||
+		e.ReportingComponent != "eaddr.io/eaddr" || e.ReportingInstance != "eaddr-node-a" || e.Series == nil || e.Series.Count != 21 {
 		t.Errorf("core/v1 view %+v", e)
 	}
-	t.Logf("kubectl describe pod client -n shop:\nEvents:\n  Type     Reason                   From                           Message\n  ----     ------                   ----                           -------\n  %-8s %-24s %-30s %s (x%d)",
-		e.Type, e.Reason, e.ReportingComponent+", "+e.ReportingInstance, e.Message, e.Series.Count)
+	args := []string{"describe", "pod", "client", "-n", "shop"}
+	out, stderr, err := s.Kubectl(t).Run(nil, args...)
+	if err != nil || len(stderr) > 0 {
+		t.Fatalf("%v (stderr %q)", err, stderr)
+	}
+	printed := eventsSection(string(out))
+	if printed == nil {
+		t.Fatalf("kubectl %s printed no Events section:\n%s", strings.Join(args, " "), out)
+	}
+	for _, doc := range []string{"../../README.md", "../../docs/kubernetes.md"} {
+		if err := describeExcerpt(doc, "kubectl "+strings.Join(args, " "), printed); err != nil {
+			t.Errorf("%v\nkubectl %s printed:\n%s", err, strings.Join(args, " "), strings.Join(printed, "\n"))
+		}
+	}
+}
+
+// eventsSection is the lines of kubectl describe's output from "Events:" to
+// its end, trailing blank lines left out; nil without one.
+func eventsSection(out string) []string {
+	lines := strings.Split(strings.TrimRight(out, "\n "), "\n")
+	for i, l := range lines {
+		if l == "Events:" {
+			return lines[i:]
+		}
+	}
+	return nil
+}
+
+// perRun are the parts of kubectl describe's Events table that differ from
+// run to run, and what describeExcerpt compares in their place: the Age
+// cell's durations (how long ago the Event was first and last seen, e.g. "0s
+// (x21 over 3s)"; kubectl's duration.HumanDuration: 3s, 2m5s, 3h) and the pid
+// of the process that holds the ports (the test binary).
+var perRun = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`(^|  )[0-9][0-9smhdy]* \(x(\d+) over [0-9][0-9smhdy]*\)(  )`), "${1}AGE (x${2} over AGE)${3}"},
+	{regexp.MustCompile(`(^|  )[0-9][0-9smhdy]*(  )`), "${1}AGE${2}"},
+	{regexp.MustCompile(`\bpid \d+\b`), "pid PID"},
+}
+
+// normalized is line with the per-run parts replaced (perRun) and split into
+// words: the columns are padded to their widest cell, which the Age cell's
+// width changes, so runs of spaces are compared as one separator.
+func normalized(line string) string {
+	for _, p := range perRun {
+		line = p.re.ReplaceAllString(line, p.with)
+	}
+	return strings.Join(strings.Fields(line), " ")
+}
+
+// describeExcerpt checks the fenced block of doc that holds a line
+// "Events:": from that line on, it must be kubectl's Events section, line
+// for line, word for word, but for the per-run parts (normalized). A
+// "$ kubectl ..." line in the block must be the command that was run.
+func describeExcerpt(doc, command string, printed []string) error {
+	data, err := os.ReadFile(doc)
+	if err != nil {
+		return err
+	}
+	var blocks [][]string
+	var cur []string
+	in := false
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, "```") {
+			if in && slices.Contains(cur, "Events:") {
+				blocks = append(blocks, cur)
+			}
+			in, cur = !in, nil
+			continue
+		}
+		if in {
+			cur = append(cur, l)
+		}
+	}
+	if len(blocks) != 1 {
+		return fmt.Errorf("%s: %d fenced blocks with an \"Events:\" line, want 1", doc, len(blocks))
+	}
+	block := blocks[0]
+	for _, l := range block {
+		if c, ok := strings.CutPrefix(l, "$ "); ok && c != command {
+			return fmt.Errorf("%s: the excerpt says %q, the test ran %q", doc, l, command)
+		}
+	}
+	excerpt := block[slices.Index(block, "Events:"):]
+	if len(excerpt) != len(printed) {
+		return fmt.Errorf("%s: the excerpt has %d lines from \"Events:\", kubectl printed %d", doc, len(excerpt), len(printed))
+	}
+	for i := range excerpt {
+		if a, b := normalized(excerpt[i]), normalized(printed[i]); a != b {
+			return fmt.Errorf("%s: excerpt line %d is not what kubectl printed:\n excerpt %q\n kubectl %q", doc, i+1, a, b)
+		}
+	}
+	return nil
 }

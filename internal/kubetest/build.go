@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,16 +21,25 @@ import (
 	"github.com/eaddr/eaddr/internal/testenv"
 )
 
-// Version is the Kubernetes release whose kube-apiserver the tests run. Its
+// Version is the Kubernetes release whose binaries the tests run. Its
 // staging modules (k8s.io/api, k8s.io/apiserver, ...) are the matching v0.x.y.
 const Version = "v1.34.2"
+
+// Commands are the Kubernetes binaries the tests can run, each built from
+// k8s.io/kubernetes/cmd/NAME at Version into CacheDir. One line adds another
+// (kubelet, kube-controller-manager, kube-scheduler and kube-proxy live there
+// too); the wrapper module imports them all, so its go.sum covers every one.
+var Commands = []string{
+	"kube-apiserver",
+	"kubectl",
+}
 
 // CacheEnv names the environment variable that moves the cache directory away
 // from DefaultCacheDir.
 const CacheEnv = "EADDR_KUBE_CACHE"
 
-// DefaultCacheDir holds the built binary, the wrapper module it is built from,
-// the build log and the lock that serialises builds.
+// DefaultCacheDir holds the built binaries, the wrapper module they are built
+// from, their build logs and the lock that serialises builds.
 const DefaultCacheDir = "/var/cache/eaddr-kube"
 
 // CacheDir is $EADDR_KUBE_CACHE, or DefaultCacheDir.
@@ -40,23 +50,44 @@ func CacheDir() string {
 	return DefaultCacheDir
 }
 
-// BinaryPath is where the kube-apiserver of Version is (or will be) cached.
-func BinaryPath() string {
-	return filepath.Join(CacheDir(), "kube-apiserver-"+Version)
+// BinaryPath is where the command name (one of Commands) of Version is (or
+// will be) cached.
+func BinaryPath(name string) string {
+	return filepath.Join(CacheDir(), name+"-"+Version)
 }
 
-// APIServerBinary returns the path of a kube-apiserver of Version, building it
-// first when it is not cached (about 8 minutes on 2 cores, once per machine).
-// Without a Go toolchain on PATH it skips (testenv.Skip: a failure under
-// EADDR_REQUIRE_BPF=1); a failed build fails the test with the build log's tail.
+// APIServerBinary is Binary(t, "kube-apiserver").
 func APIServerBinary(t testing.TB) string {
 	t.Helper()
-	bin := BinaryPath()
+	return Binary(t, "kube-apiserver")
+}
+
+// KubectlBinary is Binary(t, "kubectl"): the real kubectl of Version, never
+// the one on PATH (which may be another version, or google-cloud-sdk's
+// dispatcher).
+func KubectlBinary(t testing.TB) string {
+	t.Helper()
+	return Binary(t, "kubectl")
+}
+
+// Binary returns the path of the command name of Version, building it first
+// when it is not cached (kube-apiserver about 8 minutes on 2 cores, kubectl
+// about 2 more, once per machine). It skips (testenv.Skip: a failure under
+// EADDR_REQUIRE_BPF=1) when the binary is not cached and cannot be built
+// here: no Go toolchain on PATH, or a cache directory this user cannot
+// write (`make kube` as root builds it there); a failed build fails the
+// test with the build log's tail.
+func Binary(t testing.TB, name string) string {
+	t.Helper()
+	bin := BinaryPath(name)
 	if isExecutable(bin) {
 		return bin
 	}
 	if _, err := exec.LookPath("go"); err != nil {
-		testenv.Skip(t, fmt.Sprintf("no Go toolchain on PATH to build kube-apiserver %s into %s: %v", Version, bin, err))
+		testenv.Skip(t, fmt.Sprintf("no Go toolchain on PATH to build %s %s into %s: %v", name, Version, bin, err))
+	}
+	if err := writableDir(CacheDir()); err != nil {
+		testenv.Skip(t, fmt.Sprintf("%s %s is not built and cannot be built here (`make kube` as root builds it): %v", name, Version, err))
 	}
 	ctx := context.Background()
 	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
@@ -67,59 +98,100 @@ func APIServerBinary(t testing.TB) string {
 		}
 	}
 	begin := time.Now()
-	bin, err := BuildAPIServer(ctx, func(format string, args ...any) { t.Logf(format, args...) })
+	bins, err := Build(ctx, func(format string, args ...any) { t.Logf(format, args...) }, name)
 	if err != nil {
-		t.Fatalf("building kube-apiserver %s: %v", Version, err)
+		t.Fatalf("building %s %s: %v", name, Version, err)
 	}
-	t.Logf("kube-apiserver %s ready after %s: %s", Version, time.Since(begin).Round(time.Second), bin)
-	return bin
+	t.Logf("%s %s ready after %s: %s", name, Version, time.Since(begin).Round(time.Second), bins[0])
+	return bins[0]
 }
 
-// BuildAPIServer builds kube-apiserver Version into BinaryPath unless it is
-// there already, and returns its path. Builds are serialised by an flock on
-// CacheDir()/build.lock, so test binaries running side by side build it once.
+// writableDir is nil when dir exists and this process may create files in
+// it, or when it does not exist and its nearest existing parent allows that.
+func writableDir(dir string) error {
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			if err := syscall.Access(d, 2 /* W_OK */); err != nil {
+				return fmt.Errorf("%s: not writable by euid %d: %w", d, os.Geteuid(), err)
+			}
+			return nil
+		}
+		if d == filepath.Dir(d) {
+			return fmt.Errorf("%s: no existing parent", dir)
+		}
+	}
+}
+
+// Build builds each of the named Commands (all of them when none is named)
+// that is not cached yet into BinaryPath, and returns their paths in the
+// order asked. Builds are serialised by an flock on CacheDir()/build.lock, so
+// test binaries running side by side build each once.
 //
 // `go install k8s.io/kubernetes/cmd/kube-apiserver@v1.x.y` is refused because
 // k8s.io/kubernetes's go.mod replaces its staging modules with ./staging/...
 // paths. So a wrapper module in CacheDir()/src-<Version> requires
 // k8s.io/kubernetes and replaces each of those staging modules with its
 // published v0.x.y; the list is read from k8s.io/kubernetes's own go.mod.
-func BuildAPIServer(ctx context.Context, logf func(format string, args ...any)) (string, error) {
+func Build(ctx context.Context, logf func(format string, args ...any), names ...string) ([]string, error) {
+	if len(names) == 0 {
+		names = Commands
+	}
+	for _, n := range names {
+		if !slices.Contains(Commands, n) {
+			return nil, fmt.Errorf("%q is not one of kubetest.Commands %q", n, Commands)
+		}
+	}
 	dir := CacheDir()
-	bin := BinaryPath()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
+		return nil, err
 	}
 	unlock, err := lockBuild(ctx, dir, logf)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer unlock()
-	if isExecutable(bin) {
-		return bin, nil // built by the holder of the lock we waited for
-	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	logPath := filepath.Join(dir, "build-"+Version+".log")
+	var bins []string
+	for _, name := range names {
+		bin := BinaryPath(name)
+		bins = append(bins, bin)
+		if isExecutable(bin) {
+			continue // cached, or built by the holder of the lock we waited for
+		}
+		if err := buildOne(ctx, logf, goBin, name, bin); err != nil {
+			return nil, err
+		}
+	}
+	return bins, nil
+}
+
+// buildOne builds the command name into bin in the wrapper module, with its
+// own log in CacheDir().
+func buildOne(ctx context.Context, logf func(format string, args ...any), goBin, name, bin string) error {
+	dir := CacheDir()
+	logPath := filepath.Join(dir, "build-"+name+"-"+Version+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer logFile.Close()
-	logf("building kube-apiserver %s into %s (about 8 minutes on 2 cores; log: %s)", Version, bin, logPath)
+	logf("building %s %s into %s (kube-apiserver takes about 8 minutes on 2 cores, kubectl about 2 more; log: %s)", name, Version, bin, logPath)
+	begin := time.Now()
 	b := &builder{ctx: ctx, goBin: goBin, src: filepath.Join(dir, "src-"+Version), log: logFile, logPath: logPath}
 	if err := os.MkdirAll(b.src, 0o755); err != nil {
-		return "", err
+		return err
 	}
 	if err := b.wrapperModule(); err != nil {
-		return "", err
+		return err
 	}
-	if err := b.build(bin); err != nil {
-		return "", err
+	if err := b.build(name, bin); err != nil {
+		return err
 	}
-	return bin, nil
+	fmt.Fprintf(logFile, "# %s built in %s\n", name, time.Since(begin).Round(time.Second))
+	return nil
 }
 
 // lockBuild takes CacheDir()/build.lock, waiting (within ctx) while
@@ -134,7 +206,7 @@ func lockBuild(ctx context.Context, dir string, logf func(format string, args ..
 			lock.Close()
 			return nil, fmt.Errorf("flock %s: %w", lock.Name(), err)
 		}
-		logf("another process is building kube-apiserver (%s is locked): waiting", lock.Name())
+		logf("another process is building a Kubernetes binary (%s is locked): waiting", lock.Name())
 		if err := flockContext(ctx, lock); err != nil {
 			lock.Close()
 			return nil, err
@@ -171,10 +243,15 @@ func (b *builder) run(args ...string) ([]byte, error) {
 }
 
 // wrapperModule writes the wrapper's go.mod (k8s.io/kubernetes and its
-// staging modules at their published versions) and go.sum.
+// staging modules at their published versions), a tools.go that imports
+// every one of Commands, and go.sum (go mod tidy, skipped when go.mod and
+// tools.go are what an earlier build left with its go.sum).
 func (b *builder) wrapperModule() error {
+	modPath, toolsPath, sumPath := filepath.Join(b.src, "go.mod"), filepath.Join(b.src, "tools.go"), filepath.Join(b.src, "go.sum")
+	oldMod, _ := os.ReadFile(modPath)
+	oldTools, _ := os.ReadFile(toolsPath)
 	// A first go.mod so that `go mod download` runs inside the module.
-	if err := os.WriteFile(filepath.Join(b.src, "go.mod"), []byte("module eaddr.local/kube-apiserver\n"), 0o644); err != nil {
+	if err := os.WriteFile(modPath, []byte("module eaddr.local/kube\n"), 0o644); err != nil {
 		return err
 	}
 	out, err := b.run("mod", "download", "-json", "k8s.io/kubernetes@"+Version)
@@ -196,21 +273,41 @@ func (b *builder) wrapperModule() error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(b.src, "go.mod"), gomod, 0o644); err != nil {
+	if err := os.WriteFile(modPath, gomod, 0o644); err != nil {
 		return err
 	}
 	// tidy keeps the requirement (and writes go.sum) only if a file imports it.
-	tools := "//go:build tools\n\npackage tools\n\nimport _ \"k8s.io/kubernetes/cmd/kube-apiserver\"\n"
-	if err := os.WriteFile(filepath.Join(b.src, "tools.go"), []byte(tools), 0o644); err != nil {
+	tools := toolsGo(Commands)
+	if err := os.WriteFile(toolsPath, tools, 0o644); err != nil {
 		return err
+	}
+	if _, err := os.Stat(sumPath); err == nil && bytes.Equal(oldMod, gomod) && bytes.Equal(oldTools, tools) {
+		fmt.Fprintf(b.log, "# go.mod and tools.go unchanged, go.sum there: no go mod tidy\n")
+		return nil
 	}
 	_, err = b.run("mod", "tidy")
 	return err
 }
 
-// build compiles kube-apiserver to bin, through a temporary file, with the
-// version stamps a release carries (/version says Version).
-func (b *builder) build(bin string) error {
+// toolsGo is the wrapper's tools.go: a blank import of each command's main
+// package, so that go mod tidy keeps what they need.
+func toolsGo(commands []string) []byte {
+	var b strings.Builder
+	b.WriteString("//go:build tools\n\npackage tools\n\nimport (\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "\t_ %q\n", commandPackage(c))
+	}
+	b.WriteString(")\n")
+	return []byte(b.String())
+}
+
+// commandPackage is the main package of command name in k8s.io/kubernetes.
+func commandPackage(name string) string { return "k8s.io/kubernetes/cmd/" + name }
+
+// build compiles the command name to bin, through a temporary file, with
+// the version stamps a release carries (kube-apiserver's /version and
+// `kubectl version --client` say Version).
+func (b *builder) build(name, bin string) error {
 	minor := strings.SplitN(strings.TrimPrefix(Version, "v"), ".", 3)
 	var ldflags []string
 	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
@@ -221,7 +318,7 @@ func (b *builder) build(bin string) error {
 			"-X "+pkg+".gitTreeState=clean")
 	}
 	tmp := bin + ".tmp"
-	if _, err := b.run("build", "-trimpath", "-ldflags", "-s -w "+strings.Join(ldflags, " "), "-o", tmp, "k8s.io/kubernetes/cmd/kube-apiserver"); err != nil {
+	if _, err := b.run("build", "-trimpath", "-ldflags", "-s -w "+strings.Join(ldflags, " "), "-o", tmp, commandPackage(name)); err != nil {
 		os.Remove(tmp)
 		return err
 	}
@@ -238,8 +335,8 @@ var stagingReplace = regexp.MustCompile(`(?m)^\s*(?:replace\s+)?(k8s\.io/[A-Za-z
 // with its published v0 version.
 func wrapperGoMod(upstream []byte, version string) ([]byte, error) {
 	var b strings.Builder
-	b.WriteString("// Generated by eaddr's internal/kubetest: builds kube-apiserver " + version + ".\n")
-	b.WriteString("module eaddr.local/kube-apiserver\n\n")
+	b.WriteString("// Generated by eaddr's internal/kubetest: builds " + strings.Join(Commands, ", ") + " " + version + ".\n")
+	b.WriteString("module eaddr.local/kube\n\n")
 	for _, line := range strings.Split(string(upstream), "\n") {
 		if strings.HasPrefix(line, "go ") || strings.HasPrefix(line, "godebug ") {
 			b.WriteString(line + "\n")

@@ -4,10 +4,14 @@
 // both stopped by t.Cleanup even when the test fails.
 //
 // The server authenticates an admin token (group system:masters) from a token
-// file and ServiceAccount tokens, authorises with RBAC, and runs the default
-// admission plugins (PodSecurity among them). Nothing else of a cluster runs:
+// file and ServiceAccount tokens, authorises with RBAC, allows privileged
+// containers (as real clusters do), and runs the default admission plugins
+// (PodSecurity among them). Nothing else of a cluster runs:
 // no controller manager, scheduler or kubelet, so a DaemonSet is stored but no
 // pod is ever made from it.
+//
+// Server.Kubectl (and NewKubectl, without a server) runs the real kubectl of
+// Version, built the same way into the same cache (Commands, Binary).
 package kubetest
 
 import (
@@ -153,6 +157,10 @@ func (s *Server) startAPIServer(bin string, port int, opts Options) {
 		// No Endpoints for the "kubernetes" Service: they would hold the
 		// advertise address, and loopback addresses are not valid endpoints.
 		"--endpoint-reconciler-type=none",
+		// As on kubeadm's, kind's and managed clusters: privileged containers
+		// are allowed (kubectl debug node's sysadmin profile makes one);
+		// whether a namespace admits them is Pod Security's decision.
+		"--allow-privileged=true",
 	}
 	if opts.PodSecurityDefaultEnforce != "" {
 		path := filepath.Join(s.Dir, "admission.yaml")

@@ -253,3 +253,46 @@ func TestPodSecurityDefaultEnforce(t *testing.T) {
 	}
 	do(t, s, hostPIDPod("plain", "default", false), http.StatusCreated)
 }
+
+// The wrapper module's tools.go imports every one of Commands, so that its
+// go.sum covers each; Build refuses a name that is not one of them.
+func TestToolsGo(t *testing.T) {
+	got := string(toolsGo([]string{"kube-apiserver", "kubectl"}))
+	want := "//go:build tools\n\npackage tools\n\nimport (\n\t_ \"k8s.io/kubernetes/cmd/kube-apiserver\"\n\t_ \"k8s.io/kubernetes/cmd/kubectl\"\n)\n"
+	if got != want {
+		t.Errorf("toolsGo:\n%s\nwant:\n%s", got, want)
+	}
+	if _, err := Build(context.Background(), t.Logf, "kubelet-typo"); err == nil || !strings.Contains(err.Error(), "not one of kubetest.Commands") {
+		t.Errorf("Build of an unknown command: %v", err)
+	}
+}
+
+// The kubectl the tests run is Version's, from the cache, whatever kubectl
+// is on PATH, and talks to the server of its kubeconfig only: a KUBECONFIG
+// or HOME in the test's environment changes nothing.
+func TestKubectl(t *testing.T) {
+	s := Start(t)
+	t.Setenv("KUBECONFIG", "/nonexistent/kubeconfig")
+	t.Setenv("HOME", "/nonexistent")
+	k := s.Kubectl(t)
+	if k.Bin != BinaryPath("kubectl") {
+		t.Errorf("kubectl %s, want the cached %s", k.Bin, BinaryPath("kubectl"))
+	}
+	out, _, err := k.Run(nil, "version", "--client", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		ClientVersion struct{ GitVersion string } `json:"clientVersion"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil || v.ClientVersion.GitVersion != Version {
+		t.Errorf("kubectl version --client: %q (%v), want %s", out, err, Version)
+	}
+	out, stderr, err := k.Run(nil, "get", "namespace", "default", "-o", "jsonpath={.metadata.name}")
+	if err != nil || string(out) != "default" || len(stderr) > 0 {
+		t.Errorf("kubectl get namespace default: %q %q %v", out, stderr, err)
+	}
+	if _, _, err := k.Run(nil, "get", "namespace", "no-such-namespace"); err == nil || !strings.Contains(err.Error(), `"no-such-namespace" not found`) {
+		t.Errorf("kubectl get of a missing namespace: %v, want its NotFound", err)
+	}
+}
