@@ -53,7 +53,7 @@ func InCluster() (*Client, error) {
 	}
 	ca, err := os.ReadFile(filepath.Join(saDir, "ca.crt"))
 	if err != nil {
-		return nil, fmt.Errorf("the service account's CA: %w (does the pod mount a token? deploy/kube-events.yaml sets automountServiceAccountToken)", err)
+		return nil, fmt.Errorf("the service account's CA: %w (does the pod mount a token? kubectl apply -k deploy/kube-events mounts it)", err)
 	}
 	tlsc, err := tlsConfig(ca, false)
 	if err != nil {
