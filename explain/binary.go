@@ -2,7 +2,6 @@ package explain
 
 import (
 	"bytes"
-	"debug/buildinfo"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -114,15 +114,24 @@ func AnalyzeBinary(path string) (BinaryInfo, error) {
 // empty it is taken from the path f refers to. f is only read with ReadAt: its
 // offset is untouched and it is not closed.
 //
+// The file is the container's, not eaddr's: every size and count in it is
+// its own claim. The headers are read by elfFile (what debug/elf accepts,
+// without its unbounded copies and its panics) and the Go build info by
+// goBuildInfo (debug/buildinfo's rules), both within binLimits: a file past
+// one of them is not analysed, with an error wrapping errGaveUp that says
+// which, and no part of what was read is returned. The analysis of one
+// file reads at most maxBinaryRead bytes and takes at most a second.
+//
 // The rules, in order:
 //
 //  1. Not an ELF file (e.g. a shell script): an error wrapping ErrNotELF.
-//  2. Go: if debug/buildinfo.Read succeeds, Runtime "go" and Libc "go" even
-//     with cgo, because Go formats syscall errors (net.Dial, ...) with
-//     syscall.Errno.Error and its own errno table, never libc's strerror.
-//     GoVersion is set from the build info. buildinfo.Read is skipped for a
-//     file that has section headers but none of Go's (see mayBeGo): it would
-//     otherwise scan the data segment of every C program in vain.
+//  2. Go: if the Go build info is found (as debug/buildinfo.Read finds it),
+//     Runtime "go" and Libc "go" even with cgo, because Go formats syscall
+//     errors (net.Dial, ...) with syscall.Errno.Error and its own errno
+//     table, never libc's strerror. GoVersion is set from the build info.
+//     It is not looked for in a file that has section headers but none of
+//     Go's (see mayBeGo): that would scan the data segment of every C
+//     program in vain.
 //  3. Libc of a dynamic ELF (has PT_INTERP) comes from the interpreter path:
 //     "ld-musl" means musl; "ld-linux" (ld-linux-x86-64.so.2,
 //     ld-linux-aarch64.so.1, ...) or "ld64.so" means glibc; anything else
@@ -134,7 +143,7 @@ func AnalyzeBinary(path string) (BinaryInfo, error) {
 //     EADDRNOTAVAIL) prints: "Cannot assign requested address" means glibc,
 //     "Address not available" means musl. Neither (the program never calls
 //     strerror) or both (ambiguous) leaves Libc unknown. The search streams
-//     the data in chunks and stops after maxScanBytes.
+//     the data in chunks and stops quietly after maxScanBytes.
 //  5. BusyBox: the read-only data contains "BusyBox v" (its banner) or the
 //     name is "busybox" → Runtime "busybox" (Debian's busybox-static is static
 //     glibc, Alpine's busybox is dynamic musl).
@@ -148,26 +157,40 @@ func AnalyzeBinaryFile(f *os.File, name string) (BinaryInfo, error) {
 	} else {
 		name = binaryBaseName(name)
 	}
-	info := BinaryInfo{Name: name}
+	fi, err := f.Stat()
+	if err != nil {
+		return BinaryInfo{Name: name}, fmt.Errorf("analyze %s: %w", name, err)
+	}
+	return analyzeBinary(newBinReader(f, fi.Size(), &defaultBinLimits, time.Now), name)
+}
 
-	ef, err := openELF(f, name)
+// analyzeBinary applies AnalyzeBinaryFile's rules to the file r reads,
+// within r's limits: past one, the error wraps errGaveUp and nothing of the
+// file is claimed.
+func analyzeBinary(r *binReader, name string) (BinaryInfo, error) {
+	info := BinaryInfo{Name: name}
+	ef, err := openELF(r, name)
 	if err != nil {
 		return info, err
 	}
-	if info.Interp, info.Static, err = interpOf(ef); err != nil {
+	if info.Interp, info.Static, err = ef.interp(); err != nil {
 		return info, fmt.Errorf("analyze %s: reading PT_INTERP: %w", name, err)
 	}
 
 	// Rule 2: Go.
 	if mayBeGo(ef) {
-		if bi, err := buildinfo.Read(f); err == nil {
+		vers, path, ok, err := ef.goBuildInfo()
+		if err != nil {
+			return info, fmt.Errorf("analyze %s: %w", name, err)
+		}
+		if ok {
 			info.Runtime = RuntimeGo
 			info.Libc = LibcGo
-			info.GoVersion, info.GoPath = bi.GoVersion, bi.Path
+			info.GoVersion, info.GoPath = vers, path
 			return info, nil
 		}
-		// Any failure, including an I/O error, means "not (readable as)
-		// Go"; the rules below still give a useful answer.
+		// Any other failure, including an I/O error, means "not
+		// (readable as) Go"; the rules below still give a useful answer.
 	}
 
 	// Rules 3 to 5: one pass over the read-only data finds the BusyBox
@@ -176,10 +199,14 @@ func AnalyzeBinaryFile(f *os.File, name string) (BinaryInfo, error) {
 	if info.Static {
 		needles = append(needles, glibcEADDRNOTAVAIL, muslEADDRNOTAVAIL)
 	}
-	if needed, err := ef.DynString(elf.DT_NEEDED); err == nil {
-		info.Needed = needed[:min(len(needed), maxNeeded)]
+	needed, err := ef.needed()
+	switch {
+	case errors.Is(err, errGaveUp):
+		return info, fmt.Errorf("analyze %s: %w", name, err)
+	case err == nil:
+		info.Needed = needed
 	}
-	found, err := scanReadOnly(f, ef, needles)
+	found, err := scanReadOnly(ef, needles)
 	if err != nil {
 		return info, fmt.Errorf("analyze %s: %w", name, err)
 	}
@@ -213,10 +240,10 @@ func classify(info *BinaryInfo, found []bool) {
 }
 
 // openELF checks the magic itself (rule 1), so a script gets a clear error
-// rather than debug/elf's "bad magic number".
-func openELF(f *os.File, name string) (*elf.File, error) {
+// rather than "bad magic number", then reads the ELF headers.
+func openELF(r *binReader, name string) (*elfFile, error) {
 	var magic [4]byte
-	if n, err := f.ReadAt(magic[:], 0); n < len(magic) {
+	if n, err := r.ReadAt(magic[:], 0); n < len(magic) {
 		if err != nil && err != io.EOF {
 			return nil, fmt.Errorf("analyze %s: %w", name, err)
 		}
@@ -228,22 +255,11 @@ func openELF(f *os.File, name string) (*elf.File, error) {
 		}
 		return nil, fmt.Errorf("analyze %s: %w", name, ErrNotELF)
 	}
-	ef, err := elf.NewFile(f)
+	ef, err := parseELF(r)
 	if err != nil {
-		return nil, fmt.Errorf("analyze %s: %w: %v", name, ErrNotELF, err)
+		return nil, fmt.Errorf("analyze %s: %w", name, err)
 	}
 	return ef, nil
-}
-
-// interpOf reads PT_INTERP: a dynamic program's loader; none means static.
-func interpOf(ef *elf.File) (interp string, static bool, err error) {
-	for _, p := range ef.Progs {
-		if p.Type == elf.PT_INTERP {
-			interp, err = readInterp(p)
-			return interp, false, err
-		}
-	}
-	return "", true, nil
 }
 
 // libcFromInterp maps a PT_INTERP path to a libc (rule 3).
@@ -307,37 +323,21 @@ func isVersionSuffix(s string) bool {
 	return true
 }
 
-// mayBeGo reports whether debug/buildinfo.Read is worth calling. The Go linker
-// always emits a .go.buildinfo section; without it buildinfo.Read would scan
-// the whole first writable segment of every C program in vain. A file with no
-// section headers at all (stripped with sstrip) may still be Go.
-func mayBeGo(ef *elf.File) bool {
-	if len(ef.Sections) == 0 {
+// mayBeGo reports whether the Go build info is worth looking for. The Go
+// linker always emits a .go.buildinfo section; without it the search would
+// scan the whole first writable segment of every C program in vain. A file
+// with no section headers at all (stripped with sstrip) may still be Go.
+func mayBeGo(ef *elfFile) bool {
+	if len(ef.sections) == 0 {
 		return true
 	}
-	for _, s := range ef.Sections {
-		switch s.Name {
-		case ".go.buildinfo", ".note.go.buildid", ".gopclntab":
+	for i := range ef.sections {
+		s := &ef.sections[i]
+		if ef.nameIs(s, ".go.buildinfo") || ef.nameIs(s, ".note.go.buildid") || ef.nameIs(s, ".gopclntab") {
 			return true
 		}
 	}
 	return false
-}
-
-// readInterp returns the NUL-terminated path in a PT_INTERP segment.
-func readInterp(p *elf.Prog) (string, error) {
-	n := p.Filesz
-	if n > maxInterpLen {
-		n = maxInterpLen
-	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(p.Open(), buf); err != nil {
-		return "", err
-	}
-	if i := bytes.IndexByte(buf, 0); i >= 0 {
-		buf = buf[:i]
-	}
-	return string(buf), nil
 }
 
 // fileSpan is a byte range of the file.
@@ -346,26 +346,24 @@ type fileSpan struct{ off, size int64 }
 // scanReadOnly searches the file's read-only data for each needle and reports
 // which were found. The data is the sections named .rodata or .rodata.*; when
 // the file has none (no section headers) the whole file is searched. At most
-// maxScanBytes are read, in scanChunk pieces overlapping by the longest
+// lim.Scan bytes are read, in scanChunk pieces overlapping by the longest
 // needle's length - 1 so a match across a chunk boundary is not missed.
-func scanReadOnly(r io.ReaderAt, ef *elf.File, needles [][]byte) ([]bool, error) {
+func scanReadOnly(ef *elfFile, needles [][]byte) ([]bool, error) {
 	var spans []fileSpan
-	for _, s := range ef.Sections {
-		if s.Type == elf.SHT_NOBITS || (s.Name != ".rodata" && !strings.HasPrefix(s.Name, ".rodata.")) {
+	for i := range ef.sections {
+		s := &ef.sections[i]
+		if s.typ == elf.SHT_NOBITS || (!ef.nameIs(s, ".rodata") && !ef.nameHasPrefix(s, ".rodata.")) {
 			continue
 		}
-		spans = append(spans, fileSpan{int64(s.Offset), int64(s.Size)})
+		if s.compressedOrZlib {
+			return nil, gaveUp("its read-only data is compressed, and eaddr does not inflate sections")
+		}
+		spans = append(spans, fileSpan{int64(s.off), int64(s.size)})
 	}
 	if len(spans) == 0 {
-		size := int64(maxScanBytes)
-		if st, ok := r.(interface{ Stat() (os.FileInfo, error) }); ok {
-			if fi, err := st.Stat(); err == nil {
-				size = fi.Size()
-			}
-		}
-		spans = append(spans, fileSpan{0, size})
+		spans = append(spans, fileSpan{0, ef.r.size})
 	}
-	return scanSpans(r, spans, needles, maxScanBytes)
+	return scanSpans(ef.r, spans, needles, ef.r.lim.Scan)
 }
 
 // scanSpans is the chunked search behind scanReadOnly. A short read (EOF)

@@ -123,7 +123,7 @@ func TestAnalyzeBinaryPython3(t *testing.T) {
 }
 
 // binBuildGo builds a tiny Go program into dir and returns its path.
-func binBuildGo(t *testing.T, dir, src string, cgo bool) string {
+func binBuildGo(t testing.TB, dir, src string, cgo bool) string {
 	t.Helper()
 	goTool := binLookTool(t, "go")
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {

@@ -24,9 +24,12 @@ type Explanation struct {
 	// or not an interpreter.
 	Program []byte
 	msg     *Message // the client's message for this failure (Explain)
-	seen    Seen
-	prog    [64]byte
-	program [96]byte
+	// notAnalysed is why the binary was not analysed when it was past
+	// binLimits ("" otherwise).
+	notAnalysed string
+	seen        Seen
+	prog        [64]byte
+	program     [96]byte
 }
 
 // Explainer fills Explanations. Not safe for concurrent use.
@@ -52,7 +55,13 @@ func NewExplainer() (*Explainer, error) {
 // Explain fills x for ev. It does not allocate once the binary is cached.
 func (e *Explainer) Explain(ev *decode.Event, x *Explanation) {
 	x.Meaning = e.Catalog.Meaning(ev.Syscall, ev.Errno)
-	x.Binary, x.Source, _ = e.Detector.Binary(ev)
+	x.Binary, x.Source, x.notAnalysed = nil, "", ""
+	if b, source := e.Detector.lookup(ev); b != nil {
+		if b.ok {
+			x.Binary, x.Source = &b.info, source
+		}
+		x.notAnalysed = b.notAnalysed
+	}
 	x.Vars = MsgVars{Syscall: ev.Syscall, Errno: ev.Errno, PID: ev.PID, FD: ev.FD, Addrlen: 0}
 	addr := &ev.Remote
 	if ev.Syscall == decode.Bind {
@@ -148,7 +157,10 @@ func (x *Explanation) RetryNote() (note string, rule RetryRule) {
 // ClientUnknown says why no client is named (Client is nil): eaddr claims
 // a printed line only for programs whose wording it knows.
 func (x *Explanation) ClientUnknown() string {
-	if x.Binary == nil {
+	switch {
+	case x.notAnalysed != "":
+		return x.notAnalysed
+	case x.Binary == nil:
 		return "the program's binary could not be read, so what it printed is unknown: grep its logs for the errno text"
 	}
 	return "no catalogued wording for this program: each program words its failures its own way; grep its logs for the errno text"

@@ -34,3 +34,22 @@ func FuzzIdentify(f *testing.F) {
 		c.Closest(in, 3)
 	})
 }
+
+// FuzzAnalyzeBinary: whatever a file in a container holds, the analysis of
+// it stays within maxBinaryRead bytes read and maxBinaryAlloc bytes
+// allocated, never panics, returns a sane BinaryInfo or an error (not ELF,
+// not analysed, a truncated read), and agrees with the unbounded analysis
+// it replaced (debug/elf, debug/buildinfo) wherever that one can be run
+// safely. Seeds: real programs whole and cut (binRealSeeds), files crafted
+// to claim too much (binHostileSeeds), crashers in testdata/fuzz/.
+func FuzzAnalyzeBinary(f *testing.F) {
+	for _, data := range binRealSeeds(f, binSeedLimit) {
+		f.Add(data)
+	}
+	for _, data := range binHostileSeeds() {
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkAnalysis(t, data)
+	})
+}

@@ -1,6 +1,7 @@
 package explain
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,6 +21,11 @@ type binEntry struct {
 	ok     bool
 	source string // how it was found: "exe" (/proc/PID/exe) or "path"
 	at     time.Time
+	// notAnalysed, for a binary past binLimits, is why its events name no
+	// client (Explanation.ClientUnknown); retry is false when another look
+	// would only find the same (every bound but the time budget).
+	notAnalysed string
+	retry       bool
 }
 
 // Detector finds out, per event, how the failing program renders errnos,
@@ -29,7 +35,10 @@ type binEntry struct {
 // /proc/PID/exe while it lives, else by looking for a file with that inode
 // under the parent's root (argv[0], then the usual bin directories). What is
 // learned is cached per binary; a binary that could not be found is retried
-// after NegativeTTL. Not safe for concurrent use.
+// after NegativeTTL. A binary past the bounds on the work of analysing one
+// (binLimits) is counted (BinariesGivenUp) and not looked at again while it
+// is cached, unless it was the time budget that ran out. Not safe for
+// concurrent use.
 type Detector struct {
 	Proc        string // procfs mount, "/proc"
 	MaxEntries  int
@@ -43,6 +52,7 @@ type Detector struct {
 	mntWalked time.Time
 	// Lookups counts cache misses that went to the file system (for tests).
 	Lookups int
+	givenUp uint64
 }
 
 // NewDetector returns a Detector on /proc.
@@ -54,30 +64,42 @@ func NewDetector() *Detector {
 // Binary returns the analysis of ev's executable and how it was found
 // ("exe", "path", or "cache:" + either). ok is false when it is unknown.
 func (d *Detector) Binary(ev *decode.Event) (info *BinaryInfo, source string, ok bool) {
-	if ev.ExeIno == 0 {
+	e, source := d.lookup(ev)
+	if e == nil || !e.ok {
 		return nil, "", false
 	}
+	return &e.info, source, true
+}
+
+// lookup returns ev's entry and how it was found (as Binary), from the
+// cache or the file system; nil when ev names no executable. It does not
+// allocate on a hit.
+func (d *Detector) lookup(ev *decode.Event) (*binEntry, string) {
+	if ev.ExeIno == 0 {
+		return nil, ""
+	}
 	key := exeKey{ev.ExeDev, ev.ExeIno}
-	if e, hit := d.cache[key]; hit {
-		if e.ok {
-			return &e.info, "cache", true
-		}
-		if d.now().Sub(e.at) < d.NegativeTTL {
-			return nil, "", false
-		}
+	if e, hit := d.cache[key]; hit && (e.ok || (e.notAnalysed != "" && !e.retry) || d.now().Sub(e.at) < d.NegativeTTL) {
+		return e, "cache"
 	}
 	d.Lookups++
 	e := &binEntry{at: d.now()}
-	e.info, e.source, e.ok = d.find(ev, key)
+	e.info, e.source, e.ok = d.find(ev, key, e)
+	if e.notAnalysed != "" {
+		d.givenUp++
+	}
 	if len(d.cache) >= d.MaxEntries {
 		clear(d.cache) // rare: a node runs far fewer distinct binaries
 	}
 	d.cache[key] = e
-	if !e.ok {
-		return nil, "", false
-	}
-	return &e.info, e.source, true
+	return e, e.source
 }
+
+// BinariesGivenUp counts the binaries not analysed because they were past
+// the bounds on the work of analysing one: once per binary looked up
+// (again after the cache forgot it, or NegativeTTL after its reading took
+// too long).
+func (d *Detector) BinariesGivenUp() uint64 { return d.givenUp }
 
 // CacheSizes reports the binaries cached and the bound.
 func (d *Detector) CacheSizes() (binaries, bound int) { return len(d.cache), d.MaxEntries }
@@ -87,15 +109,22 @@ func (d *Detector) remember(ev *decode.Event, info BinaryInfo) {
 	d.cache[exeKey{ev.ExeDev, ev.ExeIno}] = &binEntry{info: info, ok: true, source: "remembered", at: d.now()}
 }
 
-func (d *Detector) find(ev *decode.Event, key exeKey) (BinaryInfo, string, bool) {
+// find analyses ev's executable. A binary past binLimits is not looked for
+// again through another path (it is the same file): find records why in e
+// and returns ok false.
+func (d *Detector) find(ev *decode.Event, key exeKey, e *binEntry) (BinaryInfo, string, bool) {
 	name := string(ev.ExeName)
 	pid := strconv.FormatUint(uint64(ev.PID), 10)
 	if f, err := os.Open(filepath.Join(d.Proc, pid, "exe")); err == nil {
 		defer f.Close()
 		var st unix.Stat_t
 		if unix.Fstat(int(f.Fd()), &st) == nil && st.Ino == key.ino && st.Dev == key.dev {
-			if info, err := AnalyzeBinaryFile(f, name); err == nil {
+			info, err := AnalyzeBinaryFile(f, name)
+			if err == nil {
 				return info, "exe", true
+			}
+			if e.gaveUp(err) {
+				return BinaryInfo{}, "", false
 			}
 		}
 	}
@@ -123,13 +152,30 @@ func (d *Detector) find(ev *decode.Event, key exeKey) (BinaryInfo, string, bool)
 			if unix.Stat(full, &st) != nil || st.Ino != key.ino || st.Dev != key.dev {
 				continue
 			}
-			if info, err := AnalyzeBinary(full); err == nil {
+			info, err := AnalyzeBinary(full)
+			if err == nil {
 				info.Name = name
 				return info, "path", true
+			}
+			if e.gaveUp(err) {
+				return BinaryInfo{}, "", false
 			}
 		}
 	}
 	return BinaryInfo{}, "", false
+}
+
+// gaveUp records, for an analysis that stopped at one of binLimits, why the
+// binary was not analysed, and reports whether it did.
+func (e *binEntry) gaveUp(err error) bool {
+	var le *limitError
+	if !errors.As(err, &le) {
+		return false
+	}
+	e.notAnalysed = "the program's binary was not analysed: " + le.why +
+		" (eaddr bounds its work on one binary), so what it printed is unknown: grep its logs for the errno text"
+	e.retry = le.retry
+	return true
 }
 
 // inMntNS returns a live process in mount namespace mntns, walking /proc
