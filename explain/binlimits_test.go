@@ -350,6 +350,9 @@ func TestBinCompressed(t *testing.T) {
 	c = craftDynamic("libc.so.6")
 	c.sections[1].flags |= elf.SHF_COMPRESSED // .dynstr
 	wantGaveUp(t, c.bytes(), nil, "dynamic string table is compressed")
+	c = craftDynamic("libc.so.6")
+	c.sections[2].flags |= elf.SHF_COMPRESSED // .dynamic
+	wantGaveUp(t, c.bytes(), nil, "dynamic section is compressed")
 	wantAnalysed(t, craftDynamic("libc.so.6").bytes(), nil)
 }
 

@@ -51,8 +51,9 @@ type Detector struct {
 	byMntNS   map[uint32]int
 	mntWalked time.Time
 	// Lookups counts cache misses that went to the file system (for tests).
-	Lookups int
-	givenUp uint64
+	Lookups  int
+	givenUp  uint64
+	analyses int // files analysed (for tests)
 }
 
 // NewDetector returns a Detector on /proc.
@@ -119,6 +120,7 @@ func (d *Detector) find(ev *decode.Event, key exeKey, e *binEntry) (BinaryInfo, 
 		defer f.Close()
 		var st unix.Stat_t
 		if unix.Fstat(int(f.Fd()), &st) == nil && st.Ino == key.ino && st.Dev == key.dev {
+			d.analyses++
 			info, err := AnalyzeBinaryFile(f, name)
 			if err == nil {
 				return info, "exe", true
@@ -152,6 +154,7 @@ func (d *Detector) find(ev *decode.Event, key exeKey, e *binEntry) (BinaryInfo, 
 			if unix.Stat(full, &st) != nil || st.Ino != key.ino || st.Dev != key.dev {
 				continue
 			}
+			d.analyses++
 			info, err := AnalyzeBinary(full)
 			if err == nil {
 				info.Name = name
