@@ -46,6 +46,9 @@ type metrics struct {
 	criFailures        atomic.Uint64
 	criDown            atomic.Pointer[string]
 
+	// Binaries of failing programs not analysed: past explain's bounds.
+	binariesGivenUp atomic.Uint64
+
 	// Cache sizes, sampled by the trace loop (the caches are not safe to
 	// read from the HTTP goroutine).
 	caches atomic.Pointer[Caches]
@@ -141,6 +144,10 @@ func newMetrics(maxSeries int) *metrics {
 			Name: "eaddr_cri_failures_total",
 			Help: "Calls to the container runtime (CRI) that failed or timed out; events then carry pod UIDs and container IDs without names.",
 		}, func() float64 { return float64(m.criFailures.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "eaddr_binaries_given_up_total",
+			Help: "Binaries of failing programs that eaddr did not analyse because they were past its bounds on one binary (header and section counts, table and string sizes, bytes read, one second): their events say why in explain.client_unknown. Counted once per binary looked up.",
+		}, func() float64 { return float64(m.binariesGivenUp.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_cri_up", Help: "1 while the container runtime answers eaddr's CRI calls (pod names), 0 while it does not or there is none."},
 			func() float64 {
 				if p := m.criDown.Load(); p != nil && *p != "" {

@@ -384,6 +384,7 @@ func (r *traceRun) updateMetrics(st tracer.Stats) {
 	m.limitEvicted.Store(r.limits.evicted())
 	m.filteredUnresolved.Store(r.filteredUnresolved + r.limits.unresolved)
 	m.criFailures.Store(r.names.Failures.Load())
+	m.binariesGivenUp.Store(r.binariesGivenUp())
 	_, why := r.names.Healthy()
 	m.criDown.Store(&why)
 	m.caches.Store(r.cacheSizes(st))
@@ -436,6 +437,18 @@ type Stats struct {
 	// DiagnosisWaitMax: the longest an event waited for its snapshot, from
 	// its ask to its line.
 	DiagnosisWaitMax time.Duration
+	// BinariesGivenUp: binaries of failing programs not analysed because
+	// they were past the bounds on one binary (explain.Detector).
+	BinariesGivenUp uint64
+}
+
+// binariesGivenUp is the explain stage's count of binaries it did not
+// analyse (0 without it).
+func (r *traceRun) binariesGivenUp() uint64 {
+	if r.explainer == nil {
+		return 0
+	}
+	return r.explainer.Detector.BinariesGivenUp()
 }
 
 func (r *traceRun) stats() Stats {
@@ -448,7 +461,7 @@ func (r *traceRun) stats() Stats {
 		Delivered: r.sk.delivered.Load(), Dropped: r.sk.dropped.Load(), Filtered: r.filtered + b.filtered,
 		FilteredUnresolved: r.filteredUnresolved + b.unresolved, Suppressed: b.held(), NamesNotAwaited: r.hold.overflow,
 		NamesHeld: r.hold.held, NamesWaitMax: r.hold.waitMax,
-		SuppressedUnattributed: b.unattributed(), LimitKeysEvicted: b.evicted()}
+		SuppressedUnattributed: b.unattributed(), LimitKeysEvicted: b.evicted(), BinariesGivenUp: r.binariesGivenUp()}
 	if w := r.diag; w != nil {
 		s.Snapshots, s.Shared, s.Unreachable = uint64(w.snapshots.Load()), uint64(w.shared.Load())+r.share.shared, uint64(w.unreachable.Load())
 		s.DiagnosesLate, s.DiagnosesSkipped, s.DiagnosisWaitMax = r.share.late, w.full, r.share.waitMax
@@ -464,6 +477,20 @@ func (r *traceRun) finish() (Stats, error) {
 		r.log.Warn("reading the kernel's rate limit counts at stop", "err", err)
 	}
 	s := r.stats()
+	r.log.Info("stopped", r.stoppedAttrs(s)...)
+	if err := r.sk.Err(); err != nil {
+		if errors.Is(err, syscall.EPIPE) {
+			r.log.Info("stdout was closed by its reader: stopped")
+			return s, nil
+		}
+		return s, fmt.Errorf("writing events: %w", err)
+	}
+	return s, nil
+}
+
+// stoppedAttrs are the totals of the stopped line: the rare ones only when
+// they happened.
+func (r *traceRun) stoppedAttrs(s Stats) []any {
 	attrs := []any{"events", s.Events, "written", s.Written, "delivered", s.Delivered, "filtered", s.Filtered,
 		"filtered_unresolved", s.FilteredUnresolved, "lost", s.Lost,
 		"dropped", s.Dropped, "suppressed", s.Suppressed, "malformed", s.Malformed}
@@ -483,15 +510,10 @@ func (r *traceRun) finish() (Stats, error) {
 			"netns_unreachable", s.Unreachable, "diagnoses_late", s.DiagnosesLate, "diagnoses_skipped", s.DiagnosesSkipped,
 			"diagnosis_wait_max_ms", s.DiagnosisWaitMax.Milliseconds())
 	}
-	r.log.Info("stopped", attrs...)
-	if err := r.sk.Err(); err != nil {
-		if errors.Is(err, syscall.EPIPE) {
-			r.log.Info("stdout was closed by its reader: stopped")
-			return s, nil
-		}
-		return s, fmt.Errorf("writing events: %w", err)
+	if s.BinariesGivenUp > 0 {
+		attrs = append(attrs, "binaries_given_up", s.BinariesGivenUp)
 	}
-	return s, nil
+	return attrs
 }
 
 func (r *traceRun) close() {
