@@ -127,7 +127,7 @@ func (f *elfFile) header() (elfHeader, error) {
 	h.phentsize, h.phnum = int(bo.Uint16(hdr[0:])), int(bo.Uint16(hdr[2:]))
 	h.shentsize, h.shnum, h.shstrndx = int(bo.Uint16(hdr[4:])), int(bo.Uint16(hdr[6:])), int(bo.Uint16(hdr[8:]))
 	switch {
-	case version != uint32(elf.EV_CURRENT):
+	case elf.Version(version) != elf.EV_CURRENT: // debug/elf compares its low byte only
 		return h, notELF(fmt.Errorf("mismatched ELF version %d", version))
 	case h.shoff < 0:
 		return h, notELF(fmt.Errorf("invalid shoff %d", h.shoff))
