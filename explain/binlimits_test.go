@@ -459,3 +459,23 @@ func BenchmarkAnalyzeBinaryWorst(b *testing.B) {
 	}
 	b.ReportMetric(float64(read), "bytes-read/op")
 }
+
+// TestBinReaderSizeAtOpen: nothing past the size the file had when it was
+// opened is read, however much more the file holds by then.
+func TestBinReaderSizeAtOpen(t *testing.T) {
+	data := []byte("0123456789")
+	br := newBinReader(bytes.NewReader(data), 4, &defaultBinLimits, fixedClock)
+	p := make([]byte, 8)
+	if n, err := br.ReadAt(p, 2); n != 2 || err != io.EOF || string(p[:n]) != "23" {
+		t.Errorf("ReadAt(8 at 2) = %d %q, %v; want 2 \"23\", EOF", n, p[:n], err)
+	}
+	if n, err := br.ReadAt(p, 4); n != 0 || err != io.EOF {
+		t.Errorf("ReadAt at the size = %d, %v; want 0, EOF", n, err)
+	}
+	if err := br.readFull(p[:4], 1); err != io.ErrUnexpectedEOF {
+		t.Errorf("readFull past the size: %v, want ErrUnexpectedEOF", err)
+	}
+	if err := br.readFull(p[:2], 2); err != nil || br.read != 2+3+2 {
+		t.Errorf("readFull inside: %v, %d bytes read in all; want nil, 7", err, br.read)
+	}
+}
