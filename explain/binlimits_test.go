@@ -479,3 +479,29 @@ func TestBinReaderSizeAtOpen(t *testing.T) {
 		t.Errorf("readFull inside: %v, %d bytes read in all; want nil, 7", err, br.read)
 	}
 }
+
+// TestAnalyzeBinaryClassesAndByteOrders: ELF32 and big-endian files are
+// read as debug/elf reads them.
+func TestAnalyzeBinaryClassesAndByteOrders(t *testing.T) {
+	for _, c := range []craftELF{{class32: true}, {class32: true, bigEndian: true}, {bigEndian: true}} {
+		c := c
+		info := wantAnalysed(t, craftDynamicAs(&c, "libcurl.so.4", "libc.so.6").bytes(), nil)
+		if info.Interp != "/lib/ld-linux.so.2" || info.Libc != LibcGlibc || strings.Join(info.Needed, ",") != "libcurl.so.4,libc.so.6" {
+			t.Errorf("class32 %v big-endian %v: %+v", c.class32, c.bigEndian, info)
+		}
+	}
+	s := &craftELF{class32: true, sections: []craftSec{{name: ".rodata.str1.1", typ: elf.SHT_PROGBITS, data: muslEADDRNOTAVAIL}}}
+	if info := wantAnalysed(t, s.bytes(), nil); !info.Static || info.Libc != LibcMusl {
+		t.Errorf("static ELF32: %+v, want static musl", info)
+	}
+	g := craftGo(goBuildInfoInline("go1.26.8", goModInfo("path\texample.com/prog")))
+	g.class32, g.bigEndian = true, true
+	if info := wantAnalysed(t, g.bytes(), nil); info.Runtime != RuntimeGo || info.GoPath != "example.com/prog" {
+		t.Errorf("Go ELF32 big-endian: %+v", info)
+	}
+	for name, data := range binHostileSeeds() {
+		if strings.Contains(name, "elf32") || strings.Contains(name, "msb") {
+			checkAnalysis(t, data) // and the reference agrees
+		}
+	}
+}

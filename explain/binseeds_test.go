@@ -84,6 +84,14 @@ func binHostileSeeds() map[string][]byte {
 	put16 := func(b []byte, off int, v uint16) []byte { le.PutUint16(b[off:], v); return b }
 
 	seeds["dynamic"] = craftDynamic("libcurl.so.4", "libc.so.6").bytes()
+	seeds["dynamic-elf32"] = craftDynamicAs(&craftELF{class32: true}, "libc.so.6").bytes()
+	seeds["dynamic-elf32-msb"] = craftDynamicAs(&craftELF{class32: true, bigEndian: true}, "libc.so.6").bytes()
+	seeds["dynamic-elf64-msb"] = craftDynamicAs(&craftELF{bigEndian: true}, "libc.so.6").bytes()
+	static32 := &craftELF{class32: true, sections: []craftSec{{name: ".rodata.str1.1", typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC, data: muslEADDRNOTAVAIL}}}
+	seeds["static-musl-elf32"] = static32.bytes()
+	go32 := craftGo(goBuildInfoInline("go1.26.8", goModInfo("path\texample.com/prog")))
+	go32.class32, go32.bigEndian = true, true
+	seeds["go-elf32-msb"] = go32.bytes()
 	seeds["go-inline"] = craftGo(goBuildInfoInline("go1.26.8", goModInfo("path\texample.com/prog\nmod\texample.com/prog\t(devel)\t"))).bytes()
 	seeds["go-pointers"] = craftGo(goBuildInfoPointers(0x500000, "go1.16", goModInfo("path\tx"), 6, 23)).bytes()
 

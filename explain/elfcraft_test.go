@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 )
 
-// craftELF lays out a little-endian ELF64 executable for the bound tests and
+// craftELF lays out an ELF executable (little-endian ELF64 unless told) for the bound tests and
 // the fuzz seeds: the ELF header, the program headers, each section's data
 // (16-byte aligned), .shstrtab, then the section headers. What a test wants
 // wrong it sets with the claim fields, or edits the bytes afterwards (the
@@ -18,6 +18,9 @@ type craftELF struct {
 	nullProgs, nullSections int
 	// shstrtabPad is bytes of non-NUL names appended to .shstrtab.
 	shstrtabPad int
+	// class32 and bigEndian make an ELF32 or big-endian file (the ehdr*
+	// offsets are ELF64's).
+	class32, bigEndian bool
 }
 
 type craftSec struct {
@@ -66,8 +69,54 @@ func (c *craftELF) bytes() []byte {
 	return b
 }
 
+// craftEnc writes the words of one class and byte order.
+type craftEnc struct {
+	bo      binary.ByteOrder
+	class32 bool
+}
+
+// addr writes an address-sized word (4 or 8 bytes) at b[off32] or b[off64].
+func (e craftEnc) addr(b []byte, off32, off64 int, v uint64) {
+	if e.class32 {
+		e.bo.PutUint32(b[off32:], uint32(v))
+	} else {
+		e.bo.PutUint64(b[off64:], v)
+	}
+}
+
+func (e craftEnc) u32(b []byte, off32, off64 int, v uint32) {
+	if e.class32 {
+		off64 = off32
+	}
+	e.bo.PutUint32(b[off64:], v)
+}
+
+func (e craftEnc) u16(b []byte, off32, off64 int, v uint16) {
+	if e.class32 {
+		off64 = off32
+	}
+	e.bo.PutUint16(b[off64:], v)
+}
+
+// sizes are the ELF header's and one program and section header's.
+func (e craftEnc) sizes() (ehdr, phent, shent int) {
+	if e.class32 {
+		return 52, 32, 40
+	}
+	return 64, 56, 64
+}
+
+func (c *craftELF) enc() craftEnc {
+	e := craftEnc{bo: binary.LittleEndian, class32: c.class32}
+	if c.bigEndian {
+		e.bo = binary.BigEndian
+	}
+	return e
+}
+
 func (c *craftELF) build() ([]byte, layout) {
-	le := binary.LittleEndian
+	enc := c.enc()
+	ehsize, phent, shent := enc.sizes()
 	nprog := len(c.progs) + c.nullProgs
 	names := []byte{0}
 	nameOff := make([]uint32, len(c.sections))
@@ -83,7 +132,7 @@ func (c *craftELF) build() ([]byte, layout) {
 	if c.shstrtabPad > 0 {
 		names = append(names, 0)
 	}
-	b := make([]byte, 64+56*nprog)
+	b := make([]byte, ehsize+phent*nprog)
 	var l layout
 	for _, s := range c.sections {
 		b = align(b, 16)
@@ -96,9 +145,8 @@ func (c *craftELF) build() ([]byte, layout) {
 	b = align(b, 8)
 	l.shoff = uint64(len(b))
 	nsec := 1 + len(c.sections) + 1 + c.nullSections
-	shdrs := make([]byte, 64*nsec)
+	shdrs := make([]byte, shent*nsec)
 	for i, s := range c.sections {
-		e := shdrs[64*(i+1):]
 		off, size := l.dataOff[i], uint64(len(s.data))
 		if s.claimOff != 0 {
 			off = s.claimOff
@@ -110,35 +158,12 @@ func (c *craftELF) build() ([]byte, layout) {
 		if s.nameOff != 0 {
 			no = s.nameOff
 		}
-		le.PutUint32(e, no)
-		le.PutUint32(e[4:], uint32(s.typ))
-		le.PutUint64(e[8:], uint64(s.flags))
-		le.PutUint64(e[16:], s.addr)
-		le.PutUint64(e[24:], off)
-		le.PutUint64(e[32:], size)
-		le.PutUint32(e[40:], s.link)
+		c.putSection(shdrs[shent*(i+1):], no, s.typ, s.flags, s.addr, off, size, s.link)
 	}
-	e := shdrs[64*(len(c.sections)+1):]
-	le.PutUint32(e, shstrName)
-	le.PutUint32(e[4:], uint32(elf.SHT_STRTAB))
-	le.PutUint64(e[24:], namesOff)
-	le.PutUint64(e[32:], uint64(len(names)))
+	c.putSection(shdrs[shent*(len(c.sections)+1):], shstrName, elf.SHT_STRTAB, 0, 0, namesOff, uint64(len(names)), 0)
 	b = append(b, shdrs...)
-
-	copy(b, "\x7fELF\x02\x01\x01")
-	le.PutUint16(b[16:], uint16(elf.ET_EXEC))
-	le.PutUint16(b[18:], uint16(elf.EM_X86_64))
-	le.PutUint32(b[20:], 1)
-	le.PutUint64(b[ehdrPhoff:], 64)
-	le.PutUint64(b[ehdrShoff:], l.shoff)
-	le.PutUint16(b[0x34:], 64)
-	le.PutUint16(b[ehdrPhentsize:], 56)
-	le.PutUint16(b[ehdrPhnum:], uint16(nprog))
-	le.PutUint16(b[ehdrShentsize:], 64)
-	le.PutUint16(b[ehdrShnum:], uint16(nsec))
-	le.PutUint16(b[ehdrShstrndx:], uint16(len(c.sections)+1))
+	c.putHeader(b, l.shoff, nprog, nsec)
 	for i, p := range c.progs {
-		e := b[64+56*i:]
 		if p.sec > 0 {
 			s := c.sections[p.sec-1]
 			p.off, p.vaddr = l.dataOff[p.sec-1], s.addr
@@ -147,15 +172,50 @@ func (c *craftELF) build() ([]byte, layout) {
 			}
 			p.memsz = max(p.memsz, p.filesz)
 		}
-		le.PutUint32(e, uint32(p.typ))
-		le.PutUint32(e[4:], uint32(p.flags))
-		le.PutUint64(e[8:], p.off)
-		le.PutUint64(e[16:], p.vaddr)
-		le.PutUint64(e[24:], p.vaddr)
-		le.PutUint64(e[32:], p.filesz)
-		le.PutUint64(e[40:], p.memsz)
+		e := b[ehsize+phent*i:]
+		enc.u32(e, 0, 0, uint32(p.typ))
+		enc.u32(e, 24, 4, uint32(p.flags))
+		enc.addr(e, 4, 8, p.off)
+		enc.addr(e, 8, 16, p.vaddr)
+		enc.addr(e, 12, 24, p.vaddr)
+		enc.addr(e, 16, 32, p.filesz)
+		enc.addr(e, 20, 40, p.memsz)
 	}
 	return b, l
+}
+
+func (c *craftELF) putHeader(b []byte, shoff uint64, nprog, nsec int) {
+	enc := c.enc()
+	ehsize, phent, shent := enc.sizes()
+	copy(b, "\x7fELF\x02\x01\x01")
+	if c.class32 {
+		b[elf.EI_CLASS] = byte(elf.ELFCLASS32)
+	}
+	if c.bigEndian {
+		b[elf.EI_DATA] = byte(elf.ELFDATA2MSB)
+	}
+	enc.u16(b, 16, 16, uint16(elf.ET_EXEC))
+	enc.u16(b, 18, 18, uint16(elf.EM_X86_64))
+	enc.u32(b, 20, 20, 1)
+	enc.addr(b, 28, ehdrPhoff, uint64(ehsize))
+	enc.addr(b, 32, ehdrShoff, shoff)
+	enc.u16(b, 40, 0x34, uint16(ehsize))
+	enc.u16(b, 42, ehdrPhentsize, uint16(phent))
+	enc.u16(b, 44, ehdrPhnum, uint16(nprog))
+	enc.u16(b, 46, ehdrShentsize, uint16(shent))
+	enc.u16(b, 48, ehdrShnum, uint16(nsec))
+	enc.u16(b, 50, ehdrShstrndx, uint16(len(c.sections)+1))
+}
+
+func (c *craftELF) putSection(e []byte, name uint32, typ elf.SectionType, flags elf.SectionFlag, addr, off, size uint64, link uint32) {
+	enc := c.enc()
+	enc.u32(e, 0, 0, name)
+	enc.u32(e, 4, 4, uint32(typ))
+	enc.addr(e, 8, 8, uint64(flags))
+	enc.addr(e, 12, 16, addr)
+	enc.addr(e, 16, 24, off)
+	enc.addr(e, 20, 32, size)
+	enc.u32(e, 24, 40, link)
 }
 
 func align(b []byte, n int) []byte {
@@ -208,22 +268,31 @@ func craftGo(blob []byte) *craftELF {
 
 // craftDynamic is a dynamic glibc program that needs the libraries named
 // by needed: .interp, .dynstr and .dynamic.
-func craftDynamic(needed ...string) *craftELF {
+func craftDynamic(needed ...string) *craftELF { return craftDynamicAs(&craftELF{}, needed...) }
+
+// craftDynamicAs is craftDynamic in c's class and byte order.
+func craftDynamicAs(c *craftELF, needed ...string) *craftELF {
+	enc := c.enc()
+	ent := 16
+	if c.class32 {
+		ent = 8
+	}
 	str := []byte{0}
 	var dyn []byte
 	for _, n := range needed {
-		dyn = binary.LittleEndian.AppendUint64(dyn, uint64(elf.DT_NEEDED))
-		dyn = binary.LittleEndian.AppendUint64(dyn, uint64(len(str)))
+		e := make([]byte, ent)
+		enc.addr(e, 0, 0, uint64(elf.DT_NEEDED))
+		enc.addr(e, 4, 8, uint64(len(str)))
+		dyn = append(dyn, e...)
 		str = append(append(str, n...), 0)
 	}
-	dyn = append(dyn, make([]byte, 16)...) // DT_NULL
-	return &craftELF{
-		sections: []craftSec{
-			{name: ".interp", typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC, data: []byte("/lib64/ld-linux-x86-64.so.2\x00")},
-			{name: ".dynstr", typ: elf.SHT_STRTAB, flags: elf.SHF_ALLOC, data: str},
-			{name: ".dynamic", typ: elf.SHT_DYNAMIC, flags: elf.SHF_ALLOC | elf.SHF_WRITE, link: 2, data: dyn},
-			{name: ".rodata", typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC, data: []byte("hello\x00")},
-		},
-		progs: []craftProg{{typ: elf.PT_INTERP, flags: elf.PF_R, sec: 1}},
+	dyn = append(dyn, make([]byte, ent)...) // DT_NULL
+	c.sections = []craftSec{
+		{name: ".interp", typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC, data: []byte("/lib/ld-linux.so.2\x00")},
+		{name: ".dynstr", typ: elf.SHT_STRTAB, flags: elf.SHF_ALLOC, data: str},
+		{name: ".dynamic", typ: elf.SHT_DYNAMIC, flags: elf.SHF_ALLOC | elf.SHF_WRITE, link: 2, data: dyn},
+		{name: ".rodata", typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC, data: []byte("hello\x00")},
 	}
+	c.progs = []craftProg{{typ: elf.PT_INTERP, flags: elf.PF_R, sec: 1}}
+	return c
 }
