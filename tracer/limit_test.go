@@ -154,14 +154,20 @@ func TestRateLimitOff(t *testing.T) {
 
 // More keys than the kernel keeps: the LRU evicts, the creation counter
 // says how many, and the per-CPU total still counts every failure held
-// back, also those whose key's count was evicted.
+// back, also those whose key's count was evicted. Each address fails
+// twice at one event an hour (a burst of 1), so a failure passes exactly
+// when its key is created, whatever the machine's speed: events + held
+// back = every failure, keys created = events. An address passes twice
+// only when its key was gone by its second failure: the kernel's LRU is
+// approximate, and its insert can find no free slot (seen once on 6.1
+// arm64 under load: the event then carries no key id, as documented).
 func TestRateLimitKeysEvicted(t *testing.T) {
-	tr := newTracer(t, Options{PID: uint32(os.Getpid()), Rate: 1, RingSize: 16 << 20})
+	tr := newTracer(t, Options{PID: uint32(os.Getpid()), Rate: 1.0 / 3600, RingSize: 16 << 20})
 	n := tr.LimitKeysMax() + 1000
 	for i := range n { // 198.18.0.0/15 (RFC 2544): on no interface
 		a := [4]byte{198, 18 + byte(i>>16), byte(i >> 8), byte(i)}
 		failBindTo(t, a)
-		failBindTo(t, a) // the same key within its second: held back
+		failBindTo(t, a) // the same key within its hour: held back
 	}
 	suppressed, keys, err := tr.LimitCounts()
 	if err != nil {
@@ -173,9 +179,18 @@ func TestRateLimitKeysEvicted(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := readAll(t, tr)
-	t.Logf("%d addresses twice at 1/s: %d events, %d suppressed, %d keys created, %d kept (max %d), %d suppressed in kept keys", n, len(evs), suppressed, keys, entries, tr.LimitKeysMax(), inKeys)
-	if keys != uint64(n) || suppressed != uint64(n) || len(evs) != n {
-		t.Errorf("keys %d, suppressed %d, events %d: want %d each", keys, suppressed, len(evs), n)
+	unkept := 0
+	for _, ev := range evs {
+		if ev.LimitId == 0 {
+			unkept++
+		}
+	}
+	t.Logf("%d addresses twice at one an hour: %d events (%d whose key could not be kept), %d suppressed, %d keys created, %d kept (max %d), %d suppressed in kept keys", n, len(evs), unkept, suppressed, keys, entries, tr.LimitKeysMax(), inKeys)
+	if uint64(len(evs))+suppressed != 2*uint64(n) || len(evs) < n {
+		t.Errorf("%d events + %d suppressed: want %d failures, at least one event per address", len(evs), suppressed, 2*n)
+	}
+	if keys != uint64(len(evs)) {
+		t.Errorf("%d keys created for %d events: every event is a key's first failure", keys, len(evs))
 	}
 	if entries > tr.LimitKeysMax() || keys-uint64(entries) < 1000 {
 		t.Errorf("%d keys kept of %d created (max %d): want at least 1000 evicted", entries, keys, tr.LimitKeysMax())
