@@ -127,13 +127,18 @@ image:
 #   host            this machine's kernel, no VM
 #   debian12-amd64  Debian 12's newest Linux 6.1 amd64 package, qemu-system-x86_64 (TCG)
 #   debian12-arm64  Debian 12's newest Linux 6.1 arm64 package, qemu-system-aarch64 (TCG), GOARCH=arm64
+#   debian13-amd64  Debian 13's newest Linux 6.12 amd64 package, as debian12-amd64
+#   debian13-arm64  Debian 13's newest Linux 6.12 arm64 package, as debian12-arm64
+#   debian11-amd64  Debian 11's newest Linux 5.10 amd64 package: too old for eaddr, which must
+#                   refuse in one line naming bpf_get_current_task_btf; the probe's tests run
 # Each runs the scenario of testdata/kernels/guest-init.sh and the Go kernel tests that
-# testdata/kernels/tests.txt selects, built here. Needs root, Debian 12 apt sources with arm64
-# (dpkg --add-architecture arm64; apt-get update), qemu-system-x86, qemu-system-arm,
-# busybox-static, cpio, kmod, python3. Downloads are cached in KERNELS_CACHE
-# (/var/cache/eaddr-kernels). KERNELS='host debian12-arm64' picks entries. About 6 minutes
-# warm on a 2-core VM (docs/testing.md); one VM at a time, each bounded by a timeout.
-KERNELS ?= host debian12-amd64 debian12-arm64
+# testdata/kernels/tests.txt selects, built here. Needs root, qemu-system-x86, qemu-system-arm,
+# busybox-static, cpio, kmod, xz-utils, python3 (sudo make deps) and Debian's archive: the packages
+# come through a private apt setup per release in KERNELS_CACHE (/var/cache/eaddr-kernels), which
+# also keeps them; the host's apt sources are not used. KERNELS='host debian13-arm64' picks
+# entries. About 10 minutes warm on a 2-core VM, 17 cold (docs/testing.md); one VM at a time, each
+# bounded by a timeout.
+KERNELS ?= host debian12-amd64 debian12-arm64 debian13-amd64 debian13-arm64 debian11-amd64
 .PHONY: kernels test-kernels
 kernels:
 	KERNELS='$(KERNELS)' ./testdata/kernels/run.sh

@@ -31,16 +31,14 @@ packages=(
 	# the API server tests run Debian's etcd 3.4 under a kube-apiserver built from the Go module
 	# proxy. Where systemd runs, the package also starts an etcd on :2379, which nothing uses.
 	etcd-server
-	# make kernels: qemu for the guests, the host's static busybox for their initramfs
-	qemu-system-x86 qemu-system-arm
+	# make kernels: qemu for the guests (the host's static busybox, cpio and kmod above make their
+	# initramfs), xz for Debian 13's compressed modules, the keyring its private apt setup checks
+	# Debian's archive with
+	qemu-system-x86 qemu-system-arm xz-utils debian-archive-keyring
 )
 
 apt-get update -qq
-# make kernels downloads the arm64 kernel and busybox-static:arm64 (nothing arm64 is installed):
-# apt needs the foreign architecture for that.
-if ! dpkg --print-foreign-architectures | grep -qx arm64; then
-	dpkg --add-architecture arm64
-	apt-get update -qq
-fi
+# (make kernels fetches its kernels and busybox-static:arm64 through apt setups of its own, in its
+# cache: the host needs no arm64 architecture and no other Debian release in its sources.)
 apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 echo "deps: installed ${#packages[@]} packages"

@@ -159,7 +159,7 @@ static __always_inline bool wanted(long ret)
 		return false;
 	__u32 err = (__u32)-ret;
 	if (all_errnos)
-		return err != EADDR_EINPROGRESS;
+		return err != EADDR_EINPROGRESS && (err < EADDR_ERESTARTSYS || err > EADDR_ERESTART_RESTARTBLOCK);
 	if (err >= 256)
 		return false;
 	__u32 word = err >> 6;

@@ -36,6 +36,13 @@ enum errno_id {
 	EADDR_EADDRINUSE = 98,
 	EADDR_EADDRNOTAVAIL = 99,
 	EADDR_EINPROGRESS = 115, /* never reported: a non-blocking connect() in progress */
+	/* Never reported either: the kernel's restart codes (include/linux/errno.h),
+	 * which the exit tracepoint sees when a signal interrupts a call (a blocking
+	 * connect() waiting for its handshake). No program sees them: the call is
+	 * restarted (its outcome is reported then) or returns EINTR, with which a
+	 * connect() goes on in the background, as with EINPROGRESS. */
+	EADDR_ERESTARTSYS = 512,
+	EADDR_ERESTART_RESTARTBLOCK = 516,
 };
 
 /* TCP states (include/net/tcp_states.h) and IPPROTO_TCP. */

@@ -30,11 +30,13 @@ type eaddrCgroupPath struct {
 type eaddrErrnoId uint32
 
 const (
-	eaddrErrnoIdEADDR_EBADF         eaddrErrnoId = 9
-	eaddrErrnoIdEADDR_ENOTSOCK      eaddrErrnoId = 88
-	eaddrErrnoIdEADDR_EADDRINUSE    eaddrErrnoId = 98
-	eaddrErrnoIdEADDR_EADDRNOTAVAIL eaddrErrnoId = 99
-	eaddrErrnoIdEADDR_EINPROGRESS   eaddrErrnoId = 115
+	eaddrErrnoIdEADDR_EBADF                 eaddrErrnoId = 9
+	eaddrErrnoIdEADDR_ENOTSOCK              eaddrErrnoId = 88
+	eaddrErrnoIdEADDR_EADDRINUSE            eaddrErrnoId = 98
+	eaddrErrnoIdEADDR_EADDRNOTAVAIL         eaddrErrnoId = 99
+	eaddrErrnoIdEADDR_EINPROGRESS           eaddrErrnoId = 115
+	eaddrErrnoIdEADDR_ERESTARTSYS           eaddrErrnoId = 512
+	eaddrErrnoIdEADDR_ERESTART_RESTARTBLOCK eaddrErrnoId = 516
 )
 
 type eaddrEvent struct {

@@ -2,8 +2,10 @@
 """Judges one entry of make kernels (testdata/kernels/run.sh) from its console; prints PASS/FAIL lines.
 
 Usage: check.py --schemacheck BIN --schema docs/event.schema.json --tests testdata/kernels/tests.txt
-                --mode vm|host CONSOLE RC KVER ARCH CGBASE POD1 CID1 POD2 CID2
+                --mode vm|host --tags TAG,... [--lacks FEATURE,...] CONSOLE RC KVER ARCH CGBASE POD1 CID1 POD2 CID2
 
+--tags: the WHERE tags of tests.txt the entry runs. --lacks: what the entry's kernel lacks of eaddr's
+needs (run.sh's E_LACKS, in Probe's order); then the scenario is eaddr's refusal, not runs 1 and 2.
 Ends with `kernel KVER ARCH: N passed, M failed` and one line per failed check; exits 1 on any failure.
 """
 import argparse
@@ -17,10 +19,14 @@ ap.add_argument("--schemacheck", required=True)
 ap.add_argument("--schema", required=True)
 ap.add_argument("--tests", required=True)
 ap.add_argument("--mode", choices=("vm", "host"), required=True)
+ap.add_argument("--tags", required=True)
+ap.add_argument("--lacks", default="")
 ap.add_argument("args", nargs=9)
 a = ap.parse_args()
 console, rc, kver, arch, cgbase, pod1, cid1, pod2, cid2 = a.args
 vm = a.mode == "vm"
+tags = set(a.tags.split(","))
+lacks = [f for f in a.lacks.split(",") if f]
 
 # the console has CR LF line ends and the firmware's terminal escapes (ESC c, ESC [...) in
 # front of the guest's lines
@@ -71,51 +77,72 @@ check(len(err0) == 1 and err0[0].startswith("eaddr: this kernel exposes no BTF a
       and "CONFIG_DEBUG_INFO_BTF=y" in err0[0], "run 0 (no BTF): one line on stderr that names BTF", err0)
 check(block("events", "0") == "", "run 0 (no BTF): no output on stdout", block("events", "0"))
 
-# ---- the scenario: attach, EADDRNOTAVAIL and EADDRINUSE from removed pod cgroups, NodePort
-for run in ("1", "2"):
-    check(kv.get("eaddr_exit_" + run) == "0", "run %s: eaddr exited 0" % run, kv.get("eaddr_exit_" + run))
-    err = block("stderr", run) or ""
-    check("msg=attached" in err, "run %s: eaddr attached" % run, err[-300:])
-    st = re.search(r"msg=stopped .*", err)
-    check(bool(st) and " lost=0 " in st.group(0) + " ", "run %s: eaddr stopped, lost=0" % run, st and st.group(0))
+# ---- the scenario: runs 1 and 2, or eaddr's refusal on a kernel too old for it
+def scenario():
+    """Runs 1 and 2: attach, EADDRNOTAVAIL and EADDRINUSE from removed pod cgroups, NodePort."""
+    for run in ("1", "2"):
+        check(kv.get("eaddr_exit_" + run) == "0", "run %s: eaddr exited 0" % run, kv.get("eaddr_exit_" + run))
+        err = block("stderr", run) or ""
+        check("msg=attached" in err, "run %s: eaddr attached" % run, err[-300:])
+        st = re.search(r"msg=stopped .*", err)
+        check(bool(st) and " lost=0 " in st.group(0) + " ", "run %s: eaddr stopped, lost=0" % run, st and st.group(0))
 
-path1 = "/%s/kubepods/besteffort/pod%s/%s" % (cgbase, pod1, cid1)
-path2 = "/%s/kubepods/burstable/pod%s/%s" % (cgbase, pod2, cid2)
-check(kv.get("bindfail_1") == "0" and kv.get("bindfail_2") == "0", "bind() failed with EADDRNOTAVAIL, then EADDRINUSE",
-      "%s %s" % (kv.get("bindfail_1"), kv.get("bindfail_2")))
-check(kv.get("removed_1") == path1 and kv.get("removed_2") == path2 and kv.get("cgroups_left") == "0",
-      "both cgroups removed after their process exited", "%s %s" % (kv.get("removed_1"), kv.get("cgroups_left")))
-raw1, ev1 = events("1")
-check(raw1 is not None, "run 1: events printed between markers")
-fails = [e for e in ev1 if e.get("kind") == "failure"]
-check(len(fails) == 2 and len(ev1) == 2, "run 1: exactly two failure events", "%d events" % len(ev1))
-want = [(path1, pod1, cid1, "besteffort", ns(kv.get("netns_init")), "EADDRNOTAVAIL", "192.0.2.1"),
-        (path2, pod2, cid2, "burstable", ns(kv.get("netns_2")), "EADDRINUSE", "127.0.0.1")]
-for i, (path, uid, cid, qos, netns, errno, ip) in enumerate(want):
-    e = fails[i] if i < len(fails) else {}
-    n = "run 1 event %d: " % (i + 1)
-    check(e.get("syscall") == "bind" and e.get("errno") == errno, n + "bind " + errno, e.get("errno"))
-    check(e.get("local") == {"ip": ip, "port": 4242}, n + "local %s:4242" % ip, e.get("local"))
-    check(e.get("process", {}).get("comm") == "bindfail", n + "comm bindfail", e.get("process"))
-    check(e.get("cgroup", {}).get("path") == path, n + "cgroup.path of the removed cgroup", e.get("cgroup"))
-    pod = e.get("pod", {})
-    check(pod.get("uid") == uid, n + "pod.uid", pod.get("uid"))
-    check(pod.get("container_id") == cid, n + "pod.container_id", pod.get("container_id"))
-    check(pod.get("qos") == qos, n + "pod.qos " + qos, pod.get("qos"))
-    check(netns is not None and e.get("netns") == netns, n + "netns as the guest read it", "%s vs %s" % (e.get("netns"), netns))
-if len(fails) == 2:
-    check(fails[0].get("netns") != fails[1].get("netns"), "run 1: the second event's netns differs from the first's")
+    path1 = "/%s/kubepods/besteffort/pod%s/%s" % (cgbase, pod1, cid1)
+    path2 = "/%s/kubepods/burstable/pod%s/%s" % (cgbase, pod2, cid2)
+    check(kv.get("bindfail_1") == "0" and kv.get("bindfail_2") == "0", "bind() failed with EADDRNOTAVAIL, then EADDRINUSE",
+          "%s %s" % (kv.get("bindfail_1"), kv.get("bindfail_2")))
+    check(kv.get("removed_1") == path1 and kv.get("removed_2") == path2 and kv.get("cgroups_left") == "0",
+          "both cgroups removed after their process exited", "%s %s" % (kv.get("removed_1"), kv.get("cgroups_left")))
+    raw1, ev1 = events("1")
+    check(raw1 is not None, "run 1: events printed between markers")
+    fails = [e for e in ev1 if e.get("kind") == "failure"]
+    check(len(fails) == 2 and len(ev1) == 2, "run 1: exactly two failure events", "%d events" % len(ev1))
+    want = [(path1, pod1, cid1, "besteffort", ns(kv.get("netns_init")), "EADDRNOTAVAIL", "192.0.2.1"),
+            (path2, pod2, cid2, "burstable", ns(kv.get("netns_2")), "EADDRINUSE", "127.0.0.1")]
+    for i, (path, uid, cid, qos, netns, errno, ip) in enumerate(want):
+        e = fails[i] if i < len(fails) else {}
+        n = "run 1 event %d: " % (i + 1)
+        check(e.get("syscall") == "bind" and e.get("errno") == errno, n + "bind " + errno, e.get("errno"))
+        check(e.get("local") == {"ip": ip, "port": 4242}, n + "local %s:4242" % ip, e.get("local"))
+        check(e.get("process", {}).get("comm") == "bindfail", n + "comm bindfail", e.get("process"))
+        check(e.get("cgroup", {}).get("path") == path, n + "cgroup.path of the removed cgroup", e.get("cgroup"))
+        pod = e.get("pod", {})
+        check(pod.get("uid") == uid, n + "pod.uid", pod.get("uid"))
+        check(pod.get("container_id") == cid, n + "pod.container_id", pod.get("container_id"))
+        check(pod.get("qos") == qos, n + "pod.qos " + qos, pod.get("qos"))
+        check(netns is not None and e.get("netns") == netns, n + "netns as the guest read it", "%s vs %s" % (e.get("netns"), netns))
+    if len(fails) == 2:
+        check(fails[0].get("netns") != fails[1].get("netns"), "run 1: the second event's netns differs from the first's")
 
-raw2, ev2 = events("2")
-check(raw2 is not None, "run 2: events printed between markers")
-np = [e for e in ev2 if e.get("kind") == "nodeport_collision" and e.get("syscall") == "connect"
-      and e.get("remote") == {"ip": "127.0.0.1", "port": 8080}
-      and 30000 <= e.get("local", {}).get("port", 0) <= 30011]
-check(len(np) == 1, "run 2: one nodeport_collision event (connect 127.0.0.1:8080 from 30000-30011)", ev2)
+    raw2, ev2 = events("2")
+    check(raw2 is not None, "run 2: events printed between markers")
+    np = [e for e in ev2 if e.get("kind") == "nodeport_collision" and e.get("syscall") == "connect"
+          and e.get("remote") == {"ip": "127.0.0.1", "port": 8080}
+          and 30000 <= e.get("local", {}).get("port", 0) <= 30011]
+    check(len(np) == 1, "run 2: one nodeport_collision event (connect 127.0.0.1:8080 from 30000-30011)", ev2)
 
-lines = (raw1 or "") + (raw2 or "")
-sc = subprocess.run([a.schemacheck, a.schema], input=lines, capture_output=True, text=True)
-check(sc.returncode == 0, "runs 1 and 2: every event validates against %s" % a.schema, (sc.stdout + sc.stderr).strip())
+    lines = (raw1 or "") + (raw2 or "")
+    sc = subprocess.run([a.schemacheck, a.schema], input=lines, capture_output=True, text=True)
+    check(sc.returncode == 0, "runs 1 and 2: every event validates against %s" % a.schema, (sc.stdout + sc.stderr).strip())
+
+
+def refusal():
+    """A kernel too old for eaddr: with BTF there, it names the first helper the kernel lacks."""
+    err = (block("stderr", "old") or "").strip().splitlines()
+    check(kv.get("btf") == "yes", "the kernel exposes BTF (/sys/kernel/btf/vmlinux)", kv.get("btf"))
+    check(kv.get("eaddr_exit_old") == "1", "eaddr on this kernel exited 1", kv.get("eaddr_exit_old"))
+    want = re.compile(r"eaddr: kernel %s is too old: eaddr needs (?:the (?:helper )?)?%s \(Linux [0-9.]+ or newer; all of eaddr needs [0-9.]+\)$"
+                      % (re.escape(kver), re.escape(lacks[0])))
+    check(len(err) == 1 and bool(want.match(err[0])), "eaddr on this kernel: one line on stderr that names %s" % lacks[0], err)
+    check(block("events", "old") == "", "eaddr on this kernel: no output on stdout", block("events", "old"))
+    if err:
+        print("refusal on %s: %s" % (kver, err[0]))
+
+
+if lacks:
+    refusal()
+else:
+    scenario()
 
 # ---- the Go kernel tests tests.txt selects for this architecture
 want_tests, left_out = [], []
@@ -125,10 +152,10 @@ for line in open(a.tests):
         continue
     pkg, name, where = f[:3]
     why = f[3].strip() if len(f) > 3 else ""
-    if where == "all" or where == arch or (where == "host" and not vm):
+    if tags & set(where.split(",")):
         want_tests.append((pkg, name))
     else:
-        left_out.append("%s %s (needs %s)" % (pkg, name, why))
+        left_out.append("%s %s (%s%s)" % (pkg, name, where, ": " + why if why else ""))
 results = {}
 for m in gotest_re.finditer(text):
     pkg, body, code = m.group(1), m.group(3), m.group(4)
@@ -142,7 +169,7 @@ for pkg, name in want_tests:
     check(st == "PASS", "go test %s -run %s" % (pkg, name), st)
 for (pkg, name), st in sorted(results.items()):
     if name != "rc" and (pkg, name) not in want_tests:
-        check(False, "go test %s: %s ran but is not selected for %s" % (pkg, name, arch), st)
+        check(False, "go test %s: %s ran but is not selected for %s %s" % (pkg, name, kver, arch), st)
 for pkg in sorted({p for p, _ in want_tests}):
     check(results.get((pkg, "rc")) == "0", "go test %s: exit status 0" % pkg, results.get((pkg, "rc"), "not run"))
 print("tests run on %s %s: %d (%s)" % (kver, arch, len(ran), " ".join(ran)))

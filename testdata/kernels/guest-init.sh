@@ -7,9 +7,11 @@
 # right after their process exits (EADDRNOTAVAIL in this netns, EADDRINUSE in a netns of its own),
 # then against a loopback connect with --nodeport-collisions. The Go tests: the test binaries built
 # on the host, each with the tests testdata/kernels/tests.txt selects for this architecture, with
-# EADDR_REQUIRE_BPF=1. Everything is printed between ==== markers for check.py; in a guest it then
-# powers off. Parameters come from the kernel command line (KERNELS_PARAMS on the host): mode=
-# (vm|host), kdir= (binaries), repo=, cgbase=, pod1=, cid1=, pod2=, cid2=. Every wait has a deadline.
+# EADDR_REQUIRE_BPF=1 and EADDR_KERNEL_LACKS set to lacks=. On a kernel too old for eaddr (lacks=
+# names what it lacks) the scenario is only eaddr's refusal: with BTF hidden, then as it is.
+# Everything is printed between ==== markers for check.py; in a guest it then powers off.
+# Parameters come from the kernel command line (KERNELS_PARAMS on the host): mode= (vm|host), kdir=
+# (binaries), repo=, cgbase=, pod1=, cid1=, pod2=, cid2=, lacks= (optional). Every wait has a deadline.
 B=/bin/busybox
 if [ $$ = 1 ]; then
 	# a guest's PID 1: its own /proc first (until then /proc is the host's, over 9p)
@@ -25,6 +27,7 @@ for a in $params; do
 	mode=*) MODE=${a#mode=} ;; kdir=*) K=${a#kdir=} ;; repo=*) REPO=${a#repo=} ;; cgbase=*) CGB=${a#cgbase=} ;;
 	pod1=*) POD1=${a#pod1=} ;; cid1=*) CID1=${a#cid1=} ;;
 	pod2=*) POD2=${a#pod2=} ;; cid2=*) CID2=${a#cid2=} ;;
+	lacks=*) LACKS=${a#lacks=} ;;
 	esac
 done
 
@@ -125,9 +128,18 @@ scenario() {
 
 	# ---- run 0: no BTF (an empty tmpfs on /sys/kernel/btf, in a mount namespace of its own):
 	# eaddr's feature probe must say so in one line and exit 1
+	[ -e /sys/kernel/btf/vmlinux ] && kv btf yes || kv btf no
 	unshare -m sh -c "mount -t tmpfs nobtf /sys/kernel/btf && exec $K/eaddr trace" >/run/ev0.json 2>/run/err0.log
 	kv eaddr_exit_0 $?
 	dump 0 /run/err0.log /run/ev0.json
+	if [ -n "$LACKS" ]; then
+		# ---- run old: a kernel that lacks what eaddr needs: one line that names it, exit 1
+		$K/eaddr trace >/run/evold.json 2>/run/errold.log
+		kv eaddr_exit_old $?
+		dump old /run/errold.log /run/evold.json
+		echo "==== scenario done at $(up) s uptime"
+		return
+	fi
 
 	# ---- run 1: bind() failures from pod-like cgroups removed right after their process exits.
 	# --flush-interval 3s: eaddr reads the ring at most every 3 s, so it usually reads the events
@@ -192,7 +204,7 @@ gotests() {
 	while read -r pkg bin re; do
 		echo "==== BEGIN gotest $pkg $re"
 		t0=$(up)
-		(cd "$REPO/$pkg" && EADDR_REQUIRE_BPF=1 "$K/tests/$bin" -test.v -test.count=1 \
+		(cd "$REPO/$pkg" && EADDR_REQUIRE_BPF=1 EADDR_KERNEL_LACKS=$LACKS "$K/tests/$bin" -test.v -test.count=1 \
 			-test.timeout=20m -test.run "$re" 2>&1)
 		echo "==== END gotest $pkg rc=$? $t0 -> $(up) s uptime"
 	done < "$K/gotests"
