@@ -195,7 +195,8 @@ func reuseInode(t *testing.T, inode uint64) *netns.NS {
 			n.Close()
 		}
 	}()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+	// A generous wait, not a bound: netns teardown is deferred work, slow under emulation.
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); {
 		n, err := netns.New()
 		if err != nil {
 			t.Fatal(err)
@@ -213,7 +214,7 @@ func reuseInode(t *testing.T, inode uint64) *netns.NS {
 			time.Sleep(50 * time.Millisecond) // netns teardown is asynchronous
 		}
 	}
-	t.Fatalf("no new netns got the freed inode %d within 10s", inode)
+	t.Fatalf("no new netns got the freed inode %d within 2 minutes", inode)
 	return nil
 }
 

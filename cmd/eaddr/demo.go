@@ -249,7 +249,7 @@ type demoEvent struct {
 // runIn runs argv inside ns with stdin closed, and returns its combined
 // output and pid. A failing exit status is expected and not an error.
 func runIn(ctx context.Context, ns *netns.NS, argv []string) (string, int, error) {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, clientTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, argv[0], argv[1:]...)
 	var out bytes.Buffer
@@ -264,6 +264,11 @@ func runIn(ctx context.Context, ns *netns.NS, argv []string) (string, int, error
 	}
 	return out.String(), pid, err
 }
+
+// clientTimeout bounds each client the demo runs (the tests, which run
+// their clients through runIn too, raise it: a client under emulation or on
+// a loaded machine may take longer to start than a person waits).
+var clientTimeout = 10 * time.Second
 
 func joinHostPort(host string, port int) string {
 	if strings.Contains(host, ":") {

@@ -24,6 +24,7 @@ import (
 var eaddrBin string
 
 func TestMain(m *testing.M) {
+	clientTimeout = 5 * time.Minute // a generous wait for the tests' clients, not a bound
 	dir, err := os.MkdirTemp("", "eaddr-test-")
 	if err != nil {
 		panic(err)
