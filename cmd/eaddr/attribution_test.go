@@ -185,8 +185,11 @@ func mustWedged(t *testing.T) string {
 	return p
 }
 
-// reuseInode makes new namespaces until one gets inode (freed by the caller),
-// within a deadline.
+// reuseInode makes new namespaces until one gets inode (freed by the caller).
+// The kernel hands out the lowest free proc inode number, and the namespaces
+// earlier tests freed (a netns's teardown is deferred work) may sit below
+// it: every namespace made is held until then, so each takes the next free
+// number and the freed one comes up in turn.
 func reuseInode(t *testing.T, inode uint64) *netns.NS {
 	t.Helper()
 	var spare []*netns.NS
@@ -195,8 +198,8 @@ func reuseInode(t *testing.T, inode uint64) *netns.NS {
 			n.Close()
 		}
 	}()
-	// A generous wait, not a bound: netns teardown is deferred work, slow under emulation.
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); {
+	// A generous wait, not a bound: the teardown is slow under emulation.
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline) && len(spare) < 4096; {
 		n, err := netns.New()
 		if err != nil {
 			t.Fatal(err)
@@ -206,15 +209,11 @@ func reuseInode(t *testing.T, inode uint64) *netns.NS {
 			return n
 		}
 		spare = append(spare, n) // held, so the next one gets another inode
-		if len(spare) > 50 {
-			for _, s := range spare {
-				s.Close()
-			}
-			spare = spare[:0]
-			time.Sleep(50 * time.Millisecond) // netns teardown is asynchronous
+		if n.Inode() > inode+64 {
+			time.Sleep(50 * time.Millisecond) // past it: the freed one is not free yet
 		}
 	}
-	t.Fatalf("no new netns got the freed inode %d within 2 minutes", inode)
+	t.Fatalf("no new netns got the freed inode %d within 2 minutes (%d made)", inode, len(spare))
 	return nil
 }
 
