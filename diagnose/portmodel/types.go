@@ -58,10 +58,10 @@ type Socket struct {
 
 // TimeWait is what tcp_twsk_unique reads of a TIME_WAIT socket.
 type TimeWait struct {
-	Known       bool   // read by the iterator; false: sock_diag, unknown
-	TSRecent    bool   // tw_ts_recent_stamp != 0
-	StampSec    int64  // tw_ts_recent_stamp, seconds of CLOCK_MONOTONIC
-	StampMS     int64  // 6.12+: tw_entry_stamp in ms (tcp_tw_reuse_delay), 0 when absent
+	Known    bool  // read by the iterator; false: sock_diag, unknown
+	TSRecent bool  // tw_ts_recent_stamp != 0
+	StampSec int64 // tw_ts_recent_stamp, seconds of CLOCK_MONOTONIC
+	StampMS  int64 // 6.12+: tw_entry_stamp in ms (tcp_tw_reuse_delay), 0 when absent
 }
 
 // Span is an inclusive range of ports.
