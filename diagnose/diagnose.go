@@ -442,4 +442,3 @@ func holdersString(h []Holder) string {
 	}
 	return ", held by " + strings.Join(parts, ", ")
 }
-
