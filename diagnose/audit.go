@@ -44,9 +44,10 @@ type Finding struct {
 
 // Destination is how many ports a netns holds toward one remote address.
 type Destination struct {
-	Remote  string `json:"remote"`
-	Ports   int    `json:"ports"`
-	Percent int    `json:"percent"`
+	Remote    string `json:"remote"`
+	Ports     int    `json:"ports"`   // ports a connect() toward it could not have now (the port model)
+	Percent   int    `json:"percent"` // of the ports the kernel tries
+	Exhausted bool   `json:"exhausted,omitempty"`
 }
 
 // NetNSReport is check's audit of one network namespace.
@@ -61,6 +62,9 @@ type NetNSReport struct {
 	UnprivilegedPort int           `json:"unprivileged_port_start,omitempty"`
 	Usable           int           `json:"usable_ports,omitempty"`
 	InUse            int           `json:"ports_in_use"`
+	HeldForAll       int           `json:"held_for_all"`     // ports no connect() can have, whatever the destination
+	Unsure           int           `json:"unsure,omitempty"` // ports whose bind bucket could not be read
+	Source           string        `json:"sockets_from,omitempty"`
 	Destinations     []Destination `json:"top_destinations,omitempty"`
 	Listeners        []string      `json:"listeners_in_range,omitempty"`
 	Findings         []Finding     `json:"findings,omitempty"`
@@ -126,6 +130,7 @@ type AuditOptions struct {
 	NodePortLo, NodePortHi int
 	Warn, Crit             int // percent of the usable range toward one destination
 	Top                    int // destinations listed
+	Iter                   netdiag.SocketReader // the BPF socket iterator; nil: sock_diag only
 }
 
 // AuditNetNS reads one netns through pid (or another process in it) and
@@ -149,13 +154,14 @@ func AuditNetNS(inode uint64, pid int, o AuditOptions) NetNSReport {
 		return r
 	}
 	auditRange(&r, &sc, o.NodePortLo, o.NodePortHi)
-	socks, err := ns.DumpSockets(false)
+	p, err := readPorts(ns, o.Iter, false)
 	if err != nil {
 		r.Error = err.Error()
 		r.Add(SevWarning, "cannot list sockets: %v", err)
 		return r
 	}
-	auditBudget(&r, CountBudget(&sc, socks), o)
+	auditPorts(&r, p, o)
+	auditBudget(&r, o)
 	return r
 }
 
@@ -185,11 +191,7 @@ func auditRange(r *NetNSReport, sc *netdiag.PortSysctls, npLo, npHi int) {
 
 // auditBudget: the busiest destinations against --warn/--crit, and the
 // listeners inside the range.
-func auditBudget(r *NetNSReport, b Budget, o AuditOptions) {
-	r.InUse, r.Listeners = b.InUse, b.Listeners
-	for remote, ports := range b.PerDest {
-		r.Destinations = append(r.Destinations, Destination{Remote: remote.String(), Ports: ports, Percent: percent(ports, r.Usable)})
-	}
+func auditBudget(r *NetNSReport, o AuditOptions) {
 	sort.Slice(r.Destinations, func(i, j int) bool {
 		if r.Destinations[i].Ports != r.Destinations[j].Ports {
 			return r.Destinations[i].Ports > r.Destinations[j].Ports
@@ -202,11 +204,19 @@ func auditBudget(r *NetNSReport, b Budget, o AuditOptions) {
 	if len(r.Destinations) > 0 {
 		d := r.Destinations[0]
 		switch {
+		case d.Exhausted:
+			r.Add(SevCritical, "no port is left toward %s: %d ports (%d%%) are taken for it, and new connections to it fail with EADDRNOTAVAIL", d.Remote, d.Ports, d.Percent)
 		case d.Percent >= o.Crit:
-			r.Add(SevCritical, "%d of %d usable ports (%d%%) are held toward %s: new connections to it fail with EADDRNOTAVAIL at 100%%", d.Ports, r.Usable, d.Percent, d.Remote)
+			r.Add(SevCritical, "%d ports (%d%%) are taken for connections toward %s: new connections to it fail with EADDRNOTAVAIL at 100%%", d.Ports, d.Percent, d.Remote)
 		case d.Percent >= o.Warn:
-			r.Add(SevWarning, "%d of %d usable ports (%d%%) are held toward %s", d.Ports, r.Usable, d.Percent, d.Remote)
+			r.Add(SevWarning, "%d ports (%d%%) are taken for connections toward %s", d.Ports, d.Percent, d.Remote)
 		}
+	}
+	if r.HeldForAll > 0 {
+		r.Add(SevInfo, "%d ports of the range are held for every destination (sockets that bind() before connect(), bound-only sockets, listeners, their orphans): no connect() can have them", r.HeldForAll)
+	}
+	if r.Unsure > 0 {
+		r.Add(SevInfo, "%d ports are held by sockets whose bind bucket could not be read (%s): counted as taken toward their own destination only", r.Unsure, r.Source)
 	}
 	if len(r.Listeners) > 0 {
 		r.Add(SevInfo, "%d listening socket(s) inside the ephemeral range (%s): an outgoing connection can take the port while the listener restarts; reserve it in ip_local_reserved_ports",

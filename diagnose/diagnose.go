@@ -27,7 +27,20 @@ type Diagnosis struct {
 	Usable           int    // ports of the range that are not reserved
 	InUse            int    // of those, held toward the remote (connect) or at all (bind)
 	States           []Count
-	Holders          []Holder
+	Holders          []Holder // who holds the sockets of the main cause (never the failing process for its own sake)
+
+	// What the port model (diagnose/portmodel) found, for connect() and
+	// port-0 bind(): Usable is the ports the kernel tries, Free those it
+	// could give now (TIME_WAIT it may reuse counted), HeldAll those held
+	// for every destination (bind()-made buckets), Unsure those whose
+	// bucket could not be read.
+	Cause     string // one of the Cause* names; "" when the diagnosis is about something else
+	Counted   bool   // the model counted the budget below (connect(), port-0 bind(), UDP autobind)
+	Exhausted bool   // the model finds no port for this call now
+	Free      int
+	HeldAll   int
+	Unsure    int
+	Source    string // where the sockets were read: "iterator", or "sock_diag: why"
 
 	Addresses   []string // bind EADDRNOTAVAIL: the addresses the netns has
 	HostNetwork bool     // the event was in the host's netns
@@ -83,6 +96,10 @@ type Diagnoser struct {
 	NodePortLo    int
 	NodePortHi    int
 	HostNetNS     uint64 // the node's netns inode, for host-network advice
+	// Iter reads a netns's sockets with the BPF socket iterator (bind
+	// buckets, reuse flags, TIME_WAIT timestamps); nil: sock_diag only,
+	// and the diagnosis says what that cannot see.
+	Iter netdiag.SocketReader
 	cache         map[diagKey]*diagEntry
 	pidByNetNS    map[uint32]int       // a process last seen in each netns: the handle to reach it
 	gone          map[uint32]time.Time // netns found without a live process, and when
@@ -174,6 +191,8 @@ func KeyOf(ev *decode.Event) (Key, bool) {
 		key.addr = ev.Local.IP
 	case ev.Syscall == decode.Connect && ev.Errno == decode.EADDRNOTAVAIL, ev.Syscall == decode.Connect && ev.Errno == decode.EADDRINUSE:
 		key.addr = ev.Remote.IP
+	case ev.Syscall == decode.Connect && ev.Errno == int(unix.EAGAIN) && ev.Protocol == unix.IPPROTO_UDP:
+		key.addr = ev.Remote.IP // UDP autobind: the port is the socket's, whatever the destination
 	case ev.Syscall == decode.Bind && (ev.Errno == decode.EADDRINUSE || ev.Errno == decode.EADDRNOTAVAIL):
 		key.addr = ev.Local.IP
 	default:
@@ -198,27 +217,23 @@ func (d *Diagnoser) snapshot(ev *decode.Event, now time.Time) *Diagnosis {
 		return g
 	}
 	defer ns.Close()
-	sc, err := ns.Sysctls()
+	p, err := readPorts(ns, d.Iter, ev.Protocol == unix.IPPROTO_UDP)
 	if err != nil {
 		g.Err = err.Error()
-		g.Verdict = "no diagnosis: reading the netns's sysctls: " + err.Error()
+		g.Verdict = "no diagnosis: reading the netns's ports: " + err.Error()
 		return g
 	}
-	g.RangeLo, g.RangeHi, g.Usable = sc.RangeLo, sc.RangeHi, sc.Usable()
-	g.Reserved = netdiag.FormatSpans(sc.Reserved)
-	socks, err := ns.DumpSockets(ev.Protocol == unix.IPPROTO_UDP)
-	if err != nil {
-		g.Err = err.Error()
-		g.Verdict = "no diagnosis: sock_diag: " + err.Error()
-		return g
-	}
+	g.RangeLo, g.RangeHi = p.sc.Lo, p.sc.Hi
+	g.Reserved = spansString(p.sc.Reserved)
 	switch {
+	case ev.Syscall == decode.Connect && ev.Errno == int(unix.EAGAIN):
+		d.udpConnect(ev, g, p)
 	case ev.Syscall == decode.Connect:
-		d.connect(ev, g, &sc, socks, ns)
+		d.connect(ev, g, p)
 	case ev.Errno == decode.EADDRINUSE:
-		d.bindInUse(ev, g, &sc, socks, ns)
+		d.bindInUse(ev, g, p)
 	default:
-		d.bindNotAvail(ev, g, ns)
+		d.bindNotAvail(ev, g, p)
 	}
 	return g
 }
@@ -256,155 +271,10 @@ func (d *Diagnoser) noNetns(ev *decode.Event, g *Diagnosis, err error) {
 	g.Verdict = "no diagnosis: " + g.Err
 }
 
-// connect EADDRNOTAVAIL / EADDRINUSE: who holds the ports toward the remote.
-func (d *Diagnoser) connect(ev *decode.Event, g *Diagnosis, sc *netdiag.PortSysctls, socks []netdiag.Socket, ns *netdiag.Netns) {
-	remote := ev.Remote.IP
-	ports := map[uint16]bool{}
-	states := map[string]int{}
-	inodes := map[uint64]bool{}
-	perInode := map[uint64]int{}
-	for _, s := range socks {
-		p := int(s.Local.Port())
-		if s.Remote != remote || !Ephemeral(sc, p) || s.State == netdiag.StateListen {
-			continue
-		}
-		ports[s.Local.Port()] = true
-		states[netdiag.StateName(s.State)]++
-		if s.Inode != 0 {
-			inodes[s.Inode] = true
-			perInode[s.Inode]++
-		}
-	}
-	g.InUse = len(ports)
-	g.States = sortedCounts(states)
-	g.Holders = d.holders(ns, inodes, perInode)
-	rng := fmt.Sprintf("%d-%d", g.RangeLo, g.RangeHi)
-	if g.InUse >= g.Usable {
-		g.Verdict = fmt.Sprintf("ephemeral ports exhausted toward %s: %d of %d ports in %s in use (%s%s)",
-			remote, g.InUse, g.Usable, rng, countsString(g.States), holdersString(g.Holders))
-		d.exhaustedFix(ev, g)
-		return
-	}
-	switch {
-	case ev.Local.Valid && ev.Local.IP.Addr().IsValid() && !ev.Local.IP.Addr().IsUnspecified() && ev.Errno == decode.EADDRNOTAVAIL:
-		g.Verdict = fmt.Sprintf("the socket was bound to %s, which is not an address of this network namespace", ev.Local.IP.Addr())
-		g.Fix = append(g.Fix, "bind to an address the netns has, or to 0.0.0.0 / ::")
-	case ev.Local.Valid && ev.Local.IP.Port() != 0:
-		g.Verdict = fmt.Sprintf("the socket was bound to local port %d before connect(), and %s:%d -> %s is already in use", ev.Local.IP.Port(), ev.Local.IP.Addr(), ev.Local.IP.Port(), remote)
-		g.Fix = append(g.Fix, "do not bind() a fixed port before connect(); if a bind() is needed, set IP_BIND_ADDRESS_NO_PORT so the port is chosen at connect() time for this destination")
-	default:
-		g.Verdict = fmt.Sprintf("the range is not exhausted toward %s now: %d of %d ports in %s in use (%s); the ports may have been freed since, or taken by port-0 bind() calls without IP_BIND_ADDRESS_NO_PORT",
-			remote, g.InUse, g.Usable, rng, countsString(g.States))
-	}
-}
-
-func (d *Diagnoser) exhaustedFix(ev *decode.Event, g *Diagnosis) {
-	if len(g.States) > 0 && g.States[0].State == "TIME_WAIT" {
-		g.Fix = append(g.Fix, "most ports are in TIME_WAIT: net.ipv4.tcp_tw_reuse=1 in this netns lets new outgoing connections reuse them; or let the server close first, or keep connections open")
-	}
-	if len(g.Holders) > 0 && g.States[0].State == "ESTABLISHED" {
-		h := g.Holders[0]
-		g.Fix = append(g.Fix, fmt.Sprintf("pid %d (%s) holds %d connections to this destination: reuse connections (HTTP keep-alive, a connection pool) instead of opening new ones", h.PID, h.Comm, h.Sockets))
-	}
-	if g.HostNetwork {
-		g.Fix = append(g.Fix, "this is the host network namespace (node daemons, hostNetwork pods): if you widen the range, keep NodePorts out of it: "+NodePortFix(d.NodePortLo, d.NodePortHi))
-	} else {
-		g.Fix = append(g.Fix, `widen the pod's range: spec.securityContext.sysctls: [{name: net.ipv4.ip_local_port_range, value: "1024 65535"}] (1024 keeps clear of privileged ports)`)
-	}
-}
-
-// bind EADDRINUSE: who holds the address:port, or range exhaustion for port 0.
-func (d *Diagnoser) bindInUse(ev *decode.Event, g *Diagnosis, sc *netdiag.PortSysctls, socks []netdiag.Socket, ns *netdiag.Netns) {
-	want := ev.Local.IP
-	states := map[string]int{}
-	inodes := map[uint64]bool{}
-	perInode := map[uint64]int{}
-	if want.Port() == 0 {
-		ports := map[uint16]bool{}
-		for _, s := range socks {
-			if p := int(s.Local.Port()); p >= sc.RangeLo && p <= sc.RangeHi && !sc.IsReserved(p) {
-				ports[s.Local.Port()] = true
-				states[netdiag.StateName(s.State)]++
-			}
-		}
-		g.InUse = len(ports)
-		g.States = sortedCounts(states)
-		g.Verdict = fmt.Sprintf("bind() to port 0 found no free port: %d of %d ports in %d-%d in use (%s)", g.InUse, g.Usable, g.RangeLo, g.RangeHi, countsString(g.States))
-		d.exhaustedFix(ev, g)
-		return
-	}
-	for _, s := range socks {
-		if s.Local.Port() != want.Port() {
-			continue
-		}
-		a := s.Local.Addr()
-		if a != want.Addr() && !a.IsUnspecified() && !want.Addr().IsUnspecified() {
-			continue
-		}
-		states[netdiag.StateName(s.State)]++
-		if s.Inode != 0 {
-			inodes[s.Inode] = true
-			perInode[s.Inode]++
-		}
-	}
-	g.States = sortedCounts(states)
-	g.Holders = d.holders(ns, inodes, perInode)
-	if len(g.States) == 0 {
-		g.Verdict = fmt.Sprintf("%s is free now: whatever held it is gone", want)
-		return
-	}
-	g.Verdict = fmt.Sprintf("%s is taken (%s%s)", want, countsString(g.States), holdersString(g.Holders))
-	g.Fix = append(g.Fix, "stop the other holder, choose another port, or set SO_REUSEADDR when the holders are TIME_WAIT sockets of an earlier instance")
-}
-
-// bind EADDRNOTAVAIL: the address is not in the netns.
-func (d *Diagnoser) bindNotAvail(ev *decode.Event, g *Diagnosis, ns *netdiag.Netns) {
-	addrs, err := ns.Addrs()
-	if err != nil {
-		g.Err = err.Error()
-	}
-	for _, a := range addrs {
-		g.Addresses = append(g.Addresses, a.String())
-	}
-	g.Verdict = fmt.Sprintf("%s is not configured in this network namespace; it has %s", ev.Local.IP.Addr(), strings.Join(g.Addresses, ", "))
-	g.Fix = append(g.Fix, "bind to one of the netns's addresses or to 0.0.0.0 / ::; a pod's IP changes when the pod is recreated")
-}
-
 func (d *Diagnoser) nodePort(ev *decode.Event, g *Diagnosis) {
 	g.Verdict = fmt.Sprintf("source port %d is inside the NodePort range %d-%d: since Kubernetes 1.22 kube-proxy no longer holds NodePorts, so the reply to this connection can be caught by a NodePort rule and sent to a Service backend (kubelet health checks then fail at random)",
 		ev.Local.IP.Port(), d.NodePortLo, d.NodePortHi)
 	g.Fix = append(g.Fix, fmt.Sprintf("keep net.ipv4.ip_local_port_range out of %d-%d on the node, or reserve it: sysctl -w net.ipv4.ip_local_reserved_ports=%d-%d", d.NodePortLo, d.NodePortHi, d.NodePortLo, d.NodePortHi))
-}
-
-func (d *Diagnoser) holders(ns *netdiag.Netns, inodes map[uint64]bool, perInode map[uint64]int) []Holder {
-	if len(inodes) == 0 {
-		return nil
-	}
-	byPID := map[int]*Holder{}
-	for inode, procs := range ns.Holders(inodes, d.HoldersWait) {
-		for _, p := range procs {
-			h := byPID[p.PID]
-			if h == nil {
-				h = &Holder{PID: p.PID, Comm: p.Comm}
-				byPID[p.PID] = h
-			}
-			h.Sockets += perInode[inode]
-		}
-	}
-	var out []Holder
-	for _, h := range byPID {
-		out = append(out, *h)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Sockets != out[j].Sockets {
-			return out[i].Sockets > out[j].Sockets
-		}
-		return out[i].PID < out[j].PID
-	})
-	if len(out) > 3 {
-		out = out[:3]
-	}
-	return out
 }
 
 func sortedCounts(m map[string]int) []Count {
@@ -432,13 +302,3 @@ func countsString(c []Count) string {
 	return strings.Join(parts, ", ")
 }
 
-func holdersString(h []Holder) string {
-	if len(h) == 0 {
-		return ""
-	}
-	var parts []string
-	for _, x := range h {
-		parts = append(parts, fmt.Sprintf("pid %d %s", x.PID, x.Comm))
-	}
-	return ", held by " + strings.Join(parts, ", ")
-}

@@ -43,10 +43,11 @@ func (r *traceRun) kubeEvent(ev *decode.Event, g *diagnose.Diagnosis) {
 }
 
 // reasonOf names the kind of failure. Exhaustion is claimed only when the
-// diagnosis counted the whole range in use toward the destination.
+// port model found no port for the call (a connect() toward the
+// destination, a port-0 bind(), a UDP socket's autobind).
 func reasonOf(ev *decode.Event, g *diagnose.Diagnosis) string {
 	switch {
-	case ev.Errno == decode.EADDRNOTAVAIL && ev.Syscall == decode.Connect && g != nil && g.Usable > 0 && g.InUse >= g.Usable:
+	case g != nil && g.Exhausted:
 		return kubeevent.ReasonExhausted
 	case ev.Errno == decode.EADDRNOTAVAIL:
 		return kubeevent.ReasonAddrNotAvail

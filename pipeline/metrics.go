@@ -206,7 +206,7 @@ func (m *metrics) count(ev *decode.Event) prometheus.Counter {
 
 // ports sets the port gauges of ev's netns and pod from its diagnosis.
 func (m *metrics) ports(ev *decode.Event, g *diagnose.Diagnosis) {
-	if ev.NodePort || g == nil || g.Usable == 0 {
+	if ev.NodePort || g == nil || !g.Counted {
 		return
 	}
 	k := labelKey(ev)

@@ -303,6 +303,14 @@ func (r *traceRun) emit(ev *decode.Event, g *diagnose.Diagnosis) {
 		r.explainer.Explain(ev, &r.x)
 		_, rule = r.x.RetryNote()
 	}
+	expected := explained && r.x.Expected != ""
+	if expected && g != nil && len(g.Fix) > 0 {
+		// A failure programs cause on purpose (glibc's nscd probe) needs
+		// no fix; the diagnosis is shared, so it is copied, not changed.
+		quiet := *g
+		quiet.Fix = nil
+		g = &quiet
+	}
 	if !ev.NodePort {
 		rule.WindowNs = max(rule.WindowNs, uint64(r.c.RetryWindow)) // the client's own window, if longer
 		ev.Attempt = r.attempts.Mark(ev, rule)
@@ -315,7 +323,9 @@ func (r *traceRun) emit(ev *decode.Event, g *diagnose.Diagnosis) {
 	}
 	r.sk.add(buf, 1)
 	r.written++
-	r.kubeEvent(ev, g)
+	if !expected {
+		r.kubeEvent(ev, g)
+	}
 	r.sum.count(ev)
 	if r.met != nil {
 		r.met.ports(ev, g)

@@ -1,0 +1,144 @@
+package diagnose
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// fixes advises for the largest cause, then the others. Every fix is
+// checked against the netns first: no setting that is already in effect, no
+// reserve or range that would leave no port, no socket option that cannot
+// work for the holders seen.
+func (d *Diagnoser) fixes(g *Diagnosis, p *portScene, groups []portGroup) {
+	for i, gr := range groups {
+		if i == 2 {
+			break
+		}
+		if f := d.causeFix(g, p, gr); f != "" {
+			g.Fix = append(g.Fix, f)
+		}
+	}
+	if f := d.rangeFix(g, p); f != "" {
+		g.Fix = append(g.Fix, f)
+	}
+}
+
+func (d *Diagnoser) causeFix(g *Diagnosis, p *portScene, gr portGroup) string {
+	who := holderOf(d, p, gr)
+	switch gr.cause {
+	case CausePerDestination:
+		return fmt.Sprintf("%s holds %d connections to this destination: reuse connections (HTTP keep-alive, a connection pool) instead of opening new ones", who, gr.ports)
+	case CauseBindBeforeConnect:
+		return fmt.Sprintf("%s binds its sockets before connect(): set IP_BIND_ADDRESS_NO_PORT before bind() (or do not bind), so the port is chosen at connect() and shared across destinations (Envoy upstream_bind_config, nginx proxy_bind, HAProxy source do this bind)", who)
+	case CauseBoundOnly:
+		return fmt.Sprintf("%s holds %d sockets bound to a port and never connected: close them, or set IP_BIND_ADDRESS_NO_PORT before bind()", who, gr.ports)
+	case CauseListener:
+		return listenerFix(p, gr)
+	case CauseCloseWait:
+		return fmt.Sprintf("%s never closes its sockets after the peer's FIN (%d in CLOSE_WAIT): a leak in the program, fix it to close() on end of stream; a wider range only delays the failure", who, gr.ports)
+	case CauseOrphans:
+		return fmt.Sprintf("the peer %s does not close its side: the kernel drops these orphans after net.ipv4.tcp_fin_timeout=%d s (FIN_WAIT2); find why the peer keeps them open", peerOf(p, gr), p.tcp.FinTimeout)
+	case CauseTimeWait:
+		return timeWaitFix(p, gr)
+	case CauseUDPExhausted:
+		return fmt.Sprintf("%s holds UDP sockets on every port: close unused ones, or send to many destinations from one socket (sendto) instead of one connected socket each", who)
+	}
+	return ""
+}
+
+// holderOf names the holder of a group's sockets: "pid N (comm)", or what
+// holds them when no process does.
+func holderOf(d *Diagnoser, p *portScene, gr portGroup) string {
+	hs := d.holders(p.ns, p.inodesOf(gr.socks))
+	if len(hs) == 0 {
+		return "a process that could not be found"
+	}
+	return fmt.Sprintf("pid %d (%s)", hs[0].PID, hs[0].Comm)
+}
+
+func peerOf(p *portScene, gr portGroup) string {
+	if len(gr.socks) == 0 {
+		return "peer"
+	}
+	return p.socks[gr.socks[0]].Remote.String()
+}
+
+// listenerFix: move the listener, or reserve its port when the reserve
+// still leaves ports.
+func listenerFix(p *portScene, gr portGroup) string {
+	port := 0
+	for _, i := range gr.socks {
+		if p.socks[i].State == stateListen {
+			port = int(p.socks[i].Local.Port())
+			break
+		}
+	}
+	if p.usable() <= 1 {
+		return fmt.Sprintf("move the listener on port %d out of the range: reserving it would leave no port", port)
+	}
+	return fmt.Sprintf("move the listener on port %d out of ip_local_port_range, or reserve it: net.ipv4.ip_local_reserved_ports=%s", port, addSpan(p, port))
+}
+
+// addSpan is the reserved list with port added.
+func addSpan(p *portScene, port int) string {
+	if len(p.sc.Reserved) == 0 {
+		return fmt.Sprint(port)
+	}
+	return spansString(p.sc.Reserved) + fmt.Sprintf(",%d", port)
+}
+
+// timeWaitFix follows the netns's own tcp_tw_reuse: never advise what is
+// already in effect.
+func timeWaitFix(p *portScene, gr portGroup) string {
+	t := p.tcp
+	delay := "1 s"
+	if t.TWReuseDelay >= 0 {
+		delay = fmt.Sprintf("net.ipv4.tcp_tw_reuse_delay=%d ms", t.TWReuseDelay)
+	}
+	loop := len(gr.socks) > 0 && loopbackPair(p.socks[gr.socks[0]].Local.Addr(), p.socks[gr.socks[0]].Remote.Addr())
+	switch {
+	case t.Timestamps == 0:
+		return "TIME_WAIT ports are reused only for connections with TCP timestamps, and net.ipv4.tcp_timestamps=0 here: turn them on (1), or keep connections open"
+	case t.TWReuse == 0 || (t.TWReuse == 2 && !loop):
+		return fmt.Sprintf("net.ipv4.tcp_tw_reuse=1 in this netns (now %d) lets connect() reuse a TIME_WAIT port %s after its last packet; or let the server close first, or keep connections open", t.TWReuse, delay)
+	}
+	return fmt.Sprintf("TIME_WAIT reuse is already on here (net.ipv4.tcp_tw_reuse=%d), but a port is reused only %s after the connection's last timestamp, and connections are opened and closed faster than that: keep connections open (a pool), or let the server close first", t.TWReuse, delay)
+}
+
+// loopbackPair is tcp_twsk_unique's test for tcp_tw_reuse=2: a loopback
+// source or destination.
+func loopbackPair(a, b netip.Addr) bool {
+	return a.Unmap().IsLoopback() || b.Unmap().IsLoopback()
+}
+
+// rangeFix: a wider range, checked against the netns: never the range in
+// effect, and on the host never one that hands out NodePorts.
+func (d *Diagnoser) rangeFix(g *Diagnosis, p *portScene) string {
+	lo, hi := p.sc.Lo, p.sc.Hi
+	if g.HostNetwork {
+		return d.hostRangeFix(p)
+	}
+	if lo <= 1024 && hi >= 65535 {
+		return "" // already as wide as it goes
+	}
+	return `widen the pod's range: spec.securityContext.sysctls: [{name: net.ipv4.ip_local_port_range, value: "1024 65535"}] (1024 keeps clear of privileged ports)`
+}
+
+// hostRangeFix: on the host a wider range must stay clear of the NodePort
+// range; it is advised only when it gives more ports than the range has now.
+func (d *Diagnoser) hostRangeFix(p *portScene) string {
+	npLo, npHi := d.NodePortLo, d.NodePortHi
+	wideLo := max(npHi+1, 1024)
+	now := p.usable()
+	wide := 65535 - wideLo + 1
+	var s string
+	if wide > now {
+		s = fmt.Sprintf("this is the host network namespace (node daemons, hostNetwork pods): widen the range but keep it out of the NodePort range %d-%d: net.ipv4.ip_local_port_range=\"%d 65535\" gives %d ports (now %d)", npLo, npHi, wideLo, wide, now)
+	} else {
+		s = fmt.Sprintf("this is the host network namespace: no wider range stays out of the NodePort range %d-%d; open fewer connections", npLo, npHi)
+	}
+	if overlap := NodePortOverlapModel(p.sc, npLo, npHi); overlap > 0 {
+		s += fmt.Sprintf("; the range now overlaps the NodePort range in %d ports, whose replies a NodePort rule can take", overlap)
+	}
+	return s
+}

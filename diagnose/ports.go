@@ -1,0 +1,77 @@
+package diagnose
+
+import (
+	"net/netip"
+
+	"github.com/eaddr/eaddr/diagnose/netdiag"
+	"github.com/eaddr/eaddr/diagnose/portmodel"
+)
+
+// portScene is what one snapshot read of a netns's ports: the model's
+// inputs, where the sockets came from, and the TCP settings fixes depend on.
+type portScene struct {
+	ns     *netdiag.Netns
+	sc     portmodel.Sysctls
+	socks  []portmodel.Socket
+	source string // "iterator", or "sock_diag: <why the iterator was not used>"
+	tcp    netdiag.TCPSysctls
+}
+
+// readPorts reads the netns's sockets (the BPF socket iterator when there
+// is one, else sock_diag) and sysctls.
+func readPorts(ns *netdiag.Netns, it netdiag.SocketReader, udp bool) (*portScene, error) {
+	sc, socks, src, err := ns.PortSnapshot(it, udp)
+	if err != nil {
+		return nil, err
+	}
+	p := &portScene{ns: ns, sc: sc, socks: socks, source: src.String()}
+	if p.tcp, err = ns.TCPSysctls(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// usable is the number of ports of the range that are not reserved.
+func (p *portScene) usable() int {
+	n := 0
+	for port := p.sc.Lo; port <= p.sc.Hi; port++ {
+		if !p.reserved(port) {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *portScene) reserved(port int) bool {
+	for _, r := range p.sc.Reserved {
+		if port >= r.Lo && port <= r.Hi {
+			return true
+		}
+	}
+	return false
+}
+
+// sourceFor is the local address a connect() toward dst uses: the one the
+// socket was bound to, else the route's. Unknown (invalid) when neither
+// can be read: the model then matches every local address.
+func (p *portScene) sourceFor(bound netip.Addr, dst netip.Addr) netip.Addr {
+	if bound.IsValid() && !bound.IsUnspecified() {
+		return bound.Unmap()
+	}
+	src, err := p.ns.SourceFor(dst)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return src
+}
+
+// inodesOf maps the inodes of socks[idx...] to how many of them each holds.
+func (p *portScene) inodesOf(idx []int) map[uint64]int {
+	out := map[uint64]int{}
+	for _, i := range idx {
+		if ino := p.socks[i].Inode; ino != 0 {
+			out[ino]++
+		}
+	}
+	return out
+}
