@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 // --errno: the default reports EAGAIN from UDP sockets only; NAME/udp is
@@ -27,5 +29,17 @@ func TestErrnoFlag(t *testing.T) {
 		if _, err := traceConfigOf("--errno", bad); err == nil || !strings.Contains(err.Error(), "--errno") {
 			t.Errorf("--errno %q: %v, want a usage error", bad, err)
 		}
+	}
+}
+
+// --help says what the default reports, as it is parsed above.
+func TestErrnoFlagHelp(t *testing.T) {
+	var f TraceFlags
+	fs := pflag.NewFlagSet("trace", pflag.ContinueOnError)
+	f.SetFlags(fs)
+	fl := fs.Lookup("errno")
+	if fl.DefValue != "EADDRNOTAVAIL,EADDRINUSE,EAGAIN/udp" || !strings.Contains(fl.Usage, "NAME/udp: only from UDP sockets") ||
+		!strings.Contains(fl.Usage, "unix sockets' EAGAIN") {
+		t.Errorf("--errno default %q, usage %q", fl.DefValue, fl.Usage)
 	}
 }
