@@ -24,8 +24,12 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Set by user space through spec.Variables before load. */
 /* Bit N set: report errno N. Word 1 bits 34 and 35 are EADDRINUSE (98) and EADDRNOTAVAIL (99). */
-const volatile __u64 errno_mask[4] = {0, (1ULL << (EADDR_EADDRINUSE - 64)) | (1ULL << (EADDR_EADDRNOTAVAIL - 64)), 0, 0};
+const volatile __u64 errno_mask[4] = {1ULL << 11, (1ULL << (EADDR_EADDRINUSE - 64)) | (1ULL << (EADDR_EADDRNOTAVAIL - 64)), 0, 0};
 const volatile bool all_errnos = false;   /* every failure except EINPROGRESS */
+/* Bit N set: errno N (also in errno_mask) is reported only from a UDP or
+ * UDP-Lite socket (--errno EAGAIN/udp). Bit 11 is EAGAIN: a UDP socket's
+ * autobind found no free port; for unix and TCP it means other things. */
+const volatile __u64 udp_only_mask[4] = {1ULL << 11, 0, 0, 0};
 const volatile __u32 filter_tgid = 0;     /* 0: any process */
 const volatile __u32 filter_netns = 0;    /* 0: any netns */
 /* Wake the reader only once this many bytes wait in the ring (user space
@@ -204,6 +208,33 @@ static __always_inline struct sock *fd_sock(struct task_struct *task, int fd)
 	return BPF_CORE_READ(sock, sk);
 }
 
+#define EADDR_IPPROTO_UDP 17
+#define EADDR_IPPROTO_UDPLITE 136
+
+static __always_inline bool udp_only(__u32 err)
+{
+	if (err >= 256)
+		return false;
+	__u32 word = err >> 6;
+	barrier_var(word);
+	return udp_only_mask[word & 3] & (1ULL << (err & 63));
+}
+
+/* A wanted failure (ret) that udp_only_mask keeps for UDP sockets is from
+ * one: the fd's socket is read only for such an errno. */
+static __always_inline bool proto_wanted(long ret)
+{
+	if (!udp_only((__u32)-ret))
+		return true;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	struct sock *sk = fd_sock(task, (int)PT_REGS_PARM1_CORE_SYSCALL(regs));
+	if (!sk)
+		return false;
+	__u16 proto = BPF_CORE_READ(sk, sk_protocol);
+	return proto == EADDR_IPPROTO_UDP || proto == EADDR_IPPROTO_UDPLITE;
+}
+
 static __always_inline void read_socket(struct event *e, struct task_struct *task, int fd)
 {
 	struct sock *sk = fd_sock(task, fd);
@@ -324,7 +355,7 @@ static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, stru
 
 static __always_inline int report(struct syscall_exit_ctx *ctx, __u8 syscall)
 {
-	if (!wanted(ctx->ret))
+	if (!wanted(ctx->ret) || !proto_wanted(ctx->ret))
 		return 0;
 	return emit(ctx, syscall, 0);
 }
@@ -607,7 +638,7 @@ static __always_inline void async_report(struct sock *sk, int err)
 	struct event *p = bpf_map_lookup_elem(&pending, &key);
 	if (!p || err <= 0)
 		return;
-	if (!wanted(-err)) {
+	if (!wanted(-err) || udp_only(err)) { /* pending sockets are TCP */
 		bpf_map_delete_elem(&pending, &key);
 		return;
 	}
@@ -709,7 +740,7 @@ int exit_connect(struct syscall_exit_ctx *ctx)
 		track_pending();
 	if (nodeport_on && (ret == 0 || ret == -EADDR_EINPROGRESS))
 		return nodeport_check(ctx);
-	if (!wanted(ret) || reported_async(ret))
+	if (!wanted(ret) || !proto_wanted(ret) || reported_async(ret))
 		return 0;
 	return emit(ctx, EADDR_SYS_CONNECT, 0);
 }

@@ -12,22 +12,28 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Severity of a finding; the worst one sets the exit status.
+// Severity of a finding; the worst one sets the exit status. SevUnknown:
+// the netns could not be audited (or only in part), so eaddr cannot call
+// it clean; it ranks above SevInfo, which is clean, and below a warning,
+// a problem found for certain.
 type Severity int
 
 const (
 	SevOK Severity = iota
 	SevInfo
+	SevUnknown
 	SevWarning
 	SevCritical
 )
 
-func (s Severity) String() string { return [...]string{"ok", "info", "warning", "critical"}[s] }
+var severityNames = [...]string{"ok", "info", "unknown", "warning", "critical"}
+
+func (s Severity) String() string { return severityNames[s] }
 
 func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 func (s *Severity) UnmarshalText(b []byte) error {
-	for i, name := range [...]string{"ok", "info", "warning", "critical"} {
+	for i, name := range severityNames {
 		if string(b) == name {
 			*s = Severity(i)
 			return nil
@@ -131,15 +137,23 @@ type AuditOptions struct {
 	Warn, Crit             int // percent of the usable range toward one destination
 	Top                    int // destinations listed
 	Iter                   netdiag.SocketReader // the BPF socket iterator; nil: sock_diag only
+	// Open enters the netns (nil: netdiag.OpenNetns); tests make it fail
+	// as when the last process in the netns exits before it is entered.
+	Open func(inode uint64, pid int) (*netdiag.Netns, error)
 }
 
 // AuditNetNS reads one netns through pid (or another process in it) and
 // reports its port range, budget and findings: what `eaddr check` prints.
 func AuditNetNS(inode uint64, pid int, o AuditOptions) NetNSReport {
 	r := NetNSReport{Inode: inode, PID: pid, Host: inode == o.HostNetNS}
-	ns, err := netdiag.OpenNetns(inode, pid)
+	open := o.Open
+	if open == nil {
+		open = func(inode uint64, pid int) (*netdiag.Netns, error) { return netdiag.OpenNetns(inode, pid) }
+	}
+	ns, err := open(inode, pid)
 	if err != nil {
 		r.Error = err.Error()
+		r.Add(SevUnknown, "not audited: cannot enter the network namespace: %v", err)
 		return r
 	}
 	defer ns.Close()
@@ -150,14 +164,14 @@ func AuditNetNS(inode uint64, pid int, o AuditOptions) NetNSReport {
 	sc, err := ns.Sysctls()
 	if err != nil {
 		r.Error = err.Error()
-		r.Add(SevWarning, "cannot read the port sysctls: %v", err)
+		r.Add(SevUnknown, "not audited: cannot read the port sysctls: %v", err)
 		return r
 	}
 	auditRange(&r, &sc, o.NodePortLo, o.NodePortHi)
 	p, err := readPorts(ns, o.Iter, false)
 	if err != nil {
 		r.Error = err.Error()
-		r.Add(SevWarning, "cannot list sockets: %v", err)
+		r.Add(SevUnknown, "ports in use not known: cannot list the sockets: %v", err)
 		return r
 	}
 	auditPorts(&r, p, o)

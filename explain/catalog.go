@@ -43,10 +43,13 @@ type Expected struct {
 	errnos  []int
 }
 
-// ErrnoInfo explains one errno for one syscall ("*": either).
+// ErrnoInfo explains one errno for one syscall ("*": either) and one
+// protocol (Proto: ProtoTCP, ProtoUDP, ProtoUnix; "*" or empty: any other,
+// and an unknown one).
 type ErrnoInfo struct {
 	Errno   string   `json:"errno"`
 	Syscall string   `json:"syscall"`
+	Proto   string   `json:"proto"`
 	Meaning string   `json:"meaning"`
 	Causes  []string `json:"causes"`
 	Confirm []string `json:"confirm"`
@@ -257,23 +260,40 @@ func parseErrnos(names []string) ([]int, error) {
 	return out, nil
 }
 
-// Meaning returns what errno means for syscall, or nil when the catalog
-// does not know it.
-func (c *Catalog) Meaning(sys decode.Syscall, errno int) *ErrnoInfo {
-	var any *ErrnoInfo
+// Meaning returns what errno means for syscall and proto (ProtoOf; ""
+// when unknown), or nil when the catalog does not know it. An entry of the
+// syscall wins over one for either syscall, then one of the protocol over
+// one for any: an unknown protocol gets only an entry for any, which says
+// what the errno means for each.
+func (c *Catalog) Meaning(sys decode.Syscall, errno int, proto string) *ErrnoInfo {
+	var best *ErrnoInfo
+	bestRank := 0
 	for i := range c.Errnos {
 		e := &c.Errnos[i]
 		if e.num != errno {
 			continue
 		}
-		if e.Syscall == sys.String() {
-			return e
+		rank := 0
+		switch e.Syscall {
+		case sys.String():
+			rank = 2
+		case "*":
+		default:
+			continue
 		}
-		if e.Syscall == "*" {
-			any = e
+		switch e.Proto {
+		case "", "*":
+			rank++
+		case proto:
+			rank += 2
+		default:
+			continue
+		}
+		if rank > bestRank {
+			best, bestRank = e, rank
 		}
 	}
-	return any
+	return best
 }
 
 // ExpectedFailure returns why ev is a failure programs cause on purpose

@@ -54,7 +54,7 @@ func NewExplainer() (*Explainer, error) {
 
 // Explain fills x for ev. It does not allocate once the binary is cached.
 func (e *Explainer) Explain(ev *decode.Event, x *Explanation) {
-	x.Meaning = e.Catalog.Meaning(ev.Syscall, ev.Errno)
+	x.Meaning = e.Catalog.Meaning(ev.Syscall, ev.Errno, ProtoOf(ev))
 	x.Binary, x.Source, x.notAnalysed = nil, "", ""
 	if b, source := e.Detector.lookup(ev); b != nil {
 		if b.ok {

@@ -32,7 +32,7 @@ func (ex *Explainer) NewReport(ids []Identification) *Report {
 		}
 	}
 	if r.ID.Errno != 0 {
-		r.Meaning = ex.Catalog.Meaning(r.Syscall, r.ID.Errno)
+		r.Meaning = ex.Catalog.Meaning(r.Syscall, r.ID.Errno, "") // a pasted line does not say the protocol
 	}
 	ip, port := r.ID.IP, r.ID.Port
 	if !ip.IsValid() {

@@ -162,7 +162,11 @@ func errnoNames(o tracer.Options) string {
 	}
 	var names []string
 	for _, n := range o.Errnos {
-		names = append(names, decode.ErrnoName(n))
+		name := decode.ErrnoName(n)
+		if slices.Contains(o.UDPOnly, n) {
+			name += "/udp"
+		}
+		names = append(names, name)
 	}
 	return strings.Join(slices.Compact(names), ",")
 }

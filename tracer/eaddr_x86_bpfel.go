@@ -169,6 +169,7 @@ const (
 	eaddrVarNodeportLo       = "nodeport_lo"
 	eaddrVarNodeportNetns    = "nodeport_netns"
 	eaddrVarNodeportOn       = "nodeport_on"
+	eaddrVarUdpOnlyMask      = "udp_only_mask"
 	eaddrVarUnusedCgroupPath = "unused_cgroup_path"
 	eaddrVarUnusedEnums      = "unused_enums"
 	eaddrVarUnusedEvent      = "unused_event"
@@ -260,6 +261,7 @@ type eaddrVariableSpecs struct {
 	NodeportLo       *ebpf.VariableSpec `ebpf:"nodeport_lo"`
 	NodeportNetns    *ebpf.VariableSpec `ebpf:"nodeport_netns"`
 	NodeportOn       *ebpf.VariableSpec `ebpf:"nodeport_on"`
+	UdpOnlyMask      *ebpf.VariableSpec `ebpf:"udp_only_mask"`
 	UnusedCgroupPath *ebpf.VariableSpec `ebpf:"unused_cgroup_path"`
 	UnusedEnums      *ebpf.VariableSpec `ebpf:"unused_enums"`
 	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -335,6 +337,7 @@ type eaddrVariables struct {
 	NodeportLo       *ebpf.Variable `ebpf:"nodeport_lo"`
 	NodeportNetns    *ebpf.Variable `ebpf:"nodeport_netns"`
 	NodeportOn       *ebpf.Variable `ebpf:"nodeport_on"`
+	UdpOnlyMask      *ebpf.Variable `ebpf:"udp_only_mask"`
 	UnusedCgroupPath *ebpf.Variable `ebpf:"unused_cgroup_path"`
 	UnusedEnums      *ebpf.Variable `ebpf:"unused_enums"`
 	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`

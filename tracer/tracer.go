@@ -63,9 +63,15 @@ const ErrnoInProgress = int(eaddrErrnoIdEADDR_EINPROGRESS)
 const DefaultRingSize = 4 << 20
 
 // Options choose what the kernel reports. The zero value reports
-// EADDRNOTAVAIL and EADDRINUSE from every process.
+// EADDRNOTAVAIL and EADDRINUSE, and EAGAIN from UDP sockets, from every
+// process.
 type Options struct {
-	Errnos    []int   // errnos to report; empty means EADDRNOTAVAIL and EADDRINUSE
+	Errnos []int // errnos to report; empty means EADDRNOTAVAIL, EADDRINUSE and EAGAIN (UDP only)
+	// UDPOnly are errnos of Errnos reported only from UDP and UDP-Lite
+	// sockets (EAGAIN: a UDP socket's autobind found no free port; a unix
+	// or TCP socket's EAGAIN means something else). The kernel reads the
+	// socket only for these errnos.
+	UDPOnly   []int
 	AllErrnos bool    // every failure except EINPROGRESS
 	Syscalls  []uint8 // SysConnect, SysBind: which tracepoints to attach; empty means both
 	PID       uint32  // only this process (tgid); 0 for all
@@ -212,6 +218,18 @@ func configure(spec *ebpf.CollectionSpec, opts Options) error {
 			return err
 		}
 		set(v.ErrnoMask, mask)
+		udp, err := ErrnoMask(opts.UDPOnly)
+		if err != nil {
+			return err
+		}
+		for _, e := range opts.UDPOnly {
+			if !slices.Contains(opts.Errnos, e) {
+				return fmt.Errorf("errno %d is UDP-only but not among the errnos to report", e)
+			}
+		}
+		set(v.UdpOnlyMask, udp)
+	} else if len(opts.UDPOnly) > 0 {
+		return fmt.Errorf("UDP-only errnos %v without errnos to report", opts.UDPOnly)
 	}
 	set(v.AllErrnos, opts.AllErrnos)
 	set(v.AsyncOn, opts.Async)

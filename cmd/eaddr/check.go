@@ -52,6 +52,7 @@ type (
 
 const (
 	sevInfo     = diagnose.SevInfo
+	sevUnknown  = diagnose.SevUnknown
 	sevWarning  = diagnose.SevWarning
 	sevCritical = diagnose.SevCritical
 )
@@ -67,11 +68,20 @@ ip_unprivileged_port_start and the parity advice of ip-sysctl.txt; overlap of th
 range with the NodePort range; ports in use toward the busiest destinations against
 --warn/--crit; listening sockets inside the ephemeral range.
 
-Exit status: 0 clean (or only information), 1 a warning or critical finding (or a
-failure), 2 bad usage, 3 not privileged enough to look: check needs root, or
-CAP_SYS_ADMIN (to enter each network namespace) and CAP_SYS_PTRACE (to see which
-namespaces other processes are in); without them it says so in one line and audits
-nothing. For cron, a node-problem-detector custom plugin (3 reads as unknown), or a person.
+A network namespace that cannot be audited (no live process left in it to enter, its
+sysctls unreadable, its sockets not listed) is UNKNOWN, with why: never OK. The worst
+status of all, ok < info < unknown < warning < critical, sets the exit status:
+
+  0  ok or info only: every network namespace was audited and is clean
+  1  a warning or critical finding (also when others are unknown), or a failure
+  2  bad usage
+  3  unknown: a network namespace could not be audited and nothing worse was found,
+     nothing could be audited at all, or check is not privileged enough to look (it
+     needs root, or CAP_SYS_ADMIN to enter each network namespace and CAP_SYS_PTRACE
+     to see which namespaces other processes are in; without them it says so in one
+     line and audits nothing)
+
+For cron, a node-problem-detector custom plugin (3 reads as unknown), or a person.
 
 Flags:
 %s`, fs.FlagUsages())
@@ -129,8 +139,33 @@ Flags:
 	} else {
 		output.WriteCheckTable(stdout, &rep)
 	}
-	if rep.Worst >= sevWarning {
+	return checkStatus(&rep)
+}
+
+// unknownError makes check exit 3 after saying why on stderr: what it
+// could not audit, when nothing worse was found.
+type unknownError struct{ s string }
+
+func (e unknownError) Error() string { return e.s }
+
+// checkStatus is check's exit for the report (see its usage): nil for
+// clean, quietError for a finding, unknownError when the worst is unknown.
+func checkStatus(rep *checkReport) error {
+	unknown := 0
+	for _, r := range rep.NetNS {
+		if r.Worst == sevUnknown {
+			unknown++
+		}
+	}
+	switch {
+	case rep.Worst >= sevWarning:
 		return quietError{"check found problems"}
+	case len(rep.NetNS) == 0:
+		return unknownError{"no network namespace to audit: nothing was audited (exit 3)"}
+	case unknown == len(rep.NetNS):
+		return unknownError{fmt.Sprintf("none of the %d network namespaces could be audited (exit 3): see each one's error", unknown)}
+	case rep.Worst == sevUnknown:
+		return unknownError{fmt.Sprintf("%d of %d network namespaces could not be audited (exit 3): see each one's error; the others are clean", unknown, len(rep.NetNS))}
 	}
 	return nil
 }

@@ -67,7 +67,7 @@ func (e privilegeError) Unwrap() error { return e.err }
 
 // Main runs one command and returns the exit status: 0 on a clean stop, 1 on
 // a runtime failure, 2 on bad usage, 3 when eaddr check lacks the privilege
-// to look.
+// to look or could not audit a network namespace (unknown).
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if len(args) == 0 {
@@ -104,7 +104,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "eaddr: %s\n", msg)
 		return 2
-	case errors.As(err, new(privilegeError)):
+	case errors.As(err, new(privilegeError)), errors.As(err, new(unknownError)):
 		fmt.Fprintf(stderr, "eaddr: %v\n", err)
 		return exitNoPrivilege
 	default:

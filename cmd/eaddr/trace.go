@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -65,7 +66,7 @@ type TraceFlags struct {
 // SetFlags registers the flags on fs.
 func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.Output, "output", "o", "json", "json: one JSON object per line (docs/events.md); table: aligned columns for a person")
-	fs.StringVar(&f.Errno, "errno", "EADDRNOTAVAIL,EADDRINUSE", "errnos to report, by name or number, comma separated; 'all' reports every failure except EINPROGRESS, including probes programs make on purpose and print nothing about, marked explain.expected (glibc's nscd socket: ENOENT twice per name lookup)")
+	fs.StringVar(&f.Errno, "errno", "EADDRNOTAVAIL,EADDRINUSE,EAGAIN/udp", "errnos to report, by name or number, comma separated; NAME/udp: only from UDP sockets (the default's EAGAIN/udp: a UDP socket's connect() found no free local port to bind to; TCP and unix sockets' EAGAIN, such as a full unix backlog, are not reported unless asked for); 'all' reports every failure except EINPROGRESS, including probes programs make on purpose and print nothing about, marked explain.expected (glibc's nscd socket: ENOENT twice per name lookup)")
 	fs.StringVar(&f.Syscall, "syscall", "connect,bind", "syscalls to trace: connect, bind or both")
 	fs.BoolVar(&f.Async, "async", true, "with --errno all or ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, ENETUNREACH: also report a non-blocking connect() (EINPROGRESS) whose socket fails later, as \"async\":true; it follows up to 8192 pending connects and runs on every TCP state change. false: only what connect() itself returns")
 	fs.Uint32Var(&f.PID, "pid", 0, "only this process id (filtered in the kernel); 0 for all")
@@ -125,13 +126,11 @@ func (f *TraceFlags) kernelOptions(c *pipeline.Config) error {
 	if strings.EqualFold(strings.TrimSpace(f.Errno), "all") {
 		c.Tracer.AllErrnos = true
 	} else {
-		for _, s := range strings.Split(f.Errno, ",") {
-			n, err := decode.ParseErrno(s)
-			if err != nil {
-				return usageErrorf("--errno: %v", err)
-			}
-			c.Tracer.Errnos = append(c.Tracer.Errnos, n)
+		errnos, udpOnly, err := parseErrnoFlag(f.Errno)
+		if err != nil {
+			return err
 		}
+		c.Tracer.Errnos, c.Tracer.UDPOnly = errnos, udpOnly
 	}
 	for _, s := range strings.Split(f.Syscall, ",") {
 		switch strings.TrimSpace(s) {
@@ -331,4 +330,33 @@ func (f *TraceFlags) kubeEvents(c *pipeline.Config) error {
 	}
 	c.KubeEvents = kubeevent.New(client, kubeevent.Options{Instance: "eaddr-" + c.Node, QPS: f.KubeEventsQPS, Interval: f.KubeEventsInterval, UpdateEvery: f.KubeEventsUpdate})
 	return nil
+}
+
+// parseErrnoFlag reads --errno: names or numbers, comma separated, each
+// optionally NAME/udp (reported only from UDP sockets). An errno given both
+// ways is a usage error: which one is meant cannot be told.
+func parseErrnoFlag(v string) (errnos, udpOnly []int, err error) {
+	var plain []int
+	for _, s := range strings.Split(v, ",") {
+		name, proto, qualified := strings.Cut(strings.TrimSpace(s), "/")
+		if qualified && !strings.EqualFold(strings.TrimSpace(proto), "udp") {
+			return nil, nil, usageErrorf("--errno: %q: only /udp can follow an errno", s)
+		}
+		n, err := decode.ParseErrno(name)
+		if err != nil {
+			return nil, nil, usageErrorf("--errno: %v", err)
+		}
+		if qualified {
+			udpOnly = append(udpOnly, n)
+		} else {
+			plain = append(plain, n)
+		}
+		errnos = append(errnos, n)
+	}
+	for _, n := range udpOnly {
+		if slices.Contains(plain, n) {
+			return nil, nil, usageErrorf("--errno: %s is given both for every socket and for UDP sockets only", decode.ErrnoName(n))
+		}
+	}
+	return errnos, udpOnly, nil
 }
