@@ -143,7 +143,7 @@ const (
 
 // unknowable are the placeholders eaddr cannot fill from an event; they
 // render as <name> and make a message a template.
-var unknowable = []string{"ms", "host", "ptr", "timestamp", "service"}
+var unknowable = []string{"ms", "host", "ptr", "timestamp", "service", "rest"}
 
 func confidenceOf(text string) string {
 	for _, u := range unknowable {
@@ -597,7 +597,7 @@ func appendVar(b []byte, name string, v *MsgVars) ([]byte, bool) {
 		return append(b, decode.FamilyName(v.Family)...), true
 	case "addrlen":
 		return strconv.AppendInt(b, int64(v.Addrlen), 10), true
-	case "ms", "host", "ptr", "timestamp", "service":
+	case "ms", "host", "ptr", "timestamp", "service", "rest":
 		// Unknowable: the message is a template (ConfidenceTemplate).
 		return append(append(append(b, '<'), name...), '>'), true
 	case "listen_addr", "addr_full", "local_any":
