@@ -14,14 +14,12 @@ func addrsOverlap(local netip.Addr, sk2 Socket) bool {
 	if local.Is4() {
 		// ipv4_rcv_saddr_equal(sk->sk_rcv_saddr, sk2->sk_rcv_saddr,
 		// ipv6_only_sock(sk2), true, true)
-		// A v6 socket on a v6 address has LOOPBACK4_IPV6 as its
-		// sk_rcv_saddr, so only a wildcard matches it (the bhash2 lookup
-		// of a specific address never meets it).
+		// inet6_bind sets sk_ipv6only on a socket bound to a v6 address
+		// that is neither :: nor v4-mapped (net/ipv6/af_inet6.c
+		// __inet6_bind), so no IPv4 socket meets it.
 		switch {
-		case sk2.V6Only:
+		case sk2.V6Only, a2.Is6() && !a2.IsUnspecified():
 			return false
-		case a2.Is6():
-			return local.IsUnspecified() || a2.IsUnspecified()
 		}
 		return local == a2 || local.IsUnspecified() || a2.IsUnspecified()
 	}

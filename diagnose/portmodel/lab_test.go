@@ -214,7 +214,12 @@ func (l *lab) record(fd int, proto Proto, state uint8, b Bucket, o opts) int {
 // listen makes a TCP listener on ap.
 func (l *lab) listen(ap netip.AddrPort, reuse bool) int {
 	l.t.Helper()
-	o := opts{reuse: reuse}
+	return l.listenOpts(ap, opts{reuse: reuse})
+}
+
+// listenOpts makes a TCP listener on ap with o.
+func (l *lab) listenOpts(ap netip.AddrPort, o opts) int {
+	l.t.Helper()
 	fd := l.socket(familyOf(ap.Addr()), unix.SOCK_STREAM, o)
 	if err := unix.Bind(fd, sockaddr(familyOf(ap.Addr()), ap)); err != nil {
 		l.t.Fatalf("bind %v: %v", ap, err)
