@@ -67,8 +67,8 @@ var bindCases = []bindCase{
 		setup: func(*lab) {}, proto: TCP, local: lo4, want: 7},
 	{name: "udp connected sockets", setup: udp3, proto: UDP, local: lo4, want: 7},
 	{name: "udp SO_REUSEADDR on the old side only", setup: func(l *lab) {
-		for i := 0; i < 3; i++ {
-			l.udp(lo0, none, opts{reuse: true})
+		for _, p := range []uint16{40001, 40003, 40005} { // port 0 could share one
+			l.udp(netip.AddrPortFrom(lo4, p), none, opts{reuse: true})
 		}
 	}, proto: UDP, local: lo4, want: 7},
 	{name: "udp odd count of 3", lo: 40000, hi: 40002, setup: func(*lab) {}, proto: UDP, local: lo4, want: 3},
