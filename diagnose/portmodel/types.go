@@ -48,8 +48,11 @@ type Socket struct {
 	Known            bool // Reuse, ReusePort and BoundDev were read
 	BoundDev         int  // SO_BINDTODEVICE ifindex; 0 none
 	UID              uint32
-	Inode            uint64 // 0 for TIME_WAIT and request sockets
-	Orphan           bool   // no file holds it any more (FIN_WAIT*, LAST_ACK, CLOSING)
+	// V6Only is IPV6_V6ONLY (sock_diag's INET_DIAG_SKV6ONLY): a v6
+	// socket bound to :: that has it set does not hold the port for IPv4.
+	V6Only bool
+	Inode  uint64 // 0 for TIME_WAIT and request sockets
+	Orphan bool   // no file holds it any more (FIN_WAIT*, LAST_ACK, CLOSING)
 	// TIME_WAIT only: whether the connection used timestamps and the
 	// seconds (CLOCK_MONOTONIC, as ktime_get_seconds) when the last one was
 	// seen: tcp_twsk_unique reuses a TIME_WAIT port only with timestamps on.
