@@ -5,6 +5,8 @@ package tracer
 import (
 	"fmt"
 	"net/netip"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf/btf"
@@ -82,6 +84,18 @@ func TestSockIterReadsWhatWasMade(t *testing.T) {
 	r := sc.listen(sockopt(unix.SO_REUSEADDR), sockopt(unix.SO_REUSEPORT))
 	u := sc.socket(unix.SOCK_DGRAM)
 	sc.bind0(u)
+	// A SO_REUSEADDR socket bound to the port a SO_REUSEADDR connect() got:
+	// no conflict (both reuse, neither listens), and inet_csk_update_fastreuse
+	// leaves fastreuse at -1 (the binder reuses) but sets fastreuseport to 0:
+	// the bucket now counts as made by bind() for both.
+	rc := sc.socket(unix.SOCK_STREAM, sockopt(unix.SO_REUSEADDR))
+	sc.connect(rc, lAddr)
+	rcSrv := sc.accept(l)
+	rb := sc.socket(unix.SOCK_STREAM, sockopt(unix.SO_REUSEADDR))
+	rcAddr := sockName(t, rc, false)
+	if err := unix.Bind(rb, &unix.SockaddrInet4{Addr: rcAddr.Addr().As4(), Port: int(rcAddr.Port())}); err != nil {
+		t.Fatalf("bind to the port of a connected socket, both SO_REUSEADDR: %v", err)
+	}
 	uc := sc.socket(unix.SOCK_DGRAM)
 	sc.connect(uc, sockName(t, u, false))
 
@@ -113,27 +127,32 @@ func TestSockIterReadsWhatWasMade(t *testing.T) {
 	oAddr := sockName(t, o, false)
 
 	want := map[string]portmodel.Socket{
-		"listener":         full(t, l, portmodel.TCP, tcpListen, portmodel.BucketByBind),
-		"port by connect":  full(t, c1, portmodel.TCP, tcpEstablished, portmodel.BucketByConnect),
-		"accepted":         full(t, s1, portmodel.TCP, tcpEstablished, portmodel.BucketByBind),
-		"bound, connected": full(t, c2, portmodel.TCP, tcpEstablished, portmodel.BucketByBind),
-		"its peer":         full(t, s2, portmodel.TCP, tcpEstablished, portmodel.BucketByBind),
-		"bound only":       full(t, b, portmodel.TCP, tcpClose, portmodel.BucketByBind),
-		"reuse listener":   full(t, r, portmodel.TCP, tcpListen, portmodel.BucketByBind),
-		"udp bound":        full(t, u, portmodel.UDP, tcpClose, portmodel.BucketUnknown),
-		"udp connected":    full(t, uc, portmodel.UDP, tcpEstablished, portmodel.BucketUnknown),
-		"fin_wait2 peer":   full(t, fwSrv, portmodel.TCP, tcpCloseWait, portmodel.BucketByBind),
-		"orphan peer":      full(t, oSrv, portmodel.TCP, tcpCloseWait, portmodel.BucketByBind),
-		"fin_wait2 orphan": {Proto: portmodel.TCP, State: tcpFinWait2, Local: oAddr, Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, Orphan: true},
-		"time_wait ts":     {Proto: portmodel.TCP, State: tcpTimeWait, Local: twTS, Remote: lAddr, Bucket: portmodel.BucketByBind, Known: true, TW: portmodel.TimeWait{Known: true, TSRecent: true}},
-		"time_wait no ts":  {Proto: portmodel.TCP, State: tcpTimeWait, Local: twNoTS, Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, TW: portmodel.TimeWait{Known: true}},
-		"fin_wait2 mini":   {Proto: portmodel.TCP, State: tcpFinWait2, Local: fwAddr, Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, TW: portmodel.TimeWait{Known: true, TSRecent: true}},
+		"listener":               full(t, l, portmodel.TCP, tcpListen, portmodel.BucketByBind),
+		"port by connect":        full(t, c1, portmodel.TCP, tcpEstablished, portmodel.BucketByConnect),
+		"accepted":               full(t, s1, portmodel.TCP, tcpEstablished, portmodel.BucketByBind),
+		"bound, connected":       full(t, c2, portmodel.TCP, tcpEstablished, portmodel.BucketByBind),
+		"its peer":               full(t, s2, portmodel.TCP, tcpEstablished, portmodel.BucketByBind),
+		"bound only":             full(t, b, portmodel.TCP, tcpClose, portmodel.BucketByBind),
+		"reuse listener":         full(t, r, portmodel.TCP, tcpListen, portmodel.BucketByBind),
+		"reuse, port by connect": full(t, rc, portmodel.TCP, tcpEstablished, portmodel.BucketByBind),
+		"its server side":        full(t, rcSrv, portmodel.TCP, tcpEstablished, portmodel.BucketByBind),
+		"reuse bound on it":      full(t, rb, portmodel.TCP, tcpClose, portmodel.BucketByBind),
+		"udp bound":              full(t, u, portmodel.UDP, tcpClose, portmodel.BucketUnknown),
+		"udp connected":          full(t, uc, portmodel.UDP, tcpEstablished, portmodel.BucketUnknown),
+		"fin_wait2 peer":         full(t, fwSrv, portmodel.TCP, tcpCloseWait, portmodel.BucketByBind),
+		"orphan peer":            full(t, oSrv, portmodel.TCP, tcpCloseWait, portmodel.BucketByBind),
+		"fin_wait2 orphan":       {Proto: portmodel.TCP, State: tcpFinWait2, Local: oAddr, Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, Orphan: true},
+		"time_wait ts":           {Proto: portmodel.TCP, State: tcpTimeWait, Local: twTS, Remote: lAddr, Bucket: portmodel.BucketByBind, Known: true, TW: portmodel.TimeWait{Known: true, TSRecent: true}},
+		"time_wait no ts":        {Proto: portmodel.TCP, State: tcpTimeWait, Local: twNoTS, Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, TW: portmodel.TimeWait{Known: true}},
+		"fin_wait2 mini":         {Proto: portmodel.TCP, State: tcpFinWait2, Local: fwAddr, Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, TW: portmodel.TimeWait{Known: true, TSRecent: true}},
 	}
 	set := func(name string, f func(*portmodel.Socket)) {
 		w := want[name]
 		f(&w)
 		want[name] = w
 	}
+	set("reuse, port by connect", func(w *portmodel.Socket) { w.Reuse = true })
+	set("reuse bound on it", func(w *portmodel.Socket) { w.Reuse = true })
 	set("reuse listener", func(w *portmodel.Socket) { w.Reuse, w.ReusePort = true, true })
 	set("bound only", func(w *portmodel.Socket) { w.Reuse, w.BoundDev = true, 1 }) // lo is ifindex 1 in a new netns
 	// The peers' states are those after the FINs below.
@@ -205,5 +224,77 @@ func checkSS(t *testing.T, ns *netns.NS, socks []portmodel.Socket) {
 	}
 	if fmt.Sprint(ours) != fmt.Sprint(ss) {
 		t.Errorf("ss disagrees:\n ours %v\n ss   %v", ours, ss)
+	}
+}
+
+// someSockets makes in ns a listener, a connection to it, a socket that is
+// only bound and a bound UDP socket, and returns their inodes.
+func someSockets(t *testing.T, ns *netns.NS) map[uint64]bool {
+	sc := newScene(t, ns)
+	l := sc.listen()
+	c := sc.socket(unix.SOCK_STREAM)
+	sc.connect(c, sockName(t, l, false))
+	srv := sc.accept(l)
+	b := sc.socket(unix.SOCK_STREAM)
+	sc.bind0(b)
+	u := sc.socket(unix.SOCK_DGRAM)
+	sc.bind0(u)
+	inodes := map[uint64]bool{}
+	for _, fd := range []int{l, c, srv, b, u} {
+		inodes[inode(t, fd)] = true
+	}
+	return inodes
+}
+
+// TestSockIterNetnsIsolation: a read shows the sockets of its netns, all of
+// them, and never one of another netns, though the same process holds them
+// all (iter/task_file walks its files); and a read from a thread in another
+// netns fails instead of answering for the wrong one.
+func TestSockIterNetnsIsolation(t *testing.T) {
+	it := newSockIter(t)
+	ns1, ns2 := newNetns(t), newNetns(t)
+	in1, in2 := someSockets(t, ns1), someSockets(t, ns2)
+	for _, tc := range []struct {
+		ns          *netns.NS
+		mine, other map[uint64]bool
+	}{{ns1, in1, in2}, {ns2, in2, in1}} {
+		socks := readIn(t, it, tc.ns)
+		seen := map[uint64]bool{}
+		for _, s := range socks {
+			seen[s.Inode] = true
+			if tc.other[s.Inode] {
+				t.Errorf("read of %s shows a socket of the other netns: %+v", tc.ns, s)
+			}
+		}
+		for ino := range tc.mine {
+			if !seen[ino] {
+				t.Errorf("read of %s misses its socket inode %d:%s", tc.ns, ino, fmtSockets(socks))
+			}
+		}
+		if len(socks) != len(tc.mine) {
+			t.Errorf("read of %s: %d sockets, made %d:%s", tc.ns, len(socks), len(tc.mine), fmtSockets(socks))
+		}
+	}
+
+	// This thread is not in ns1: the kernel would walk this thread's netns.
+	var err error
+	ns2.Do(func() error { _, err = it.Read(ns1.Inode()); return nil })
+	if err == nil || !strings.Contains(err.Error(), "call it from a thread inside that netns") {
+		t.Errorf("Read(%s) from a thread in %s: err %v, want the thread's netns named", ns1, ns2, err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var self unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &self); err != nil {
+		t.Fatal(err)
+	}
+	socks, err := it.Read(self.Ino)
+	if err != nil {
+		t.Fatalf("Read of this thread's netns: %v", err)
+	}
+	for _, s := range socks {
+		if in1[s.Inode] || in2[s.Inode] {
+			t.Errorf("read of this thread's netns shows a throwaway netns's socket: %+v", s)
+		}
 	}
 }
