@@ -89,7 +89,10 @@ static __always_inline void read_full(struct sock_rec *r, const struct sock *sk,
 	unsigned long flags = BPF_CORE_READ(skc, skc_flags);
 
 	read_opts(r, skc);
-	if (!sock || (flags & (1UL << bpf_core_enum_value(enum sock_flags, SOCK_DEAD))))
+	/* sock_orphan() sets SOCK_DEAD as it clears sk_socket. A NULL
+	 * sk_socket alone is no orphan: an accept queue's children have none
+	 * yet. */
+	if (flags & (1UL << bpf_core_enum_value(enum sock_flags, SOCK_DEAD)))
 		r->flags |= SOCKITER_F_ORPHAN;
 	if (sock)
 		r->inode = BPF_CORE_READ(sock, file, f_inode, i_ino);
@@ -105,6 +108,8 @@ static __always_inline void read_tw(struct sock_rec *r, const struct sock_common
 
 	r->flags |= SOCKITER_F_TW;
 	r->state = BPF_CORE_READ(tw, tw_substate);
+	if (r->state != SOCKITER_TCP_TIME_WAIT)
+		r->flags |= SOCKITER_F_ORPHAN; /* an orphan's FIN_WAIT2, as a minisocket */
 	read_opts(r, skc);
 	read_bucket(r, BPF_CORE_READ(tw, tw_tb));
 	r->tw_ts_recent_stamp = BPF_CORE_READ(tcptw, tw_ts_recent_stamp);

@@ -24,7 +24,10 @@ enum sockiter_flag {
 	 * skc_bound_dev_if is the incoming interface). */
 	SOCKITER_F_OPTS = 2,
 	SOCKITER_F_REUSEPORT = 4, /* skc_reuseport (SO_REUSEPORT) */
-	/* A full socket no file holds: sk_socket is NULL or SOCK_DEAD is set. */
+	/* No file holds it any more: a full socket with SOCK_DEAD (closed, in
+	 * FIN_WAIT1/2, CLOSING or LAST_ACK), or a minisocket in FIN_WAIT2. Not
+	 * set for TIME_WAIT, nor for a child in an accept queue (no sk_socket
+	 * yet, but no orphan). */
 	SOCKITER_F_ORPHAN = 8,
 	/* A TIME_WAIT minisocket: state is its tw_substate (TIME_WAIT, or
 	 * FIN_WAIT2 for an orphan whose FIN_WAIT2 became a minisocket, as ss

@@ -96,6 +96,12 @@ func TestSockIterReadsWhatWasMade(t *testing.T) {
 	if err := unix.Bind(rb, &unix.SockaddrInet4{Addr: rcAddr.Addr().As4(), Port: int(rcAddr.Port())}); err != nil {
 		t.Fatalf("bind to the port of a connected socket, both SO_REUSEADDR: %v", err)
 	}
+	// A connection nobody accepts: its server side has no socket (and so
+	// no inode) yet, and is no orphan.
+	l2 := sc.listen()
+	l2Addr := sockName(t, l2, false)
+	qc := sc.socket(unix.SOCK_STREAM)
+	sc.connect(qc, l2Addr)
 	uc := sc.socket(unix.SOCK_DGRAM)
 	sc.connect(uc, sockName(t, u, false))
 
@@ -144,7 +150,10 @@ func TestSockIterReadsWhatWasMade(t *testing.T) {
 		"fin_wait2 orphan":       {Proto: portmodel.TCP, State: tcpFinWait2, Local: oAddr, Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, Orphan: true},
 		"time_wait ts":           {Proto: portmodel.TCP, State: tcpTimeWait, Local: twTS, Remote: lAddr, Bucket: portmodel.BucketByBind, Known: true, TW: portmodel.TimeWait{Known: true, TSRecent: true}},
 		"time_wait no ts":        {Proto: portmodel.TCP, State: tcpTimeWait, Local: twNoTS, Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, TW: portmodel.TimeWait{Known: true}},
-		"fin_wait2 mini":         {Proto: portmodel.TCP, State: tcpFinWait2, Local: fwAddr, Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, TW: portmodel.TimeWait{Known: true, TSRecent: true}},
+		"fin_wait2 mini":         {Proto: portmodel.TCP, State: tcpFinWait2, Local: fwAddr, Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, Orphan: true, TW: portmodel.TimeWait{Known: true, TSRecent: true}},
+		"second listener":        full(t, l2, portmodel.TCP, tcpListen, portmodel.BucketByBind),
+		"unaccepted's peer":      full(t, qc, portmodel.TCP, tcpEstablished, portmodel.BucketByConnect),
+		"unaccepted":             {Proto: portmodel.TCP, State: tcpEstablished, Local: l2Addr, Remote: sockName(t, qc, false), Bucket: portmodel.BucketByBind, Known: true},
 	}
 	set := func(name string, f func(*portmodel.Socket)) {
 		w := want[name]
