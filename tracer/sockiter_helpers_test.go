@@ -1,0 +1,285 @@
+//go:build linux
+
+package tracer
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eaddr/eaddr/diagnose/portmodel"
+	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testenv"
+	"golang.org/x/sys/unix"
+)
+
+var loopback = netip.MustParseAddr("127.0.0.1")
+
+func newSockIter(t *testing.T) *SockIter {
+	t.Helper()
+	testenv.RequireRoot(t)
+	it, err := NewSockIter()
+	if err != nil {
+		t.Fatalf("NewSockIter: %+v", err)
+	}
+	t.Cleanup(func() { it.Close() })
+	return it
+}
+
+func newNetns(t *testing.T) *netns.NS {
+	t.Helper()
+	testenv.RequireRoot(t)
+	ns, err := netns.New()
+	if err != nil {
+		t.Fatalf("netns.New: %v", err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	return ns
+}
+
+// readIn reads ns's sockets from a thread inside it.
+func readIn(t *testing.T, it *SockIter, ns *netns.NS) []portmodel.Socket {
+	t.Helper()
+	var socks []portmodel.Socket
+	err := ns.Do(func() error {
+		var err error
+		socks, err = it.Read(ns.Inode())
+		return err
+	})
+	if err != nil {
+		t.Fatalf("Read(%s): %v", ns, err)
+	}
+	return socks
+}
+
+// scene makes sockets in one netns with raw syscalls, so that each is
+// exactly what the test says (bound or not, options), and closes what is
+// left at cleanup.
+type scene struct {
+	t    *testing.T
+	ns   *netns.NS
+	open map[int]bool
+}
+
+func newScene(t *testing.T, ns *netns.NS) *scene {
+	s := &scene{t: t, ns: ns, open: map[int]bool{}}
+	t.Cleanup(func() {
+		for fd := range s.open {
+			unix.Close(fd)
+		}
+	})
+	return s
+}
+
+// socket creates an IPv4 socket inside the netns: a socket belongs to the
+// netns it was made in for its whole life, so bind, connect and the rest
+// then work from any thread.
+func (s *scene) socket(typ int, opts ...func(fd int) error) int {
+	s.t.Helper()
+	var fd int
+	err := s.ns.Do(func() error {
+		var err error
+		if fd, err = unix.Socket(unix.AF_INET, typ|unix.SOCK_CLOEXEC, 0); err != nil {
+			return err
+		}
+		for _, o := range opts {
+			if err := o(fd); err != nil {
+				unix.Close(fd)
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.t.Fatalf("socket in %s: %v", s.ns, err)
+	}
+	s.open[fd] = true
+	return fd
+}
+
+func (s *scene) close(fd int) {
+	s.t.Helper()
+	delete(s.open, fd)
+	if err := unix.Close(fd); err != nil {
+		s.t.Fatalf("close %d: %v", fd, err)
+	}
+}
+
+func sockopt(opt int) func(int) error {
+	return func(fd int) error { return unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, 1) }
+}
+
+func bindToDevice(dev string) func(int) error {
+	return func(fd int) error { return unix.BindToDevice(fd, dev) }
+}
+
+// bind0 binds fd to 127.0.0.1 port 0 (the kernel picks the port, by bind()).
+func (s *scene) bind0(fd int) {
+	s.t.Helper()
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: loopback.As4()}); err != nil {
+		s.t.Fatalf("bind: %v", err)
+	}
+}
+
+func (s *scene) listen(opts ...func(int) error) int {
+	s.t.Helper()
+	fd := s.socket(unix.SOCK_STREAM, opts...)
+	s.bind0(fd)
+	if err := unix.Listen(fd, 16); err != nil {
+		s.t.Fatalf("listen: %v", err)
+	}
+	return fd
+}
+
+// connect connects fd to to; on loopback the handshake is done when it
+// returns.
+func (s *scene) connect(fd int, to netip.AddrPort) {
+	s.t.Helper()
+	if err := unix.Connect(fd, &unix.SockaddrInet4{Addr: to.Addr().As4(), Port: int(to.Port())}); err != nil {
+		s.t.Fatalf("connect to %v: %v", to, err)
+	}
+}
+
+func (s *scene) accept(l int) int {
+	s.t.Helper()
+	fd, _, err := unix.Accept4(l, unix.SOCK_CLOEXEC)
+	if err != nil {
+		s.t.Fatalf("accept: %v", err)
+	}
+	s.open[fd] = true
+	return fd
+}
+
+func sockName(t *testing.T, fd int, peer bool) netip.AddrPort {
+	t.Helper()
+	get := unix.Getsockname
+	if peer {
+		get = unix.Getpeername
+	}
+	sa, err := get(fd)
+	if err != nil {
+		t.Fatalf("getsockname/getpeername %d: %v", fd, err)
+	}
+	in4, ok := sa.(*unix.SockaddrInet4)
+	if !ok {
+		t.Fatalf("fd %d: address %T, want IPv4", fd, sa)
+	}
+	return netip.AddrPortFrom(netip.AddrFrom4(in4.Addr), uint16(in4.Port))
+}
+
+func inode(t *testing.T, fd int) uint64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
+}
+
+// full is what the iterator must say of a socket the test holds by fd.
+func full(t *testing.T, fd int, proto portmodel.Proto, state uint8, b portmodel.Bucket) portmodel.Socket {
+	t.Helper()
+	s := portmodel.Socket{Proto: proto, State: state, Local: sockName(t, fd, false), Bucket: b, Known: true, Inode: inode(t, fd)}
+	if sa, err := unix.Getpeername(fd); err == nil {
+		in4 := sa.(*unix.SockaddrInet4)
+		s.Remote = netip.AddrPortFrom(netip.AddrFrom4(in4.Addr), uint16(in4.Port))
+	}
+	return s
+}
+
+// find returns the sockets with this protocol and these addresses.
+func find(socks []portmodel.Socket, proto portmodel.Proto, local, remote netip.AddrPort) []portmodel.Socket {
+	var got []portmodel.Socket
+	for _, s := range socks {
+		if s.Proto == proto && s.Local == local && s.Remote == remote {
+			got = append(got, s)
+		}
+	}
+	return got
+}
+
+// waitRead reads ns until cond holds of what it read, for as long as a
+// loaded machine may need for loopback packets and timers to run.
+func waitRead(t *testing.T, it *SockIter, ns *netns.NS, what string, cond func([]portmodel.Socket) bool) []portmodel.Socket {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		socks := readIn(t, it, ns)
+		if cond(socks) {
+			return socks
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited for %s; last read:%s", what, fmtSockets(socks))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func fmtSockets(socks []portmodel.Socket) string {
+	var b strings.Builder
+	for _, s := range socks {
+		fmt.Fprintf(&b, "\n  %+v", s)
+	}
+	return b.String()
+}
+
+func monotonic(t *testing.T) (sec, ms int64) {
+	t.Helper()
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Fatal(err)
+	}
+	return ts.Sec, ts.Nano() / 1e6
+}
+
+// ssLines runs ss with args inside ns and returns one key per socket:
+// "STATE local peer ino" (ino 0 where ss shows none).
+func ssLines(t *testing.T, ns *netns.NS, args ...string) map[string]int {
+	t.Helper()
+	path := testenv.Program(t, "ss", "iproute2")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := ns.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("ss %v: %v\n%s", args, err, out.Bytes())
+	}
+	keys := map[string]int{}
+	for line := range strings.Lines(out.String()) {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		ino := "0"
+		for _, x := range f[5:] {
+			if v, ok := strings.CutPrefix(x, "ino:"); ok {
+				ino = v
+			}
+		}
+		keys[fmt.Sprintf("%s %s %s %s", f[0], f[3], f[4], ino)]++
+	}
+	return keys
+}
+
+// ssKey is how ss -tanHe / -uanHe prints s.
+func ssKey(s portmodel.Socket) string {
+	state := map[uint8]string{
+		1: "ESTAB", 2: "SYN-SENT", 3: "SYN-RECV", 4: "FIN-WAIT-1", 5: "FIN-WAIT-2",
+		6: "TIME-WAIT", 7: "UNCONN", 8: "CLOSE-WAIT", 9: "LAST-ACK", 10: "LISTEN",
+		11: "CLOSING", 12: "SYN-RECV",
+	}[s.State]
+	remote := "0.0.0.0:*"
+	if s.Remote.IsValid() {
+		remote = s.Remote.String()
+	}
+	return fmt.Sprintf("%s %s %s %d", state, s.Local, remote, s.Inode)
+}

@@ -1,0 +1,309 @@
+//go:build linux
+
+package tracer
+
+import (
+	"fmt"
+	"net/netip"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf/btf"
+	"github.com/eaddr/eaddr/diagnose/portmodel"
+	"github.com/eaddr/eaddr/internal/netns"
+	"golang.org/x/sys/unix"
+)
+
+// TCP states (include/net/tcp_states.h).
+const (
+	tcpEstablished = 1
+	tcpFinWait2    = 5
+	tcpTimeWait    = 6
+	tcpClose       = 7
+	tcpCloseWait   = 8
+	tcpListen      = 10
+)
+
+// timeWait makes a connection to l and closes the client side first, so
+// that it ends in TIME_WAIT once the server side closes too; the client is
+// bound to port 0 first when bind is set. It returns the client's address.
+func (s *scene) timeWait(l int, bind bool) netip.AddrPort {
+	s.t.Helper()
+	c := s.socket(unix.SOCK_STREAM)
+	if bind {
+		s.bind0(c)
+	}
+	s.connect(c, sockName(s.t, l, false))
+	srv := s.accept(l)
+	local := sockName(s.t, c, false)
+	s.close(c)
+	s.close(srv)
+	return local
+}
+
+// kernelHasTWEntryStamp says whether the running kernel's
+// inet_timewait_sock has tw_entry_stamp (6.13+), from its BTF.
+func kernelHasTWEntryStamp(t *testing.T) bool {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tw *btf.Struct
+	if err := spec.TypeByName("inet_timewait_sock", &tw); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range tw.Members {
+		if m.Name == "tw_entry_stamp" {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSockIterReadsWhatWasMade makes one socket of each kind the port rules
+// tell apart in a throwaway netns and checks every field the iterator reads
+// of each against what the test made.
+func TestSockIterReadsWhatWasMade(t *testing.T) {
+	it := newSockIter(t)
+	ns := newNetns(t)
+	sc := newScene(t, ns)
+	startSec, startMS := monotonic(t)
+
+	l := sc.listen()
+	lAddr := sockName(t, l, false)
+	c1 := sc.socket(unix.SOCK_STREAM) // port from connect()
+	sc.connect(c1, lAddr)
+	s1 := sc.accept(l)
+	c2 := sc.socket(unix.SOCK_STREAM) // bound to port 0, then connected
+	sc.bind0(c2)
+	sc.connect(c2, lAddr)
+	s2 := sc.accept(l)
+	b := sc.socket(unix.SOCK_STREAM, sockopt(unix.SO_REUSEADDR), bindToDevice("lo")) // only bound
+	sc.bind0(b)
+	r := sc.listen(sockopt(unix.SO_REUSEADDR), sockopt(unix.SO_REUSEPORT))
+	u := sc.socket(unix.SOCK_DGRAM)
+	sc.bind0(u)
+	// A SO_REUSEADDR socket bound to the port a SO_REUSEADDR connect() got:
+	// no conflict (both reuse, neither listens), and inet_csk_update_fastreuse
+	// leaves fastreuse at -1 (the binder reuses) but sets fastreuseport to 0:
+	// the bucket now counts as made by bind() for both.
+	rc := sc.socket(unix.SOCK_STREAM, sockopt(unix.SO_REUSEADDR))
+	sc.connect(rc, lAddr)
+	rcSrv := sc.accept(l)
+	rb := sc.socket(unix.SOCK_STREAM, sockopt(unix.SO_REUSEADDR))
+	rcAddr := sockName(t, rc, false)
+	if err := unix.Bind(rb, &unix.SockaddrInet4{Addr: rcAddr.Addr().As4(), Port: int(rcAddr.Port())}); err != nil {
+		t.Fatalf("bind to the port of a connected socket, both SO_REUSEADDR: %v", err)
+	}
+	// A connection nobody accepts: its server side has no socket (and so
+	// no inode) yet, and is no orphan.
+	l2 := sc.listen()
+	l2Addr := sockName(t, l2, false)
+	qc := sc.socket(unix.SOCK_STREAM)
+	sc.connect(qc, l2Addr)
+	uc := sc.socket(unix.SOCK_DGRAM)
+	sc.connect(uc, sockName(t, u, false))
+
+	twTS := sc.timeWait(l, true) // timestamps on (the default), port by bind()
+	// With the default tcp_fin_timeout (60s) an orphan that reaches
+	// FIN_WAIT2 becomes a minisocket (tcp_time_wait(sk, TCP_FIN_WAIT2)).
+	fw := sc.socket(unix.SOCK_STREAM)
+	sc.connect(fw, lAddr)
+	fwSrv := sc.accept(l)
+	fwAddr := sockName(t, fw, false)
+	sc.close(fw)
+	// Before tcp_fin_timeout changes below: the peer may delay its ACK.
+	waitRead(t, it, ns, "the FIN_WAIT2 minisocket", func(socks []portmodel.Socket) bool {
+		got := find(socks, portmodel.TCP, fwAddr, lAddr)
+		return len(got) == 1 && got[0].State == tcpFinWait2 && got[0].TW.Known
+	})
+	if err := ns.SetSysctl("net.ipv4.tcp_timestamps", "0"); err != nil {
+		t.Fatal(err)
+	}
+	twNoTS := sc.timeWait(l, false) // no timestamps, port by connect()
+	// A longer tcp_fin_timeout keeps an orphan in FIN_WAIT2 a full socket
+	// (tcp_close: tcp_fin_time() > TCP_TIMEWAIT_LEN) for 10 minutes.
+	if err := ns.SetSysctl("net.ipv4.tcp_fin_timeout", "660"); err != nil {
+		t.Fatal(err)
+	}
+	o := sc.socket(unix.SOCK_STREAM)
+	sc.connect(o, lAddr)
+	oSrv := sc.accept(l)
+	oAddr := sockName(t, o, false)
+
+	want := map[string]portmodel.Socket{
+		"listener":               full(t, l, portmodel.TCP, tcpListen, portmodel.BucketByBind),
+		"port by connect":        full(t, c1, portmodel.TCP, tcpEstablished, portmodel.BucketByConnect),
+		"accepted":               full(t, s1, portmodel.TCP, tcpEstablished, portmodel.BucketByBind),
+		"bound, connected":       full(t, c2, portmodel.TCP, tcpEstablished, portmodel.BucketByBind),
+		"its peer":               full(t, s2, portmodel.TCP, tcpEstablished, portmodel.BucketByBind),
+		"bound only":             full(t, b, portmodel.TCP, tcpClose, portmodel.BucketByBind),
+		"reuse listener":         full(t, r, portmodel.TCP, tcpListen, portmodel.BucketByBind),
+		"reuse, port by connect": full(t, rc, portmodel.TCP, tcpEstablished, portmodel.BucketByBind),
+		"its server side":        full(t, rcSrv, portmodel.TCP, tcpEstablished, portmodel.BucketByBind),
+		"reuse bound on it":      full(t, rb, portmodel.TCP, tcpClose, portmodel.BucketByBind),
+		"udp bound":              full(t, u, portmodel.UDP, tcpClose, portmodel.BucketUnknown),
+		"udp connected":          full(t, uc, portmodel.UDP, tcpEstablished, portmodel.BucketUnknown),
+		"fin_wait2 peer":         full(t, fwSrv, portmodel.TCP, tcpCloseWait, portmodel.BucketByBind),
+		"orphan peer":            full(t, oSrv, portmodel.TCP, tcpCloseWait, portmodel.BucketByBind),
+		"fin_wait2 orphan":       {Proto: portmodel.TCP, State: tcpFinWait2, Local: oAddr, Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, Orphan: true},
+		"time_wait ts":           {Proto: portmodel.TCP, State: tcpTimeWait, Local: twTS, Remote: lAddr, Bucket: portmodel.BucketByBind, Known: true, TW: portmodel.TimeWait{Known: true, TSRecent: true}},
+		"time_wait no ts":        {Proto: portmodel.TCP, State: tcpTimeWait, Local: twNoTS, Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, TW: portmodel.TimeWait{Known: true}},
+		"fin_wait2 mini":         {Proto: portmodel.TCP, State: tcpFinWait2, Local: fwAddr, Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, Orphan: true, TW: portmodel.TimeWait{Known: true, TSRecent: true}},
+		"second listener":        full(t, l2, portmodel.TCP, tcpListen, portmodel.BucketByBind),
+		"unaccepted's peer":      full(t, qc, portmodel.TCP, tcpEstablished, portmodel.BucketByConnect),
+		"unaccepted":             {Proto: portmodel.TCP, State: tcpEstablished, Local: l2Addr, Remote: sockName(t, qc, false), Bucket: portmodel.BucketByBind, Known: true},
+	}
+	set := func(name string, f func(*portmodel.Socket)) {
+		w := want[name]
+		f(&w)
+		want[name] = w
+	}
+	set("reuse, port by connect", func(w *portmodel.Socket) { w.Reuse = true })
+	set("reuse bound on it", func(w *portmodel.Socket) { w.Reuse = true })
+	set("reuse listener", func(w *portmodel.Socket) { w.Reuse, w.ReusePort = true, true })
+	set("bound only", func(w *portmodel.Socket) { w.Reuse, w.BoundDev = true, 1 }) // lo is ifindex 1 in a new netns
+	// The peers' states are those after the FINs below.
+	set("fin_wait2 peer", func(w *portmodel.Socket) { w.State = tcpCloseWait })
+	set("orphan peer", func(w *portmodel.Socket) { w.State = tcpCloseWait })
+	sc.close(o)
+
+	socks := waitRead(t, it, ns, "the orphan in FIN_WAIT2, the TIME_WAITs and their server sides gone", func(socks []portmodel.Socket) bool {
+		for _, w := range want {
+			if got := find(socks, w.Proto, w.Local, w.Remote); len(got) != 1 || got[0].State != w.State || got[0].TW.Known != w.TW.Known {
+				return false
+			}
+		}
+		return len(socks) == len(want) // the TIME_WAITs' server sides left LAST_ACK
+	})
+	endSec, endMS := monotonic(t)
+	checkSockets(t, socks, want, startSec, endSec, startMS, endMS)
+	checkSS(t, ns, socks)
+}
+
+// checkSockets compares each socket read with the one the test made; the
+// TIME_WAIT stamps must lie between the test's start and the read's end.
+func checkSockets(t *testing.T, socks []portmodel.Socket, want map[string]portmodel.Socket, startSec, endSec, startMS, endMS int64) {
+	t.Helper()
+	entry := kernelHasTWEntryStamp(t)
+	for name, w := range want {
+		got := find(socks, w.Proto, w.Local, w.Remote)
+		if len(got) != 1 {
+			t.Errorf("%s: %d sockets %v -> %v, want 1", name, len(got), w.Local, w.Remote)
+			continue
+		}
+		g := got[0]
+		if g.TW.Known {
+			if g.TW.TSRecent && (g.TW.StampSec < startSec || g.TW.StampSec > endSec) {
+				t.Errorf("%s: tw_ts_recent_stamp %d s, want within [%d, %d] (CLOCK_MONOTONIC)", name, g.TW.StampSec, startSec, endSec)
+			}
+			if !g.TW.TSRecent && g.TW.StampSec != 0 {
+				t.Errorf("%s: no timestamps but tw_ts_recent_stamp %d", name, g.TW.StampSec)
+			}
+			if entry != (g.TW.StampMS != 0) || (entry && (g.TW.StampMS < startMS || g.TW.StampMS > endMS)) {
+				t.Errorf("%s: tw_entry_stamp %d ms (kernel has it: %v), want within [%d, %d] (CLOCK_MONOTONIC)", name, g.TW.StampMS, entry, startMS, endMS)
+			}
+			g.TW.StampSec, g.TW.StampMS = 0, 0
+		}
+		if g != w {
+			t.Errorf("%s:\n got  %+v\n want %+v", name, g, w)
+		}
+	}
+	if len(socks) != len(want) {
+		t.Errorf("read %d sockets, made %d:%s", len(socks), len(want), fmtSockets(socks))
+	}
+}
+
+// checkSS compares what the iterators read of the hashed sockets with what
+// ss (sock_diag) shows of them: state, addresses, inode. The sockets that
+// are only bound are in no table sock_diag dumps.
+func checkSS(t *testing.T, ns *netns.NS, socks []portmodel.Socket) {
+	t.Helper()
+	ss := ssLines(t, ns, "-tanHe")
+	for k, n := range ssLines(t, ns, "-uanHe") {
+		ss[k] += n
+	}
+	ours := map[string]int{}
+	for _, s := range socks {
+		if s.Proto == portmodel.TCP && s.State == tcpClose {
+			continue
+		}
+		ours[ssKey(s)]++
+	}
+	if fmt.Sprint(ours) != fmt.Sprint(ss) {
+		t.Errorf("ss disagrees:\n ours %v\n ss   %v", ours, ss)
+	}
+}
+
+// someSockets makes in ns a listener, a connection to it, a socket that is
+// only bound and a bound UDP socket, and returns their inodes.
+func someSockets(t *testing.T, ns *netns.NS) map[uint64]bool {
+	sc := newScene(t, ns)
+	l := sc.listen()
+	c := sc.socket(unix.SOCK_STREAM)
+	sc.connect(c, sockName(t, l, false))
+	srv := sc.accept(l)
+	b := sc.socket(unix.SOCK_STREAM)
+	sc.bind0(b)
+	u := sc.socket(unix.SOCK_DGRAM)
+	sc.bind0(u)
+	inodes := map[uint64]bool{}
+	for _, fd := range []int{l, c, srv, b, u} {
+		inodes[inode(t, fd)] = true
+	}
+	return inodes
+}
+
+// TestSockIterNetnsIsolation: a read shows the sockets of its netns, all of
+// them, and never one of another netns, though the same process holds them
+// all (iter/task_file walks its files); and a read from a thread in another
+// netns fails instead of answering for the wrong one.
+func TestSockIterNetnsIsolation(t *testing.T) {
+	it := newSockIter(t)
+	ns1, ns2 := newNetns(t), newNetns(t)
+	in1, in2 := someSockets(t, ns1), someSockets(t, ns2)
+	for _, tc := range []struct {
+		ns          *netns.NS
+		mine, other map[uint64]bool
+	}{{ns1, in1, in2}, {ns2, in2, in1}} {
+		socks := readIn(t, it, tc.ns)
+		seen := map[uint64]bool{}
+		for _, s := range socks {
+			seen[s.Inode] = true
+			if tc.other[s.Inode] {
+				t.Errorf("read of %s shows a socket of the other netns: %+v", tc.ns, s)
+			}
+		}
+		for ino := range tc.mine {
+			if !seen[ino] {
+				t.Errorf("read of %s misses its socket inode %d:%s", tc.ns, ino, fmtSockets(socks))
+			}
+		}
+		if len(socks) != len(tc.mine) {
+			t.Errorf("read of %s: %d sockets, made %d:%s", tc.ns, len(socks), len(tc.mine), fmtSockets(socks))
+		}
+	}
+
+	// This thread is not in ns1: the kernel would walk this thread's netns.
+	var err error
+	ns2.Do(func() error { _, err = it.Read(ns1.Inode()); return nil })
+	if err == nil || !strings.Contains(err.Error(), "call it from a thread inside that netns") {
+		t.Errorf("Read(%s) from a thread in %s: err %v, want the thread's netns named", ns1, ns2, err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var self unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &self); err != nil {
+		t.Fatal(err)
+	}
+	socks, err := it.Read(self.Ino)
+	if err != nil {
+		t.Fatalf("Read of this thread's netns: %v", err)
+	}
+	for _, s := range socks {
+		if in1[s.Inode] || in2[s.Inode] {
+			t.Errorf("read of this thread's netns shows a throwaway netns's socket: %+v", s)
+		}
+	}
+}
