@@ -24,8 +24,15 @@ func (d *Diagnoser) bindInUse(ev *decode.Event, g *Diagnosis, p *portScene) {
 		d.portVerdict(g, p, r, udpGroups(p, r, groupBind(p, r), proto), what)
 		return
 	}
-	conflicts := portmodel.BindConflicts(p.sc, p.socks, want, proto, false, false, 0)
+	conflicts, unsure := portmodel.BindConflicts(p.socks, want, proto, false, false, 0)
 	g.Source = p.source
+	if len(conflicts) == 0 && len(unsure) > 0 {
+		g.Cause = CauseUnsure
+		g.States = p.stateCounts(unsure)
+		g.Holders = d.holders(p.ns, p.inodesOf(unsure))
+		g.Verdict = fmt.Sprintf("%s is used by sockets whose options could not be read (%s%s; %s): whether they block this bind() cannot be told", want, countsString(g.States), holderWords(g), p.source)
+		return
+	}
 	if len(conflicts) == 0 {
 		g.Cause = CauseNotExhausted
 		g.Verdict = fmt.Sprintf("%s is free now: whatever held it is gone", want)
@@ -41,12 +48,16 @@ func (d *Diagnoser) bindInUse(ev *decode.Event, g *Diagnosis, p *portScene) {
 // takenFix: SO_REUSEADDR only where the kernel would then let the bind()
 // through (portmodel.ReuseAddrHelps), else the holder.
 func takenFix(p *portScene, conflicts []int, g *Diagnosis) string {
-	if portmodel.ReuseAddrHelps(p.socks, conflicts) {
+	helps, known := portmodel.ReuseAddrHelps(p.socks, conflicts)
+	if helps {
 		return "set SO_REUSEADDR on the socket before bind(): the sockets in the way allow it (TIME_WAIT of an earlier instance, or sockets that set it and do not listen)"
 	}
 	who := "the other holder"
 	if len(g.Holders) > 0 {
 		who = fmt.Sprintf("pid %d (%s)", g.Holders[0].PID, g.Holders[0].Comm)
+	}
+	if !known {
+		return fmt.Sprintf("stop %s or choose another port (whether SO_REUSEADDR would help cannot be told: the sockets' options were not read, %s)", who, p.source)
 	}
 	return fmt.Sprintf("stop %s or choose another port; SO_REUSEADDR would not help: a socket in the way listens or did not set it", who)
 }

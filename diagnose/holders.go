@@ -79,11 +79,7 @@ func holderWords(g *Diagnosis) string {
 		}
 		return "; no process holds them: the kernel keeps closed connections until they time out"
 	}
-	parts := make([]string, 0, len(g.Holders))
-	for _, x := range g.Holders {
-		parts = append(parts, fmt.Sprintf("pid %d %s", x.PID, x.Comm))
-	}
-	return ", held by " + strings.Join(parts, ", ")
+	return holdersString(g.Holders)
 }
 
 // spansString formats reserved spans as the sysctl does: "30000-32767,8080".
@@ -97,4 +93,16 @@ func spansString(spans []portmodel.Span) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// holdersString: ", held by pid 812 python3, pid 9 java"; "" for none.
+func holdersString(h []Holder) string {
+	if len(h) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(h))
+	for _, x := range h {
+		parts = append(parts, fmt.Sprintf("pid %d %s", x.PID, x.Comm))
+	}
+	return ", held by " + strings.Join(parts, ", ")
 }

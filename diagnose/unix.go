@@ -171,7 +171,7 @@ func (d *Diagnoser) unixIn(ns *netdiag.Netns, u *unixLook, st *unix.Stat_t, g *D
 		return false, nil
 	}
 	g.States = sortedCounts(states)
-	g.Holders = d.holders(ns, inodes, perInode)
+	g.Holders = d.holders(ns, perInode)
 	return true, nil
 }
 
