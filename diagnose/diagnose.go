@@ -22,6 +22,10 @@ import (
 type Diagnosis struct {
 	Verdict string // one sentence
 	Fix     []string
+	// Meaning, when set, is what the errno means for this failure, in
+	// place of the catalog's general meaning (explain): a timeout whose
+	// reply a NodePort rule likely took does not blame the destination.
+	Meaning string
 
 	// The port budget of the netns (connect EADDRNOTAVAIL, port-0 bind).
 	RangeLo, RangeHi int
@@ -84,7 +88,8 @@ type Diagnoser struct {
 	ElsewhereWait time.Duration
 	NodePortLo    int
 	NodePortHi    int
-	HostNetNS     uint64 // the node's netns inode, for host-network advice
+	HostNetNS     uint64        // the node's netns inode, for host-network advice
+	NodePortRules NodePortRules // nil: the NodePort rules are not read (nodeport_timeout.go)
 	cache         map[diagKey]*diagEntry
 	pidByNetNS    map[uint32]int       // a process last seen in each netns: the handle to reach it
 	gone          map[uint32]time.Time // netns found without a live process, and when
@@ -132,7 +137,7 @@ func (d *Diagnoser) CacheSizes() (snapshots, netnsHandles, bound int) {
 // Diagnose returns the diagnosis of ev, or nil for failures it has nothing
 // to say about.
 func (d *Diagnoser) Diagnose(ev *decode.Event) *Diagnosis {
-	key, ok := KeyOf(ev)
+	key, ok := d.KeyOf(ev)
 	if !ok {
 		return nil
 	}
@@ -172,7 +177,7 @@ func KeyOf(ev *decode.Event) (Key, bool) {
 			return key, false // never port advice for a unix socket
 		}
 		key.path, key.mnt = string(path), ev.MntNS
-	case ev.NodePort:
+	case ev.NodePort, socketErrno(ev): // socket errors: only NodePort suspects (Diagnoser.nodePortSuspect)
 		key.addr = ev.Local.IP
 	case ev.Syscall == decode.Connect && ev.Errno == decode.EADDRNOTAVAIL, ev.Syscall == decode.Connect && ev.Errno == decode.EADDRINUSE:
 		key.addr = ev.Remote.IP
@@ -191,7 +196,11 @@ func (d *Diagnoser) snapshot(ev *decode.Event, now time.Time) *Diagnosis {
 		return g
 	}
 	if ev.NodePort {
-		d.nodePort(ev, g)
+		d.nodePort(ev, g, now)
+		return g
+	}
+	if socketErrno(ev) {
+		d.nodePortFailure(ev, g, now)
 		return g
 	}
 	ns, err := d.openNetns(ev, now)
@@ -372,10 +381,10 @@ func (d *Diagnoser) bindNotAvail(ev *decode.Event, g *Diagnosis, ns *netdiag.Net
 	g.Fix = append(g.Fix, "bind to one of the netns's addresses or to 0.0.0.0 / ::; a pod's IP changes when the pod is recreated")
 }
 
-func (d *Diagnoser) nodePort(ev *decode.Event, g *Diagnosis) {
-	g.Verdict = fmt.Sprintf("source port %d is inside the NodePort range %d-%d: since Kubernetes 1.22 kube-proxy no longer holds NodePorts, so the reply to this connection can be caught by a NodePort rule and sent to a Service backend (kubelet health checks then fail at random)",
-		ev.Local.IP.Port(), d.NodePortLo, d.NodePortHi)
-	g.Fix = append(g.Fix, fmt.Sprintf("keep net.ipv4.ip_local_port_range out of %d-%d on the node, or reserve it: sysctl -w net.ipv4.ip_local_reserved_ports=%d-%d", d.NodePortLo, d.NodePortHi, d.NodePortLo, d.NodePortHi))
+func (d *Diagnoser) nodePort(ev *decode.Event, g *Diagnosis, now time.Time) {
+	g.Verdict = fmt.Sprintf("source port %d is inside the NodePort range %d-%d: since Kubernetes 1.22 kube-proxy no longer holds NodePorts, so the reply to this connection can be caught by a NodePort rule and sent to a Service backend (kubelet health checks then fail at random); %s",
+		ev.Local.IP.Port(), d.NodePortLo, d.NodePortHi, d.ruleText(ev.Local.IP.Port()))
+	d.nodePortFixes(ev, g, now) // nodeport_timeout.go
 }
 
 func (d *Diagnoser) holders(ns *netdiag.Netns, inodes map[uint64]bool, perInode map[uint64]int) []Holder {
