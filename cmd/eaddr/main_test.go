@@ -67,8 +67,11 @@ type jsonEvent struct {
 		Family   string `json:"family"`
 		Type     string `json:"type"`
 		Protocol string `json:"protocol"`
+		Cookie   uint64 `json:"cookie"`
 	} `json:"socket"`
 	Local   *jsonAddr `json:"local"`
+	// LocalReleased: local is the released source port of a failed connect.
+	LocalReleased bool `json:"local_released"`
 	Remote  *jsonAddr `json:"remote"`
 	Explain *struct {
 		Meaning       string   `json:"meaning"`
