@@ -69,11 +69,11 @@ type jsonEvent struct {
 		Protocol string `json:"protocol"`
 		Cookie   uint64 `json:"cookie"`
 	} `json:"socket"`
-	Local   *jsonAddr `json:"local"`
+	Local *jsonAddr `json:"local"`
 	// LocalReleased: local is the released source port of a failed connect.
-	LocalReleased bool `json:"local_released"`
-	Remote  *jsonAddr `json:"remote"`
-	Explain *struct {
+	LocalReleased bool      `json:"local_released"`
+	Remote        *jsonAddr `json:"remote"`
+	Explain       *struct {
 		Meaning       string   `json:"meaning"`
 		Expected      string   `json:"expected"`
 		Runtime       string   `json:"runtime"`
