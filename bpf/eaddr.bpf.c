@@ -12,6 +12,15 @@
  * would be (map pending, by socket) and reported when the socket fails
  * (sock:inet_sk_error_report, or its SYN_SENT -> CLOSE state change with an
  * error), or forgotten when it leaves SYN_SENT without one.
+ *
+ * With ended_on, a TCP connect that leaves SYN_SENT for CLOSE with an error
+ * records its source address and port by socket cookie (map conn_ends): the
+ * kernel has released them by then, and a blocking connect()'s exit reads
+ * them there. The port is chosen after the socket enters SYN_SENT
+ * (tcp_v4_connect: tcp_set_state, then inet_hash_connect), so it is read at
+ * the end, from inet_sport, which the release leaves set; only failing
+ * connects pay for it. Entering SYN_SENT only makes the socket's cookie,
+ * which the exit of connect() (a classic tracepoint) can read but not make.
  */
 #include "include/eaddr_core.h"
 #include <bpf/bpf_helpers.h>
@@ -50,6 +59,9 @@ const volatile __u64 limit_interval_ns = 0;
 const volatile __u64 limit_tolerance_ns = 0;
 /* Report non-blocking connects that fail later (their errno wanted). */
 const volatile bool async_on = false;
+/* Record how failing TCP connects ended (conn_ends): some socket error
+ * (ECONNREFUSED, ETIMEDOUT, ...) is wanted. */
+const volatile bool ended_on = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -131,6 +143,14 @@ struct {
 	__type(key, __u64);
 	__type(value, __s32);
 } async_done SEC(".maps");
+
+/* Socket cookie -> the source address and port of its failed connect (bpf/eaddr.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, EADDR_CONN_ENDS);
+	__type(key, __u64);
+	__type(value, struct conn_end);
+} conn_ends SEC(".maps");
 
 /* Where a pending event is built: too big for the BPF stack. */
 struct {
@@ -235,6 +255,25 @@ static __always_inline bool proto_wanted(long ret)
 	return proto == EADDR_IPPROTO_UDP || proto == EADDR_IPPROTO_UDPLITE;
 }
 
+/* A failed connect's source address and port, which the kernel released
+ * (conn_ends), when the entry is for this failure (the same errno: an
+ * entry of an earlier connect of the socket is not). The entry goes. */
+static __always_inline void fill_ended(struct event *e)
+{
+	__u64 key = e->sock_cookie;
+	if (!key)
+		return;
+	struct conn_end *c = bpf_map_lookup_elem(&conn_ends, &key);
+	if (!c)
+		return;
+	if (c->err == e->err && c->family == e->sock_family) {
+		__builtin_memcpy(e->local_addr, c->local_addr, sizeof(e->local_addr));
+		e->local_port = c->local_port;
+		e->flags |= EADDR_F_RELEASED;
+	}
+	bpf_map_delete_elem(&conn_ends, &key);
+}
+
 static __always_inline void read_socket(struct event *e, struct task_struct *task, int fd)
 {
 	struct sock *sk = fd_sock(task, fd);
@@ -253,6 +292,11 @@ static __always_inline void read_socket(struct event *e, struct task_struct *tas
 		BPF_CORE_READ_INTO(&e->local_addr, sk, __sk_common.skc_v6_rcv_saddr);
 	else /* all four bytes: BPF_CORE_READ_INTO copies sizeof(*dst) */
 		BPF_CORE_READ_INTO((__u32 *)e->local_addr, sk, __sk_common.skc_rcv_saddr);
+	e->sock_cookie = BPF_CORE_READ(sk, __sk_common.skc_cookie.counter);
+	/* A failure (not a pending connect's event) on a socket that no longer
+	 * has a port: the connect failed and the kernel released it. */
+	if (ended_on && e->err > 0 && !e->local_port && e->sock_protocol == EADDR_IPPROTO_TCP)
+		fill_ended(e);
 }
 
 static __always_inline struct kernfs_node *kn_parent(struct kernfs_node *kn)
@@ -525,6 +569,7 @@ static __always_inline void fill_call(struct event *e, struct task_struct *task,
 	e->sock_type = 0;
 	e->sock_protocol = 0;
 	e->local_port = 0;
+	e->sock_cookie = 0;
 	__builtin_memset(e->local_addr, 0, sizeof(e->local_addr));
 	int fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
 	e->fd = fd;
@@ -628,11 +673,25 @@ static __always_inline void key_copied_addr(struct limit_key *k, const struct ev
 	}
 }
 
+/* A pending connect's source port, read at connect(), is released when it
+ * fails unless bind() chose it (tcp_set_state, TCP_CLOSE). Refused within
+ * connect() (loopback), it was gone already: then conn_ends has it. */
+static __always_inline void released(struct event *e, struct sock *sk)
+{
+	if (!e->local_port) {
+		if (ended_on)
+			fill_ended(e);
+		return;
+	}
+	if (!(BPF_CORE_READ_BITFIELD_PROBED(sk, sk_userlocks) & EADDR_SOCK_BINDPORT_LOCK))
+		e->flags |= EADDR_F_RELEASED;
+}
+
 /* Reports the pending connect of sk if the socket has an error. Whoever
  * deletes the entry reports it (the error handlers and the connect's exit
  * can race): the event is copied out first, as a deleted entry's memory
  * may be reused at once. */
-static __always_inline void async_report(struct sock *sk, int err)
+static __always_inline void async_report(struct sock *sk, int err, __u64 cookie)
 {
 	__u64 key = (__u64)sk;
 	struct event *p = bpf_map_lookup_elem(&pending, &key);
@@ -667,6 +726,9 @@ static __always_inline void async_report(struct sock *sk, int err)
 	e->err = err;
 	e->flags |= EADDR_F_ASYNC | (limit_id ? EADDR_F_LIMITED : 0);
 	e->limit_id = limit_id;
+	if (cookie)
+		e->sock_cookie = cookie;
+	released(e, sk);
 	bpf_ringbuf_submit(e, wakeup_flags());
 	bpf_map_update_elem(&async_done, &key, &err, BPF_ANY);
 }
@@ -726,7 +788,7 @@ static __always_inline int track_pending(void)
 	 * is reused, for another socket's). Read after the entry is stored, so
 	 * a change after this is the tracepoints' to see. */
 	if (BPF_CORE_READ(sk, __sk_common.skc_state) != EADDR_TCP_SYN_SENT) {
-		async_report(sk, BPF_CORE_READ(sk, sk_err));
+		async_report(sk, BPF_CORE_READ(sk, sk_err), e->sock_cookie);
 		bpf_map_delete_elem(&pending, &key);
 	}
 	return 0;
@@ -750,7 +812,7 @@ SEC("tp_btf/inet_sk_error_report")
 int BPF_PROG(async_error, const struct sock *sk)
 {
 	if (async_on)
-		async_report((struct sock *)sk, sk->sk_err);
+		async_report((struct sock *)sk, sk->sk_err, bpf_get_socket_cookie((struct sock *)sk));
 	return 0;
 }
 
@@ -759,12 +821,35 @@ int BPF_PROG(async_error, const struct sock *sk)
  * (tcp_done_with_error), without one when the program gave up. A socket
  * that enters SYN_SENT is a new connect: what was reported for its memory
  * before is another socket's. */
+/* A TCP connect that left SYN_SENT for CLOSE with an error: its source
+ * address and port (struct conn_end). inet_put_port has zeroed skc_num;
+ * inet_sport is still the port. skc_num still set means bind() chose the
+ * port and the socket keeps it: the exit reads it from the socket. */
+static __always_inline void record_end(const struct sock *sk)
+{
+	int err = sk->sk_err;
+	if (err <= 0 || sk->sk_protocol != EADDR_IPPROTO_TCP || sk->__sk_common.skc_num)
+		return;
+	struct conn_end c = {.err = err, .family = sk->__sk_common.skc_family};
+	c.local_port = __builtin_bswap16(BPF_CORE_READ((struct inet_sock *)sk, inet_sport));
+	if (!c.local_port)
+		return;
+	if (c.family == EADDR_AF_INET6)
+		BPF_CORE_READ_INTO(&c.local_addr, sk, __sk_common.skc_v6_rcv_saddr);
+	else
+		BPF_CORE_READ_INTO((__u32 *)c.local_addr, sk, __sk_common.skc_rcv_saddr);
+	__u64 key = bpf_get_socket_cookie((struct sock *)sk);
+	bpf_map_update_elem(&conn_ends, &key, &c, BPF_ANY);
+}
+
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(async_state, const struct sock *sk, int oldstate, int newstate)
 {
-	if (!async_on)
-		return 0;
 	if (newstate == EADDR_TCP_SYN_SENT) {
+		/* Made now, before connect() returns: its exit reads it. */
+		bpf_get_socket_cookie((struct sock *)sk);
+		if (!async_on)
+			return 0;
 		__u64 key = (__u64)sk;
 		bpf_map_delete_elem(&async_done, &key);
 		bpf_map_delete_elem(&pending, &key); /* another socket's, at this memory before */
@@ -772,8 +857,13 @@ int BPF_PROG(async_state, const struct sock *sk, int oldstate, int newstate)
 	}
 	if (oldstate != EADDR_TCP_SYN_SENT)
 		return 0;
+	/* Before async_report, which reads it for a refusal within connect(). */
+	if (ended_on && newstate == EADDR_TCP_CLOSE)
+		record_end(sk);
+	if (!async_on)
+		return 0;
 	if (newstate == EADDR_TCP_CLOSE)
-		async_report((struct sock *)sk, sk->sk_err);
+		async_report((struct sock *)sk, sk->sk_err, bpf_get_socket_cookie((struct sock *)sk));
 	__u64 key = (__u64)sk;
 	bpf_map_delete_elem(&pending, &key);
 	return 0;

@@ -27,6 +27,11 @@ enum event_flag {
 	/* A non-blocking connect() (EINPROGRESS) that failed later: err is the
 	 * socket's error, the rest is as at connect(), async_ns how long after. */
 	EADDR_F_ASYNC = 32,
+	/* local_* are the source address and port the connect had, which the
+	 * kernel released when it failed: no socket holds them any more. A
+	 * blocking connect's were recorded at its SYN_SENT -> CLOSE (struct
+	 * conn_end), a non-blocking one's at connect(). */
+	EADDR_F_RELEASED = 64,
 };
 
 /* Errnos the programs test (Linux's values). */
@@ -49,6 +54,7 @@ enum errno_id {
 #define EADDR_TCP_SYN_SENT 2
 #define EADDR_TCP_CLOSE 7
 #define EADDR_IPPROTO_TCP 6
+#define EADDR_SOCK_BINDPORT_LOCK 4 /* sk_userlocks: bind() chose the port (include/net/sock.h) */
 
 /* Non-blocking connects waiting for their outcome (LRU, by socket). */
 #define EADDR_PENDING 8192
@@ -108,9 +114,31 @@ struct event {
 	/* EADDR_F_ASYNC: ns from the connect() that returned EINPROGRESS to
 	 * the socket's error; 0 otherwise. */
 	__u64 async_ns;
+	/* The socket's cookie (SO_COOKIE; `ss -e` shows it as sk:HEX): links
+	 * the events of one socket, such as a nodeport_collision and its
+	 * connect's later failure. 0 when the socket had none yet. */
+	__u64 sock_cookie;
 };
 
-_Static_assert(sizeof(struct event) == 376, "event layout changed: update decode tests");
+_Static_assert(sizeof(struct event) == 384, "event layout changed: update decode tests");
+
+/*
+ * How a TCP connect ended, recorded at its SYN_SENT -> CLOSE with an error
+ * (tracepoint sock:inet_sock_set_state), by socket cookie, in the LRU hash
+ * `conn_ends`: the kernel has released the source port and, by the time a
+ * blocking connect() returns, reset the source address, so its exit reads
+ * them here (and deletes the entry). Only failing connects write it. An
+ * entry evicted before it is read leaves the event as before: local
+ * 0.0.0.0:0, without EADDR_F_RELEASED.
+ */
+#define EADDR_CONN_ENDS 4096
+
+struct conn_end {
+	__u8 local_addr[16]; /* as event.local_addr */
+	__u16 local_port;    /* host byte order */
+	__u16 family;
+	__s32 err;           /* the socket's error: the entry is only for a connect() failing with it */
+};
 
 /*
  * What identifies a process's program (exe_* and args of struct event) is
@@ -175,6 +203,7 @@ struct limit_cpu {
 };
 
 _Static_assert(sizeof(struct limit_key) == 40, "limit_key layout changed");
+_Static_assert(sizeof(struct conn_end) == 24, "conn_end layout changed");
 
 /*
  * The cgroup v2 path of a failing task, recorded in the cgroup_paths map (keyed

@@ -140,6 +140,15 @@ type Event struct {
 	// address for bind. Remote is the connect() destination.
 	Local  Addr
 	Remote Addr
+	// LocalReleased: Local is the source address and port the failed
+	// connect() had, which the kernel released when it failed (the socket
+	// holds none now); recorded when the connect ended, as the socket no
+	// longer says it (tracer.FlagReleased).
+	LocalReleased bool
+	// SocketCookie is the socket's cookie (SO_COOKIE, `ss -e` sk:HEX): the
+	// same for every event of one socket, such as a nodeport_collision and
+	// the failure of that connect. 0 when unknown.
+	SocketCookie uint64
 
 	// Sized as the kernel's event (bpf/eaddr.h) sizes them.
 	comm [len(tracer.RawEvent{}.Comm)]byte
@@ -236,6 +245,8 @@ func (d *Decoder) Decode(raw *tracer.RawEvent, ev *Event) {
 	}
 
 	ev.HasSocket = raw.Flags&tracer.FlagSocket != 0
+	ev.SocketCookie = raw.SockCookie
+	ev.LocalReleased = false
 	ev.Family, ev.Type, ev.Protocol = 0, 0, 0
 	if ev.HasSocket {
 		ev.Family, ev.Type, ev.Protocol = raw.SockFamily, raw.SockType, raw.SockProtocol
@@ -256,6 +267,7 @@ func (d *Decoder) Decode(raw *tracer.RawEvent, ev *Event) {
 	default:
 		ev.Remote = user
 		ev.Local = socketLocal(raw)
+		ev.LocalReleased = ev.Local.Valid && raw.Flags&tracer.FlagReleased != 0
 	}
 }
 

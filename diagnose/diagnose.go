@@ -20,6 +20,10 @@ import (
 type Diagnosis struct {
 	Verdict string // one sentence
 	Fix     []string
+	// Meaning, when set, is what the errno means for this failure, in
+	// place of the catalog's general meaning (explain): a timeout whose
+	// reply a NodePort rule likely took does not blame the destination.
+	Meaning string
 
 	// The port budget of the netns (connect EADDRNOTAVAIL, port-0 bind).
 	RangeLo, RangeHi int
@@ -100,6 +104,7 @@ type Diagnoser struct {
 	// buckets, reuse flags, TIME_WAIT timestamps); nil: sock_diag only,
 	// and the diagnosis says what that cannot see.
 	Iter netdiag.SocketReader
+	NodePortRules NodePortRules // nil: the NodePort rules are not read (nodeport_timeout.go)
 	cache         map[diagKey]*diagEntry
 	pidByNetNS    map[uint32]int       // a process last seen in each netns: the handle to reach it
 	gone          map[uint32]time.Time // netns found without a live process, and when
@@ -147,7 +152,7 @@ func (d *Diagnoser) CacheSizes() (snapshots, netnsHandles, bound int) {
 // Diagnose returns the diagnosis of ev, or nil for failures it has nothing
 // to say about.
 func (d *Diagnoser) Diagnose(ev *decode.Event) *Diagnosis {
-	key, ok := KeyOf(ev)
+	key, ok := d.KeyOf(ev)
 	if !ok {
 		return nil
 	}
@@ -187,7 +192,7 @@ func KeyOf(ev *decode.Event) (Key, bool) {
 			return key, false // never port advice for a unix socket
 		}
 		key.path, key.mnt = string(path), ev.MntNS
-	case ev.NodePort:
+	case ev.NodePort, socketErrno(ev): // socket errors: only NodePort suspects (Diagnoser.nodePortSuspect)
 		key.addr = ev.Local.IP
 	case ev.Syscall == decode.Connect && ev.Errno == decode.EADDRNOTAVAIL, ev.Syscall == decode.Connect && ev.Errno == decode.EADDRINUSE:
 		key.addr = ev.Remote.IP
@@ -208,7 +213,11 @@ func (d *Diagnoser) snapshot(ev *decode.Event, now time.Time) *Diagnosis {
 		return g
 	}
 	if ev.NodePort {
-		d.nodePort(ev, g)
+		d.nodePort(ev, g, now)
+		return g
+	}
+	if socketErrno(ev) {
+		d.nodePortFailure(ev, g, now)
 		return g
 	}
 	ns, err := d.openNetns(ev, now)
@@ -271,10 +280,10 @@ func (d *Diagnoser) noNetns(ev *decode.Event, g *Diagnosis, err error) {
 	g.Verdict = "no diagnosis: " + g.Err
 }
 
-func (d *Diagnoser) nodePort(ev *decode.Event, g *Diagnosis) {
-	g.Verdict = fmt.Sprintf("source port %d is inside the NodePort range %d-%d: since Kubernetes 1.22 kube-proxy no longer holds NodePorts, so the reply to this connection can be caught by a NodePort rule and sent to a Service backend (kubelet health checks then fail at random)",
-		ev.Local.IP.Port(), d.NodePortLo, d.NodePortHi)
-	g.Fix = append(g.Fix, fmt.Sprintf("keep net.ipv4.ip_local_port_range out of %d-%d on the node, or reserve it: sysctl -w net.ipv4.ip_local_reserved_ports=%d-%d", d.NodePortLo, d.NodePortHi, d.NodePortLo, d.NodePortHi))
+func (d *Diagnoser) nodePort(ev *decode.Event, g *Diagnosis, now time.Time) {
+	g.Verdict = fmt.Sprintf("source port %d is inside the NodePort range %d-%d: since Kubernetes 1.22 kube-proxy no longer holds NodePorts, so the reply to this connection can be caught by a NodePort rule and sent to a Service backend (kubelet health checks then fail at random); %s",
+		ev.Local.IP.Port(), d.NodePortLo, d.NodePortHi, d.ruleText(ev.Local.IP.Port()))
+	d.nodePortFixes(ev, g, now) // nodeport_timeout.go
 }
 
 func sortedCounts(m map[string]int) []Count {

@@ -36,6 +36,9 @@ func appendEventFields(b []byte, ev *decode.Event, node string) []byte {
 	if ev.Local.Valid {
 		b = append(b, `,"local":`...)
 		b = appendAddr(b, &ev.Local)
+		if ev.LocalReleased {
+			b = append(b, `,"local_released":true`...)
+		}
 	}
 	if ev.Remote.Valid {
 		b = append(b, `,"remote":`...)
@@ -97,6 +100,10 @@ func appendSocket(b []byte, ev *decode.Event) []byte {
 			b = append(b, decode.ProtocolName(ev.Protocol)...)
 			b = append(b, '"')
 		}
+	}
+	if ev.SocketCookie != 0 {
+		b = append(b, `,"cookie":`...)
+		b = strconv.AppendUint(b, ev.SocketCookie, 10)
 	}
 	return append(b, '}')
 }

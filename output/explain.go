@@ -21,20 +21,25 @@ type Events struct {
 func (w *Events) Append(b []byte, ev *decode.Event, node string, x *explain.Explanation, wordings bool, g *diagnose.Diagnosis) []byte {
 	b = appendEventFields(b, ev, node)
 	if w != nil && w.Explainer != nil && x != nil {
-		b = w.appendExplain(b, x, wordings)
+		b = w.appendExplain(b, x, wordings, g)
 	}
 	b = AppendDiagnosisJSON(b, g)
 	return append(b, '}')
 }
 
-func (w *Events) appendExplain(b []byte, x *explain.Explanation, wordings bool) []byte {
+// appendExplain appends the explain object; the diagnosis's own meaning of
+// the failure, when it has one, replaces the catalog's general one.
+func (w *Events) appendExplain(b []byte, x *explain.Explanation, wordings bool, g *diagnose.Diagnosis) []byte {
 	b = append(b, `,"explain":{`...)
 	comma := false
 	if x.Expected != "" {
 		b = appendField(b, &comma, "expected")
 		b = AppendString(b, x.Expected)
 	}
-	if x.Meaning != nil {
+	if g != nil && g.Meaning != "" {
+		b = appendField(b, &comma, "meaning")
+		b = AppendString(b, g.Meaning)
+	} else if x.Meaning != nil {
 		b = appendField(b, &comma, "meaning")
 		b = AppendString(b, x.Meaning.Meaning)
 	}

@@ -245,6 +245,9 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 		// the time the event waits for it.
 		d.HoldersWait, d.ElsewhereWait = c.DiagnoseWait, c.DiagnoseWait
 		d.HostNetNS = host
+		if np := c.Tracer.NodePort; np != nil {
+			d.HostNetNS = uint64(np.NetNS) // --nodeport-netns: where the NodePort rules are
+		}
 		r.diag, r.seenNetNS, r.share = newDiagWorker(d), map[uint32]bool{}, newDiagShare(c.DiagnoseEvery)
 	}
 	r.sum = summary{start: time.Now(), every: c.SummaryEvery, enabled: c.SummaryEvery > 0 && !c.Table}

@@ -221,7 +221,7 @@ func (r *traceRun) prefetchDiag(raw *tracer.RawEvent, ev *decode.Event) uint64 {
 	if keep, _ := c.keep(ev); !keep {
 		return 0
 	}
-	k, ok := diagnose.KeyOf(ev)
+	k, ok := r.diag.d.KeyOf(ev) // reads only the Diagnoser's settings
 	if !ok {
 		return 0
 	}
@@ -231,7 +231,7 @@ func (r *traceRun) prefetchDiag(raw *tracer.RawEvent, ev *decode.Event) uint64 {
 // askDiagnosis writes ev with the snapshot its key already has in this
 // interval, or holds it for the snapshot asked (once per key) of the worker.
 func (r *traceRun) askDiagnosis(raw *tracer.RawEvent, ev *decode.Event) {
-	k, ok := diagnose.KeyOf(ev)
+	k, ok := r.diag.d.KeyOf(ev)
 	if !ok {
 		r.emit(ev, nil) // nothing to diagnose
 		return

@@ -27,6 +27,14 @@ type eaddrCgroupPath struct {
 	Names [10][96]int8
 }
 
+type eaddrConnEnd struct {
+	_         structs.HostLayout
+	LocalAddr [16]uint8
+	LocalPort uint16
+	Family    uint16
+	Err       int32
+}
+
 type eaddrErrnoId uint32
 
 const (
@@ -74,6 +82,7 @@ type eaddrEvent struct {
 	LimitId       uint64
 	ExecId        uint64
 	AsyncNs       uint64
+	SockCookie    uint64
 }
 
 type eaddrEventFlag uint32
@@ -85,6 +94,7 @@ const (
 	eaddrEventFlagEADDR_F_LIMITED   eaddrEventFlag = 8
 	eaddrEventFlagEADDR_F_PROC_SENT eaddrEventFlag = 16
 	eaddrEventFlagEADDR_F_ASYNC     eaddrEventFlag = 32
+	eaddrEventFlagEADDR_F_RELEASED  eaddrEventFlag = 64
 )
 
 type eaddrLimitCpu struct {
@@ -146,6 +156,7 @@ const (
 	eaddrMapAsyncDone        = "async_done"
 	eaddrMapCgroupPaths      = "cgroup_paths"
 	eaddrMapCgroupScratch    = "cgroup_scratch"
+	eaddrMapConnEnds         = "conn_ends"
 	eaddrMapEvents           = "events"
 	eaddrMapLimitCounts      = "limit_counts"
 	eaddrMapLimitCpus        = "limit_cpus"
@@ -160,6 +171,7 @@ const (
 	eaddrProgExitConnect     = "exit_connect"
 	eaddrVarAllErrnos        = "all_errnos"
 	eaddrVarAsyncOn          = "async_on"
+	eaddrVarEndedOn          = "ended_on"
 	eaddrVarErrnoMask        = "errno_mask"
 	eaddrVarFilterNetns      = "filter_netns"
 	eaddrVarFilterTgid       = "filter_tgid"
@@ -236,6 +248,7 @@ type eaddrMapSpecs struct {
 	AsyncDone      *ebpf.MapSpec `ebpf:"async_done"`
 	CgroupPaths    *ebpf.MapSpec `ebpf:"cgroup_paths"`
 	CgroupScratch  *ebpf.MapSpec `ebpf:"cgroup_scratch"`
+	ConnEnds       *ebpf.MapSpec `ebpf:"conn_ends"`
 	Events         *ebpf.MapSpec `ebpf:"events"`
 	LimitCounts    *ebpf.MapSpec `ebpf:"limit_counts"`
 	LimitCpus      *ebpf.MapSpec `ebpf:"limit_cpus"`
@@ -252,6 +265,7 @@ type eaddrMapSpecs struct {
 type eaddrVariableSpecs struct {
 	AllErrnos        *ebpf.VariableSpec `ebpf:"all_errnos"`
 	AsyncOn          *ebpf.VariableSpec `ebpf:"async_on"`
+	EndedOn          *ebpf.VariableSpec `ebpf:"ended_on"`
 	ErrnoMask        *ebpf.VariableSpec `ebpf:"errno_mask"`
 	FilterNetns      *ebpf.VariableSpec `ebpf:"filter_netns"`
 	FilterTgid       *ebpf.VariableSpec `ebpf:"filter_tgid"`
@@ -296,6 +310,7 @@ type eaddrMaps struct {
 	AsyncDone      *ebpf.Map `ebpf:"async_done"`
 	CgroupPaths    *ebpf.Map `ebpf:"cgroup_paths"`
 	CgroupScratch  *ebpf.Map `ebpf:"cgroup_scratch"`
+	ConnEnds       *ebpf.Map `ebpf:"conn_ends"`
 	Events         *ebpf.Map `ebpf:"events"`
 	LimitCounts    *ebpf.Map `ebpf:"limit_counts"`
 	LimitCpus      *ebpf.Map `ebpf:"limit_cpus"`
@@ -311,6 +326,7 @@ func (m *eaddrMaps) Close() error {
 		m.AsyncDone,
 		m.CgroupPaths,
 		m.CgroupScratch,
+		m.ConnEnds,
 		m.Events,
 		m.LimitCounts,
 		m.LimitCpus,
@@ -328,6 +344,7 @@ func (m *eaddrMaps) Close() error {
 type eaddrVariables struct {
 	AllErrnos        *ebpf.Variable `ebpf:"all_errnos"`
 	AsyncOn          *ebpf.Variable `ebpf:"async_on"`
+	EndedOn          *ebpf.Variable `ebpf:"ended_on"`
 	ErrnoMask        *ebpf.Variable `ebpf:"errno_mask"`
 	FilterNetns      *ebpf.Variable `ebpf:"filter_netns"`
 	FilterTgid       *ebpf.Variable `ebpf:"filter_tgid"`

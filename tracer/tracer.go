@@ -54,6 +54,10 @@ const (
 	// FlagAsync: a non-blocking connect() that failed after it returned
 	// EINPROGRESS; AsyncNs is how long after.
 	FlagAsync = uint8(eaddrEventFlagEADDR_F_ASYNC)
+	// FlagReleased: LocalAddr and LocalPort are the source address and port
+	// the failed connect had, which the kernel released when it failed (a
+	// blocking connect's recorded at its SYN_SENT -> CLOSE; see Ended).
+	FlagReleased = uint8(eaddrEventFlagEADDR_F_RELEASED)
 )
 
 // ErrnoInProgress (EINPROGRESS) is never reported, even with AllErrnos.
@@ -192,6 +196,8 @@ func New(opts Options) (*Tracer, error) {
 			t.Close()
 			return nil, err
 		}
+	} else if endedOn(&opts) || opts.NodePort != nil {
+		t.attachState()
 	}
 	t.rd, err = ringbuf.NewReader(t.objs.Events)
 	if err != nil {
@@ -233,8 +239,12 @@ func configure(spec *ebpf.CollectionSpec, opts Options) error {
 	}
 	set(v.AllErrnos, opts.AllErrnos)
 	set(v.AsyncOn, opts.Async)
+	set(v.EndedOn, endedOn(&opts))
 	if !opts.Async {
 		m.Pending.MaxEntries = 1 // preallocated (LRU): no memory for what is off
+	}
+	if !endedOn(&opts) {
+		m.ConnEnds.MaxEntries = 1
 	}
 	set(v.FilterTgid, opts.PID)
 	set(v.FilterNetns, opts.NetNS)
@@ -310,6 +320,25 @@ func (t *Tracer) attachAsync() error {
 		t.links = append(t.links, l)
 	}
 	return nil
+}
+
+// endedOn: record how failing TCP connects end (their released source
+// address and port, bpf/eaddr.h struct conn_end), as some socket error a
+// connect can fail with is wanted.
+func endedOn(opts *Options) bool { return WantsAsync(opts) }
+
+// attachState attaches sock:inet_sock_set_state without the asynchronous
+// report: it makes the socket cookies of connects (Options.NodePort links
+// a collision to its failure with them) and records the source port of
+// failing ones. Without it events lack both, and say nothing wrong: the
+// failure is logged, not fatal.
+func (t *Tracer) attachState() {
+	l, err := link.AttachTracing(link.TracingOptions{Program: t.objs.AsyncState})
+	if err != nil {
+		t.log.Warn("attaching to tracepoint sock:inet_sock_set_state failed: failed connects will show local 0.0.0.0:0 and events no socket cookie", "err", err)
+		return
+	}
+	t.links = append(t.links, l)
 }
 
 // gcra turns rate events per second, bursts of max(rate, 1), into the

@@ -173,6 +173,10 @@ struct in6_addr {
 	} in6_u;
 } __attribute__((preserve_access_index));
 
+typedef struct {
+	__s64 counter;
+} atomic64_t;
+
 struct sock_common {
 	__be32 skc_daddr;
 	__be32 skc_rcv_saddr;
@@ -182,6 +186,7 @@ struct sock_common {
 	volatile unsigned char skc_state; /* TCP_* */
 	possible_net_t skc_net;
 	struct in6_addr skc_v6_rcv_saddr;
+	atomic64_t skc_cookie; /* the socket's cookie, 0 until one is asked for (sock_gen_cookie) */
 } __attribute__((preserve_access_index));
 
 struct sock {
@@ -189,6 +194,15 @@ struct sock {
 	__u16 sk_type;
 	__u16 sk_protocol;
 	int sk_err; /* the socket's pending error (a positive errno) */
+	/* SOCK_BINDPORT_LOCK (4): the port was bind()'s, kept at close. A
+	 * 4-bit bitfield before 6.2, a __u8 since: read it with
+	 * BPF_CORE_READ_BITFIELD. */
+	__u8 sk_userlocks : 4;
+} __attribute__((preserve_access_index));
+
+struct inet_sock {
+	struct sock sk;
+	__be16 inet_sport; /* the source port, network order: still set after close released inet_num */
 } __attribute__((preserve_access_index));
 
 struct socket {

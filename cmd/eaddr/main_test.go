@@ -67,10 +67,13 @@ type jsonEvent struct {
 		Family   string `json:"family"`
 		Type     string `json:"type"`
 		Protocol string `json:"protocol"`
+		Cookie   uint64 `json:"cookie"`
 	} `json:"socket"`
-	Local   *jsonAddr `json:"local"`
-	Remote  *jsonAddr `json:"remote"`
-	Explain *struct {
+	Local *jsonAddr `json:"local"`
+	// LocalReleased: local is the released source port of a failed connect.
+	LocalReleased bool      `json:"local_released"`
+	Remote        *jsonAddr `json:"remote"`
+	Explain       *struct {
 		Meaning       string   `json:"meaning"`
 		Expected      string   `json:"expected"`
 		Runtime       string   `json:"runtime"`

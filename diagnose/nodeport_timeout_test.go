@@ -1,0 +1,139 @@
+package diagnose
+
+import (
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/diagnose/netdiag"
+	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testenv"
+)
+
+// Each fix is checked against the range: a reserve only when it leaves
+// usable ports (merged with what is reserved already), else moving the
+// range, to a part of it clear of the NodePort range when that is wide
+// enough, else the kernel's default.
+func TestNodePortRangeFixes(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		lo, hi   int
+		reserved string
+		want     []string // substrings, one per fix, in order
+		not      string   // in no fix
+	}{
+		{"inside", 30100, 30109, "", []string{`would leave no usable port: the range 30100-30109 lies inside the NodePort range 30000-32767: move the range instead: sysctl -w net.ipv4.ip_local_port_range="32768 60999"`}, "ip_local_reserved_ports"},
+		{"inside, partly reserved", 30100, 30109, "30100-30104", []string{`reserving the overlap 30100-30109 would leave no usable port: the range 30100-30109 lies inside the NodePort range 30000-32767: move the range instead: sysctl -w net.ipv4.ip_local_port_range="32768 60999"`}, "ip_local_reserved_ports="},
+		{"widened", 1024, 65535, "", []string{"sysctl -w net.ipv4.ip_local_reserved_ports=30000-32767 (the list replaces the current one; 61744 ports of 1024-65535 stay usable)",
+			`or move the range clear of the NodePort range: sysctl -w net.ipv4.ip_local_port_range="32768 65535"`}, ""},
+		{"reserved already, merged", 20000, 31000, "8080,30500-30600", []string{"ip_local_reserved_ports=8080,30000-31000 (", `ip_local_port_range="20000 29999"`}, ""},
+		{"clear", 32768, 60999, "", []string{"no longer hands out ports of the NodePort range"}, "sysctl -w"},
+		{"too little left outside", 29500, 32767, "", []string{"ip_local_reserved_ports=30000-32767", `ip_local_port_range="32768 60999"`}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := netdiag.ParseReserved(tc.reserved)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := &netdiag.PortSysctls{RangeLo: tc.lo, RangeHi: tc.hi, Reserved: res}
+			got := NodePortRangeFixes(sc, 30000, 32767)
+			for i, w := range tc.want {
+				if i >= len(got) || !strings.Contains(got[i], w) {
+					t.Errorf("fix %d: want %q in %q", i, w, got)
+				}
+			}
+			if tc.not != "" && strings.Contains(strings.Join(got, "\n"), tc.not) {
+				t.Errorf("%q in %q", tc.not, got)
+			}
+		})
+	}
+}
+
+type fakeRules map[uint16]string
+
+func (r fakeRules) Find(proto uint8, port uint16) (string, bool) {
+	s, ok := r[port]
+	return s, ok && proto == unix.IPPROTO_TCP
+}
+
+// A timed-out connect from a NodePort source port in the host netns: the
+// reply was likely taken by a NodePort rule, which is named when the rules
+// know it; the meaning does not blame the destination; the fix is checked
+// against the netns's range. The same failure elsewhere, or from a port
+// outside the range, is not diagnosed at all.
+func TestNodePortTimeoutDiagnosis(t *testing.T) {
+	testenv.RequireRoot(t)
+	ns, err := netns.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "30100 30109"); err != nil {
+		t.Fatal(err)
+	}
+	pid := os.Getpid()
+	hold := startIn(t, ns) // a process in the netns, through which it is read
+	ev := &decode.Event{Syscall: decode.Connect, Errno: int(unix.ETIMEDOUT), NetNS: uint32(ns.Inode()), PID: uint32(hold), PPID: uint32(pid),
+		Remote:        decode.Addr{Valid: true, Family: decode.AFInet, IP: netip.MustParseAddrPort("10.9.0.2:80")},
+		Local:         decode.Addr{Valid: true, Family: decode.AFInet, IP: netip.MustParseAddrPort("10.9.0.1:30105")},
+		LocalReleased: true}
+	diag := func(rules NodePortRules, host uint64, e *decode.Event) *Diagnosis {
+		d := NewDiagnoser()
+		d.HostNetNS, d.NodePortRules = host, rules
+		return d.Diagnose(e)
+	}
+	for _, tc := range []struct {
+		name  string
+		rules NodePortRules
+		rule  string
+	}{
+		{"rule found", fakeRules{30105: "default/web:http"}, "the node has a NodePort rule for tcp/30105: Service default/web:http"},
+		{"rule not found", fakeRules{}, "eaddr found no NodePort rule for tcp/30105 (or could not read the rules), so this is likely, not certain"},
+		{"no rule reader", nil, "eaddr does not read the node's NodePort rules, so this is likely, not certain"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := diag(tc.rules, ns.Inode(), ev)
+			if g == nil {
+				t.Fatal("no diagnosis")
+			}
+			if !strings.Contains(g.Verdict, "reply (SYN-ACK) to it was likely taken by a NodePort rule") || !strings.Contains(g.Verdict, tc.rule) {
+				t.Errorf("verdict %q, want the reply likely taken and %q", g.Verdict, tc.rule)
+			}
+			if g.Meaning == "" || strings.Contains(g.Meaning, "the destination or the path") {
+				t.Errorf("meaning %q", g.Meaning)
+			}
+			if len(g.Fix) != 1 || !strings.Contains(g.Fix[0], "move the range instead") || g.RangeLo != 30100 || g.Usable != 10 {
+				t.Errorf("fix %q range %d-%d usable %d: want the checked fix for 30100-30109", g.Fix, g.RangeLo, g.RangeHi, g.Usable)
+			}
+		})
+	}
+	refused := *ev
+	refused.Errno = int(unix.ECONNREFUSED)
+	if g := diag(nil, ns.Inode(), &refused); g == nil || !strings.Contains(g.Verdict, "this refusal reached the socket, so no NodePort rule took this reply") || g.Meaning != "" {
+		t.Errorf("refused: %+v", g)
+	}
+	outside := *ev
+	outside.Local.IP = netip.MustParseAddrPort("10.9.0.1:40000")
+	if g := diag(nil, ns.Inode(), &outside); g != nil {
+		t.Errorf("port 40000: %+v", g)
+	}
+	if g := diag(nil, ns.Inode()+1, ev); g != nil {
+		t.Errorf("not the host netns: %+v", g)
+	}
+}
+
+// startIn starts a process that sleeps in ns until the test ends.
+func startIn(t *testing.T, ns *netns.NS) int {
+	t.Helper()
+	cmd := exec.Command("sleep", "600")
+	if err := ns.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd.Process.Pid
+}

@@ -1,0 +1,75 @@
+package tracer
+
+import (
+	"errors"
+	"os"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/eaddr/eaddr/internal/netns"
+)
+
+// A refused connect's source port, blocking or not, is the one the kernel
+// chose and released (FlagReleased), in a netns whose ip_local_port_range
+// is the single port 40000; a port bind() chose is the socket's, still held
+// after the failure: no FlagReleased. Every event carries the socket's
+// cookie, which is SO_COOKIE's.
+func TestReleasedSourcePort(t *testing.T) {
+	ns, err := netns.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "40000 40000"); err != nil {
+		t.Fatal(err)
+	}
+	tr := newTracer(t, Options{PID: uint32(os.Getpid()), Errnos: []int{int(unix.ECONNREFUSED)}, Async: true})
+	for _, tc := range []struct {
+		name     string
+		flags    int // socket type flags
+		bind     int // port bound before connect, 0 for none
+		port     int // the event's local port
+		released bool
+	}{
+		{"blocking", 0, 0, 40000, true},
+		{"blocking, bound", 0, 41000, 41000, false},
+		{"non-blocking", unix.SOCK_NONBLOCK, 0, 40000, true},
+		{"non-blocking, bound", unix.SOCK_NONBLOCK, 41001, 41001, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cookie uint64
+			err := ns.Do(func() error {
+				fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|tc.flags, 0)
+				if err != nil {
+					return err
+				}
+				defer unix.Close(fd)
+				if tc.bind != 0 {
+					if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: tc.bind}); err != nil {
+						return err
+					}
+				}
+				err = unix.Connect(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: 9})
+				if want := map[int]error{0: unix.ECONNREFUSED, unix.SOCK_NONBLOCK: unix.EINPROGRESS}[tc.flags]; !errors.Is(err, want) {
+					t.Errorf("connect: %v, want %v", err, want)
+				}
+				cookie, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_COOKIE)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev := expect(t, tr, tc.name+" refused connect", SysConnect, unix.ECONNREFUSED)
+			if int(ev.LocalPort) != tc.port || [4]byte(ev.LocalAddr[:4]) != [4]byte{127, 0, 0, 1} || (ev.Flags&FlagReleased != 0) != tc.released {
+				t.Errorf("local % x port %d flags %#x, want 127.0.0.1 port %d released %v", ev.LocalAddr[:4], ev.LocalPort, ev.Flags, tc.port, tc.released)
+			}
+			if ev.SockCookie == 0 || ev.SockCookie != cookie {
+				t.Errorf("cookie %d, SO_COOKIE says %d", ev.SockCookie, cookie)
+			}
+			if (ev.Flags&FlagAsync != 0) != (tc.flags != 0) {
+				t.Errorf("flags %#x: async is for the non-blocking connect", ev.Flags)
+			}
+		})
+	}
+}
