@@ -16,7 +16,7 @@ func Connect(s Sysctls, socks []Socket, src netip.Addr, dst netip.AddrPort) Resu
 	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
 	byPort := tcpByPort(socks)
 	return tally(s, []scan{scanOf(s.Lo, s.Hi)}, s.Lo, s.Hi, func(p int) verdict {
-		return connectPort(s, socks, byPort[p], netip.AddrPortFrom(src, uint16(p)), dst, false)
+		return connectPort(s, socks, byPort[p], netip.AddrPortFrom(src, uint16(p)), dst)
 	})
 }
 
@@ -47,7 +47,7 @@ func tcpByPort(socks []Socket) map[int][]int {
 
 // connectPort judges one port for Connect: the bind bucket test of
 // __inet_hash_connect, then the 4-tuple.
-func connectPort(s Sysctls, socks []Socket, idx []int, local, dst netip.AddrPort, bound bool) verdict {
+func connectPort(s Sysctls, socks []Socket, idx []int, local, dst netip.AddrPort) verdict {
 	var held, unknown []int
 	for _, i := range idx {
 		sk := socks[i]
@@ -64,7 +64,7 @@ func connectPort(s Sysctls, socks []Socket, idx []int, local, dst netip.AddrPort
 	if len(held) > 0 {
 		return verdict{why: HeldForAll, socks: held}
 	}
-	v := fourTuple(s, socks, idx, local, dst, bound)
+	v := fourTuple(s, socks, idx, local, dst, false)
 	if len(unknown) > 0 && v.why != FourTuple {
 		return verdict{why: Unsure, socks: unknown,
 			note: "how the port's bind bucket was made is not known (sock_diag does not show it); if by bind(), no connect() can have the port"}

@@ -1,6 +1,7 @@
 package portmodel
 
 import (
+	"github.com/eaddr/eaddr/internal/testenv"
 	"net/netip"
 	"os"
 	"testing"
@@ -107,6 +108,7 @@ var connectCases = []connectCase{
 // succeed, and may succeed, brackets what the kernel does when asked until
 // it fails, and Exhausted is true exactly when the kernel gives none.
 func TestPortModelMatchesKernel(t *testing.T) {
+	testenv.RequireRoot(t)
 	for _, c := range connectCases {
 		t.Run(c.name, func(t *testing.T) {
 			lo, hi := c.lo, c.hi

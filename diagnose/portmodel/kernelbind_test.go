@@ -1,6 +1,7 @@
 package portmodel
 
 import (
+	"github.com/eaddr/eaddr/internal/testenv"
 	"net/netip"
 	"testing"
 )
@@ -90,6 +91,7 @@ var bindCases = []bindCase{
 // of port-0 binds (TCP, UDP) or UDP autobinds that must, and may, succeed
 // brackets what the kernel does when asked until it fails.
 func TestPortModelBindMatchesKernel(t *testing.T) {
+	testenv.RequireRoot(t)
 	for _, c := range bindCases {
 		t.Run(c.name, func(t *testing.T) {
 			lo, hi := c.lo, c.hi

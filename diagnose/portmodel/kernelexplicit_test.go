@@ -2,6 +2,7 @@ package portmodel
 
 import (
 	"errors"
+	"github.com/eaddr/eaddr/internal/testenv"
 	"net/netip"
 	"testing"
 
@@ -65,6 +66,7 @@ func (l *lab) tryBind(proto Proto, local netip.AddrPort, o opts) error {
 // it does, ReuseAddrHelps says whether the same bind with SO_REUSEADDR
 // succeeds.
 func TestBindConflictsMatchKernel(t *testing.T) {
+	testenv.RequireRoot(t)
 	for _, c := range conflictCases {
 		t.Run(c.name, func(t *testing.T) {
 			l := newLab(t, 40000, 40009)
@@ -104,6 +106,7 @@ func TestBindConflictsMatchKernel(t *testing.T) {
 // TIME_WAIT with timestamps gives way even with tcp_tw_reuse=0, one
 // without does not, nor does an established connection.
 func TestConnectFromPortMatchesKernel(t *testing.T) {
+	testenv.RequireRoot(t)
 	cases := []struct {
 		name    string
 		sysctls []string

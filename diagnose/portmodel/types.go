@@ -9,6 +9,21 @@
 // for connect(), inet_csk_get_port/inet_csk_find_open_port and
 // inet_csk_bind_conflict for bind(), udp_lib_get_port for UDP. Each rule
 // names the function it follows.
+//
+// Entry points: Connect (a connect() that picks its port), ConnectFromPort
+// (one from a bound port), BindPort0 (bind() to port 0, TCP or UDP),
+// UDPAutobind (a UDP connect()/sendto() from an unbound socket),
+// BindConflicts and ReuseAddrHelps (bind() to an explicit port), and
+// Tried/TriedBySome/NeverTried (the range as the kernel walks it, with the
+// even-count cut of span.go). A Result counts the calls sure to succeed
+// (Free, TWReusable), those that may (SomeCalls) and the ports the model
+// cannot judge from what it was given (Unsure, e.g. a bind bucket that
+// sock_diag cannot show); Exhausted is true only when none is left.
+// Not modelled: SO_REUSEPORT groups, IP_LOCAL_PORT_RANGE, VRF/l3mdev,
+// SO_BINDTODEVICE on the new socket, net.ipv4.ip_autobind_reuse.
+//
+// The kernel tests (kernel*_test.go) make each configuration with real
+// sockets in a throwaway netns and ask the kernel how many calls succeed.
 package portmodel
 
 import "net/netip"
@@ -64,7 +79,7 @@ type TimeWait struct {
 	Known    bool  // read by the iterator; false: sock_diag, unknown
 	TSRecent bool  // tw_ts_recent_stamp != 0
 	StampSec int64 // tw_ts_recent_stamp, seconds of CLOCK_MONOTONIC
-	StampMS  int64 // 6.12+: tw_entry_stamp in ms (tcp_tw_reuse_delay), 0 when absent
+	StampMS  int64 // 6.13+: tw_entry_stamp in ms (tcp_tw_reuse_delay), 0 when absent
 }
 
 // Span is an inclusive range of ports.
