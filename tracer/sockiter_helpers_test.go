@@ -283,3 +283,29 @@ func ssKey(s portmodel.Socket) string {
 	}
 	return fmt.Sprintf("%s %s %s %d", state, s.Local, remote, s.Inode)
 }
+
+// socket6 creates an IPv6 TCP socket inside the netns (dual-stack).
+func (s *scene) socket6() int {
+	s.t.Helper()
+	var fd int
+	err := s.ns.Do(func() error {
+		var err error
+		fd, err = unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		return err
+	})
+	if err != nil {
+		s.t.Fatalf("socket6 in %s: %v", s.ns, err)
+	}
+	s.open[fd] = true
+	return fd
+}
+
+func sockName6(t *testing.T, fd int) netip.AddrPort {
+	t.Helper()
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in6 := sa.(*unix.SockaddrInet6)
+	return netip.AddrPortFrom(netip.AddrFrom16(in6.Addr), uint16(in6.Port))
+}

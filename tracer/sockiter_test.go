@@ -307,3 +307,81 @@ func TestSockIterNetnsIsolation(t *testing.T) {
 		}
 	}
 }
+
+// TestSockIterIPv6 reads IPv6 sockets (tcp6 and its TIME_WAIT minisocket,
+// tcp6_timewait_sock) and a v4-mapped one, which reads as IPv4.
+func TestSockIterIPv6(t *testing.T) {
+	it := newSockIter(t)
+	ns := newNetns(t)
+	sc := newScene(t, ns)
+	startSec, startMS := monotonic(t)
+	l := sc.socket6()
+	if err := unix.Bind(l, &unix.SockaddrInet6{Addr: netip.IPv6Loopback().As16()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(l, 8); err != nil {
+		t.Fatal(err)
+	}
+	lAddr := sockName6(t, l)
+	c := sc.socket6()
+	if err := unix.Connect(c, &unix.SockaddrInet6{Addr: lAddr.Addr().As16(), Port: int(lAddr.Port())}); err != nil {
+		t.Fatal(err)
+	}
+	srv := sc.accept(l)
+	tw := sockName6(t, c)
+	sc.close(c)
+	sc.close(srv)
+	mapped := sc.socket6() // only bound, to ::ffff:127.0.0.1
+	if err := unix.Bind(mapped, &unix.SockaddrInet6{Addr: netip.AddrFrom4(loopback.As4()).As16()}); err != nil {
+		t.Fatal(err)
+	}
+	mAddr := sockName6(t, mapped)
+	want := map[string]portmodel.Socket{
+		"listener":  {Proto: portmodel.TCP, State: tcpListen, Local: lAddr, Bucket: portmodel.BucketByBind, Known: true, Inode: inode(t, l)},
+		"time_wait": {Proto: portmodel.TCP, State: tcpTimeWait, Local: tw, Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, TW: portmodel.TimeWait{Known: true, TSRecent: true}},
+		"v4-mapped": {Proto: portmodel.TCP, State: tcpClose, Local: netip.AddrPortFrom(loopback, mAddr.Port()), Bucket: portmodel.BucketByBind, Known: true, Inode: inode(t, mapped)},
+	}
+	socks := waitRead(t, it, ns, "the IPv6 TIME_WAIT, its server side gone", func(socks []portmodel.Socket) bool {
+		return len(socks) == len(want)
+	})
+	endSec, endMS := monotonic(t)
+	checkSockets(t, socks, want, startSec, endSec, startMS, endMS)
+}
+
+// TestSockIterUID: the owner of a socket reads the same through iter/tcp
+// (the iterator's uid) and through iter/task_file (sk_uid).
+func TestSockIterUID(t *testing.T) {
+	it := newSockIter(t)
+	ns := newNetns(t)
+	sc := newScene(t, ns)
+	const uid = 4321
+	asUID := func(fd *int) func() error {
+		return func() error {
+			// The socket's owner is the creating thread's fsuid; this
+			// thread is locked (netns.NS.Do) and gets root back.
+			unix.Setfsuid(uid)
+			defer unix.Setfsuid(0)
+			var err error
+			*fd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			return err
+		}
+	}
+	var l, b int
+	for _, fd := range []*int{&l, &b} {
+		if err := ns.Do(asUID(fd)); err != nil {
+			t.Fatal(err)
+		}
+		sc.open[*fd] = true
+		sc.bind0(*fd)
+	}
+	if err := unix.Listen(l, 1); err != nil {
+		t.Fatal(err)
+	}
+	socks := readIn(t, it, ns)
+	for _, fd := range []int{l, b} {
+		s := find(socks, portmodel.TCP, sockName(t, fd, false), netip.AddrPort{})
+		if len(s) != 1 || s[0].UID != uid || s[0].Inode != inode(t, fd) {
+			t.Errorf("socket %v made as uid %d: read %+v", sockName(t, fd, false), uid, s)
+		}
+	}
+}
