@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose/portmodel"
 )
@@ -52,6 +54,9 @@ func takenFix(p *portScene, conflicts []int, g *Diagnosis) string {
 	if helps {
 		return "set SO_REUSEADDR on the socket before bind(): the sockets in the way allow it (TIME_WAIT of an earlier instance, or sockets that set it and do not listen)"
 	}
+	if allTimeWait(p, conflicts) && known {
+		return "only TIME_WAIT of closed connections holds the port, and their socket did not set SO_REUSEADDR, so setting it on the new socket alone would not help: set SO_REUSEADDR on the listening socket before bind() (then a restart binds over the TIME_WAITs it leaves), or wait for them to end (60 s)"
+	}
 	who := "the other holder"
 	if len(g.Holders) > 0 {
 		who = fmt.Sprintf("pid %d (%s)", g.Holders[0].PID, g.Holders[0].Comm)
@@ -60,6 +65,15 @@ func takenFix(p *portScene, conflicts []int, g *Diagnosis) string {
 		return fmt.Sprintf("stop %s or choose another port (whether SO_REUSEADDR would help cannot be told: the sockets' options were not read, %s)", who, p.source)
 	}
 	return fmt.Sprintf("stop %s or choose another port; SO_REUSEADDR would not help: a socket in the way listens or did not set it", who)
+}
+
+func allTimeWait(p *portScene, idx []int) bool {
+	for _, i := range idx {
+		if p.socks[i].State != stateTimeWait {
+			return false
+		}
+	}
+	return len(idx) > 0
 }
 
 // UDP: every port is one socket's, whatever its destination.
@@ -79,7 +93,16 @@ func udpGroups(p *portScene, r portmodel.Result, gs []portGroup, proto portmodel
 
 // connect EAGAIN on a UDP socket: its autobind found no port.
 func (d *Diagnoser) udpConnect(ev *decode.Event, g *Diagnosis, p *portScene) {
-	r := portmodel.UDPAutobind(p.sc, p.socks, boundAddr(ev).Addr())
+	local := boundAddr(ev).Addr()
+	if !local.IsValid() {
+		// Not bound: the socket's address is its family's wildcard when
+		// inet_autobind picks the port.
+		local = netip.IPv4Unspecified()
+		if ev.Family == unix.AF_INET6 {
+			local = netip.IPv6Unspecified()
+		}
+	}
+	r := portmodel.UDPAutobind(p.sc, p.socks, local)
 	d.fillBudget(g, p, r)
 	d.portVerdict(g, p, r, udpGroups(p, r, nil, portmodel.UDP), "for a UDP socket's port (connect() binds one)")
 }

@@ -94,9 +94,15 @@ func causeOf(p *portScene, u portmodel.PortUse) string {
 		return stateCause(p, u.Sockets)
 	case portmodel.Unsure:
 		return CauseUnsure
+	case portmodel.TimeWaitReusable:
+		return groupTWReusable
 	}
 	return ""
 }
+
+// groupTWReusable groups TIME_WAIT ports that connect() may reuse now: not
+// in the way, unless they were younger than the reuse delay at the failure.
+const groupTWReusable = "time_wait_reusable"
 
 func heldForAllCause(p *portScene, idx []int) string {
 	cause := CauseBindBeforeConnect
@@ -158,6 +164,8 @@ func causeWords(c string) string {
 		return "closed by their program, waiting for the peer to close (FIN_WAIT2, LAST_ACK, CLOSING)"
 	case CauseTimeWait:
 		return "in TIME_WAIT that connect() may not reuse"
+	case groupTWReusable:
+		return "in TIME_WAIT that connect() may reuse now"
 	case CauseUnsure:
 		return "held by sockets whose bind bucket could not be read"
 	}

@@ -67,6 +67,8 @@ func (d *Diagnoser) portVerdict(g *Diagnosis, p *portScene, r portmodel.Result, 
 		g.Verdict = fmt.Sprintf("ephemeral ports exhausted %s: none of the %d ports %s is free: %s%s",
 			what, r.Tried, rng, groupsString(groups), holderWords(g))
 		d.fixes(g, p, groups)
+	case r.Free == 0 && r.SomeCalls == 0 && r.Unsure == 0 && r.TWReusable > 0:
+		d.youngTimeWait(g, p, r, groups, what, rng)
 	case g.Free == 0 && r.Unsure > 0:
 		g.Cause = CauseUnsure
 		g.Verdict = fmt.Sprintf("cannot tell whether the ports ran out %s: no port of the %d %s is free by the sockets seen, but %d are held by sockets whose bind bucket could not be read (%s): if they were bound by connect(), they are free toward this destination",
@@ -76,6 +78,22 @@ func (d *Diagnoser) portVerdict(g *Diagnosis, p *portScene, r portmodel.Result, 
 		g.Verdict = fmt.Sprintf("not exhausted %s now: %d of the %d ports %s are free (%s); the failure was real, so the sockets changed between it and this look, or the port was taken by a bind() meanwhile",
 			what, g.Free, r.Tried, rng, groupsOrNone(groups))
 	}
+}
+
+// youngTimeWait: every port is TIME_WAIT that may be reused now. A
+// connect() failed all the same when they were younger than the reuse
+// delay (tcp_twsk_unique): the range is used up by connections closed
+// faster than the delay lets the kernel reuse them.
+func (d *Diagnoser) youngTimeWait(g *Diagnosis, p *portScene, r portmodel.Result, groups []portGroup, what, rng string) {
+	g.Cause = CauseTimeWait
+	for i := range groups {
+		if groups[i].cause == groupTWReusable {
+			groups[i].cause = CauseTimeWait
+		}
+	}
+	g.Verdict = fmt.Sprintf("ephemeral ports used up %s by TIME_WAIT: all %d ports %s are TIME_WAIT, which connect() may reuse only once the connection is older than the reuse delay (%s); the failure came within it, and a connect() now would reuse one",
+		what, r.Tried, rng, delayWords(p))
+	d.fixes(g, p, groups)
 }
 
 func groupsOrNone(gs []portGroup) string {

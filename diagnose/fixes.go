@@ -91,18 +91,23 @@ func addSpan(p *portScene, port int) string {
 // already in effect.
 func timeWaitFix(p *portScene, gr portGroup) string {
 	t := p.tcp
-	delay := "1 s"
-	if t.TWReuseDelay >= 0 {
-		delay = fmt.Sprintf("net.ipv4.tcp_tw_reuse_delay=%d ms", t.TWReuseDelay)
-	}
+	delay := delayWords(p)
 	loop := len(gr.socks) > 0 && loopbackPair(p.socks[gr.socks[0]].Local.Addr(), p.socks[gr.socks[0]].Remote.Addr())
 	switch {
 	case t.Timestamps == 0:
 		return "TIME_WAIT ports are reused only for connections with TCP timestamps, and net.ipv4.tcp_timestamps=0 here: turn them on (1), or keep connections open"
 	case t.TWReuse == 0 || (t.TWReuse == 2 && !loop):
-		return fmt.Sprintf("net.ipv4.tcp_tw_reuse=1 in this netns (now %d) lets connect() reuse a TIME_WAIT port %s after its last packet; or let the server close first, or keep connections open", t.TWReuse, delay)
+		return fmt.Sprintf("net.ipv4.tcp_tw_reuse=1 in this netns (now %d) lets connect() reuse a TIME_WAIT port once the connection is older than %s; or let the server close first, or keep connections open", t.TWReuse, delay)
 	}
-	return fmt.Sprintf("TIME_WAIT reuse is already on here (net.ipv4.tcp_tw_reuse=%d), but a port is reused only %s after the connection's last timestamp, and connections are opened and closed faster than that: keep connections open (a pool), or let the server close first", t.TWReuse, delay)
+	return fmt.Sprintf("TIME_WAIT reuse is already on here (net.ipv4.tcp_tw_reuse=%d), but a port is reused only once its connection is older than %s, and connections are opened and closed faster than that: keep connections open (a pool), or let the server close first", t.TWReuse, delay)
+}
+
+// delayWords: how old a TIME_WAIT must be before connect() reuses its port.
+func delayWords(p *portScene) string {
+	if p.tcp.TWReuseDelay >= 0 {
+		return fmt.Sprintf("%d ms (net.ipv4.tcp_tw_reuse_delay)", p.tcp.TWReuseDelay)
+	}
+	return "1 s (fixed: this kernel has no tcp_tw_reuse_delay)"
 }
 
 // loopbackPair is tcp_twsk_unique's test for tcp_tw_reuse=2: a loopback

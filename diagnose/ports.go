@@ -24,7 +24,7 @@ func readPorts(ns *netdiag.Netns, it netdiag.SocketReader, udp bool) (*portScene
 	if err != nil {
 		return nil, err
 	}
-	p := &portScene{ns: ns, sc: sc, socks: socks, source: src.String()}
+	p := &portScene{ns: ns, sc: sc, socks: socks, source: string(src)}
 	if p.tcp, err = ns.TCPSysctls(); err != nil {
 		return nil, err
 	}
