@@ -1,6 +1,7 @@
 package nodeport
 
 import (
+	"os/exec"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -69,4 +70,35 @@ func TestNftablesNodePorts(t *testing.T) {
 		t.Errorf("nftables source of an empty netns %+v, want read, 0 entries", s)
 	}
 	wantMiss(t, empty, tcp, 30080)
+}
+
+// TestHostRulesNotSeen: a kube-proxy map in the netns of the test process
+// (the host's) is read there and never from a thread inside another netns.
+// The table made is inert (a map and no base chain: no hook), and removed.
+func TestHostRulesNotSeen(t *testing.T) {
+	testenv.RequireRoot(t)
+	nft := testenv.Program(t, "nft", "nftables")
+	if exec.Command(nft, "list", "table", "ip", "kube-proxy").Run() == nil {
+		t.Skip("this machine's netns has a table ip kube-proxy of its own: not touched")
+	}
+	script := "add table ip kube-proxy\n" +
+		"add map ip kube-proxy service-nodeports { type inet_proto . inet_service : verdict ; }\n" +
+		"add chain ip kube-proxy external-HOSTHOST-eaddr-test/host/tcp/p\n" +
+		"add element ip kube-proxy service-nodeports { tcp . 32766 : goto external-HOSTHOST-eaddr-test/host/tcp/p }\n"
+	if out, err := exec.Command(nft, "-f", writeFile(t, script)).CombinedOutput(); err != nil {
+		t.Fatalf("nft: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command(nft, "delete", "table", "ip", "kube-proxy").CombinedOutput(); err != nil {
+			t.Errorf("nft delete table ip kube-proxy: %v: %s", err, out)
+		}
+	})
+	host, err := Read()
+	if err != nil {
+		t.Fatalf("Read in the host netns: %v", err)
+	}
+	tcp := uint8(unix.IPPROTO_TCP)
+	wantHit(t, host, tcp, 32766, Hit{Mode: ModeNftables, Service: "eaddr-test/host:p", Port: 32766, Proto: tcp,
+		Verdict: "goto external-HOSTHOST-eaddr-test/host/tcp/p"})
+	wantMiss(t, readIn(t, newNS(t)), tcp, 32766)
 }
