@@ -67,18 +67,21 @@ func readIPVS() ([]Hit, int, error) {
 		return nil, 0, fmt.Errorf("resolve generic netlink family IPVS: %w", err)
 	}
 	var svcs []ipvsService
+	skipped := 0
 	err = c.request(fam, unix.NLM_F_DUMP, genlHeader(ipvsCmdGetService), func(p []byte) error {
-		s, err := parseIPVSMessage(p)
-		if err == nil {
+		// a service this reader does not understand is counted, not
+		// guessed, and does not hide the others
+		if s, err := parseIPVSMessage(p); err == nil {
 			svcs = append(svcs, s)
+		} else {
+			skipped++
 		}
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("IPVS_CMD_GET_SERVICE dump: %w", err)
 	}
 	var hits []Hit
-	skipped := 0
 	for i, s := range svcs {
 		if s.fwmark != 0 || s.port == 0 {
 			skipped++
