@@ -131,7 +131,9 @@ func parseIPVSMessage(p []byte) (ipvsService, error) {
 	var inner error
 	err := attrs(p[unix.GENL_HDRLEN:], func(typ uint16, data []byte) {
 		if typ == ipvsCmdAttrService {
-			s.raw = data
+			// a copy: data is in the receive buffer, which the next
+			// datagram (and the dest dumps) overwrite
+			s.raw = append([]byte(nil), data...)
 			inner = attrs(data, s.set)
 		}
 	})
