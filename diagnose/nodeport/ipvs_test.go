@@ -2,6 +2,7 @@ package nodeport
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -44,6 +45,7 @@ func loadIPVS(t *testing.T) {
 func TestIPVSNodePorts(t *testing.T) {
 	testenv.RequireRoot(t)
 	loadIPVS(t)
+	const extra = 12
 	ipvsadm := testenv.Program(t, "ipvsadm", "ipvsadm")
 	ns := newNS(t)
 	run(t, ns, ipvsadm, "-A", "-t", "192.0.2.1:30080", "-s", "rr")
@@ -52,15 +54,26 @@ func TestIPVSNodePorts(t *testing.T) {
 	run(t, ns, ipvsadm, "-A", "-t", "[2001:db8::1]:30443", "-s", "rr")
 	run(t, ns, ipvsadm, "-a", "-t", "[2001:db8::1]:30443", "-r", "[2001:db8::7]:443", "-m")
 	run(t, ns, ipvsadm, "-A", "-f", "7", "-s", "rr") // a firewall-mark service: no port
+	// more services, each with its own backend: the dump spans more
+	// messages, and every service's backend must be its own
+	for i := range extra {
+		svc := fmt.Sprintf("192.0.2.1:%d", 30100+i)
+		run(t, ns, ipvsadm, "-A", "-t", svc, "-s", "rr")
+		run(t, ns, ipvsadm, "-a", "-t", svc, "-r", fmt.Sprintf("198.51.100.7:%d", 8100+i), "-m")
+	}
 	other := newNS(t)
 	run(t, other, ipvsadm, "-A", "-t", "192.0.2.1:31000", "-s", "rr")
 
 	tab := readIn(t, ns)
-	if s := source(t, tab, ModeIPVS); s.Err != nil || s.Entries != 3 || s.Skipped != 1 {
-		t.Errorf("ipvs source %+v, want 3 entries, 1 skipped (the fwmark service), no error", s)
+	if s := source(t, tab, ModeIPVS); s.Err != nil || s.Entries != 3+extra || s.Skipped != 1 {
+		t.Errorf("ipvs source %+v, want %d entries, 1 skipped (the fwmark service), no error", s, 3+extra)
 	}
 	tcp, udp := uint8(unix.IPPROTO_TCP), uint8(unix.IPPROTO_UDP)
 	node := netip.MustParseAddr("192.0.2.1")
+	for i := range extra {
+		wantHit(t, tab, tcp, uint16(30100+i), Hit{Mode: ModeIPVS, Port: uint16(30100 + i), Proto: tcp, Addr: node,
+			Backend: fmt.Sprintf("198.51.100.7:%d", 8100+i)})
+	}
 	wantHit(t, tab, tcp, 30080, Hit{Mode: ModeIPVS, Port: 30080, Proto: tcp, Addr: node, Backend: "198.51.100.7:8080"})
 	wantHit(t, tab, udp, 30053, Hit{Mode: ModeIPVS, Port: 30053, Proto: udp, Addr: node})
 	wantHit(t, tab, tcp, 30443, Hit{Mode: ModeIPVS, Port: 30443, Proto: tcp, Addr: netip.MustParseAddr("2001:db8::1"), Backend: "[2001:db8::7]:443"})
