@@ -37,6 +37,13 @@ func TestIPTablesNftNodePorts(t *testing.T) {
 		{"-t", "nat", "-A", "KUBE-NODEPORTS", "-m", "comment", "--comment", "kube-system/dns:dns", "-m", "udp", "-p", "udp", "--dport", "30053", "-j", "KUBE-EXT-WEB"},
 		{"-t", "nat", "-A", "KUBE-NODEPORTS", "-m", "tcp", "-p", "tcp", "--dport", "30070", "-j", "KUBE-EXT-WEB"},
 		{"-t", "nat", "-A", "KUBE-NODEPORTS", "-m", "comment", "--comment", "eaddr-test/odd:x", "-m", "tcp", "-p", "tcp", "!", "--dport", "30099", "-j", "KUBE-EXT-WEB"},
+		// more forms iptables-nft writes: another match before the port; the
+		// source and destination ports in one comparison; a port range and an
+		// xt multiport match, which are no single port (not understood)
+		{"-t", "nat", "-A", "KUBE-NODEPORTS", "-m", "comment", "--comment", "eaddr-test/flags:x", "-p", "tcp", "-m", "tcp", "--dport", "30084", "--tcp-flags", "SYN", "SYN", "-j", "KUBE-EXT-WEB"},
+		{"-t", "nat", "-A", "KUBE-NODEPORTS", "-m", "comment", "--comment", "eaddr-test/both:x", "-p", "udp", "-m", "udp", "--sport", "5", "--dport", "30055", "-j", "KUBE-EXT-WEB"},
+		{"-t", "nat", "-A", "KUBE-NODEPORTS", "-p", "tcp", "-m", "tcp", "--dport", "30085:30089", "-j", "KUBE-EXT-WEB"},
+		{"-t", "nat", "-A", "KUBE-NODEPORTS", "-p", "tcp", "-m", "multiport", "--dports", "30086,30087", "-j", "KUBE-EXT-WEB"},
 	} {
 		run(t, ns, ipt, args...)
 	}
@@ -51,14 +58,18 @@ func TestIPTablesNftNodePorts(t *testing.T) {
 	run(t, ns, ipt, "-t", "filter", "-A", "KUBE-NODEPORTS", "-m", "comment", "--comment", "eaddr-test/filter:x", "-m", "tcp", "-p", "tcp", "--dport", "30100", "-j", "ACCEPT")
 
 	tab := readIn(t, ns)
-	if s := source(t, tab, ModeIPTables); s.Err != nil || s.Entries != 4 || s.Skipped != 1 {
-		t.Errorf("iptables source %+v, want 4 entries, 1 not understood, no error", s)
+	if s := source(t, tab, ModeIPTables); s.Err != nil || s.Entries != 6 || s.Skipped != 3 {
+		t.Errorf("iptables source %+v, want 6 entries, 3 not understood, no error", s)
 	}
 	tcp, udp := uint8(unix.IPPROTO_TCP), uint8(unix.IPPROTO_UDP)
 	wantHit(t, tab, tcp, 30080, Hit{Mode: ModeIPTables, Service: "eaddr-test/web:http", Port: 30080, Proto: tcp, Verdict: "jump KUBE-EXT-WEB"})
 	wantHit(t, tab, udp, 30053, Hit{Mode: ModeIPTables, Service: "kube-system/dns:dns", Port: 30053, Proto: udp, Verdict: "jump KUBE-EXT-WEB"})
 	wantHit(t, tab, tcp, 30070, Hit{Mode: ModeIPTables, Port: 30070, Proto: tcp, Verdict: "jump KUBE-EXT-WEB"})
 	wantHit(t, tab, tcp, 30443, Hit{Mode: ModeIPTables, Service: "eaddr-test/web6:https", Port: 30443, Proto: tcp, Verdict: "target DNAT"})
+	wantHit(t, tab, tcp, 30084, Hit{Mode: ModeIPTables, Service: "eaddr-test/flags:x", Port: 30084, Proto: tcp, Verdict: "jump KUBE-EXT-WEB"})
+	wantHit(t, tab, udp, 30055, Hit{Mode: ModeIPTables, Service: "eaddr-test/both:x", Port: 30055, Proto: udp, Verdict: "jump KUBE-EXT-WEB"})
+	wantMiss(t, tab, tcp, 30085) // in the range: not one port, not guessed
+	wantMiss(t, tab, tcp, 30086) // multiport
 	wantMiss(t, tab, tcp, 30099) // inverted: not this port
 	wantMiss(t, tab, tcp, 30100) // table filter
 	wantMiss(t, tab, tcp, 30081)

@@ -120,7 +120,7 @@ func parseRule(b []byte) (rule, error) {
 // protocol or the destination port, and what the comparisons want of them.
 type matcher struct {
 	hit  Hit
-	regs map[uint32]string // register -> "l4proto" | "dport"
+	regs map[uint32]string // register -> "l4proto" | "dport" | "ports" (source and destination port)
 	bad  bool              // a match on protocol or port this reader cannot take as one port
 }
 
@@ -149,8 +149,15 @@ func (m *matcher) expr(b []byte) {
 	case "payload":
 		d, base, off, l := a[unix.NFTA_PAYLOAD_DREG], a[unix.NFTA_PAYLOAD_BASE], a[unix.NFTA_PAYLOAD_OFFSET], a[unix.NFTA_PAYLOAD_LEN]
 		if len(d) == 4 && len(base) == 4 && len(off) == 4 && len(l) == 4 {
-			dport := u32(base) == unix.NFT_PAYLOAD_TRANSPORT_HEADER && u32(off) == 2 && u32(l) == 2
-			m.load(u32(d), dport, "dport")
+			th := u32(base) == unix.NFT_PAYLOAD_TRANSPORT_HEADER
+			switch {
+			case th && u32(off) == 2 && u32(l) == 2:
+				m.load(u32(d), true, "dport")
+			case th && u32(off) == 0 && u32(l) == 4: // --sport and --dport together
+				m.load(u32(d), true, "ports")
+			default:
+				m.load(u32(d), false, "")
+			}
 		}
 	case "cmp":
 		if s, op := a[unix.NFTA_CMP_SREG], a[unix.NFTA_CMP_OP]; len(s) == 4 && len(op) == 4 {
@@ -198,6 +205,8 @@ func (m *matcher) cmp(what string, op uint32, v []byte) {
 		m.hit.Proto = v[0]
 	case what == "dport" && len(v) >= 2:
 		m.hit.Port = binary.BigEndian.Uint16(v)
+	case what == "ports" && len(v) >= 4:
+		m.hit.Port = binary.BigEndian.Uint16(v[2:])
 	default:
 		m.bad = true
 	}
