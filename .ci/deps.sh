@@ -35,6 +35,9 @@ packages=(
 	# initramfs), xz for Debian 13's compressed modules, the keyring its private apt setup checks
 	# Debian's archive with
 	qemu-system-x86 qemu-system-arm xz-utils debian-archive-keyring
+	# diagnose/nodeport's tests write kube-proxy's NodePort rules with the real tools (eaddr reads
+	# them over netlink and needs none): nft, iptables-nft and iptables-legacy, ipvsadm
+	nftables iptables ipvsadm
 )
 
 apt-get update -qq

@@ -46,8 +46,8 @@ case $repo in *[[:space:]]*) die "the repository path must have no spaces (it go
 declare -A E_SUITE=([debian12-amd64]=bookworm [debian12-arm64]=bookworm [debian13-amd64]=trixie
 	[debian13-arm64]=trixie [debian11-amd64]=bullseye)
 declare -A E_KVER=([bookworm]='6\.1\.0-[0-9]+' [trixie]='6\.12\.[0-9]+\+deb13(\.[0-9]+)?' [bullseye]='5\.10\.0-[0-9]+')
-declare -A E_TAGS=([host]=all,amd64,host [debian12-amd64]=all,amd64 [debian12-arm64]=all
-	[debian13-amd64]=all,amd64 [debian13-arm64]=all [debian11-amd64]=old)
+declare -A E_TAGS=([host]=all,amd64,host [debian12-amd64]=all,amd64,ipvs [debian12-arm64]=all
+	[debian13-amd64]=all,amd64,ipvs [debian13-arm64]=all [debian11-amd64]=old)
 declare -A E_LACKS=([debian11-amd64]=bpf_get_current_task_btf,bpf_task_pt_regs)
 all_entries="host debian12-amd64 debian12-arm64 debian13-amd64 debian13-arm64 debian11-amd64"
 # shellcheck disable=SC2206
@@ -193,7 +193,7 @@ kernel() {
 # ---- binaries, built on the host for each architecture the matrix needs
 # tests.txt: PACKAGE TEST WHERE [WHY]; WHERE is a comma-separated list of the tags of E_TAGS: all
 # (every entry whose kernel eaddr loads on), amd64 (the host and the amd64 guests), host, old (the
-# kernels too old for eaddr).
+# kernels too old for eaddr), ipvs (the amd64 guests: their kernels ship ip_vs, the host's has none).
 tests=${KERNELS_TESTS:-testdata/kernels/tests.txt}
 [ -f "$tests" ] || die "no test list $tests"
 pkgs=$(awk '!/^#/ && NF {print $1}' "$tests" | sort -u)
