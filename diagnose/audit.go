@@ -134,8 +134,8 @@ func isKernelThread(pid int) bool {
 type AuditOptions struct {
 	HostNetNS              uint64
 	NodePortLo, NodePortHi int
-	Warn, Crit             int // percent of the usable range toward one destination
-	Top                    int // destinations listed
+	Warn, Crit             int                  // percent of the usable range toward one destination
+	Top                    int                  // destinations listed
 	Iter                   netdiag.SocketReader // the BPF socket iterator; nil: sock_diag only
 	// Open enters the netns (nil: netdiag.OpenNetns); tests make it fail
 	// as when the last process in the netns exits before it is entered.

@@ -103,7 +103,7 @@ type Diagnoser struct {
 	// Iter reads a netns's sockets with the BPF socket iterator (bind
 	// buckets, reuse flags, TIME_WAIT timestamps); nil: sock_diag only,
 	// and the diagnosis says what that cannot see.
-	Iter netdiag.SocketReader
+	Iter          netdiag.SocketReader
 	NodePortRules NodePortRules // nil: the NodePort rules are not read (nodeport_timeout.go)
 	cache         map[diagKey]*diagEntry
 	pidByNetNS    map[uint32]int       // a process last seen in each netns: the handle to reach it
@@ -310,4 +310,3 @@ func countsString(c []Count) string {
 	}
 	return strings.Join(parts, ", ")
 }
-

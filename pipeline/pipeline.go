@@ -39,6 +39,10 @@ type Config struct {
 	Selector                  map[string]string
 	// DiagnoseEvery: one snapshot per key in this interval; 0: no diagnosis.
 	DiagnoseEvery time.Duration
+	// SocketIterators: read a netns's sockets for a diagnosis with the BPF
+	// socket iterators (bind buckets, SO_REUSEADDR, TIME_WAIT stamps), not
+	// sock_diag alone (--socket-iterators).
+	SocketIterators bool
 	// The longest an event waits for its pod's names from the runtime, and
 	// for its netns snapshot (0: DefaultNamesWait, DefaultDiagnoseWait);
 	// the shortest window in which a failure continues the previous
@@ -186,8 +190,9 @@ type traceRun struct {
 	pods      *pod.PodMapper
 	hold      holdQueue
 	explainer *explain.Explainer
-	events    output.Events // writes event records
-	diag      *diagWorker   // nil: --diagnose=false
+	events    output.Events    // writes event records
+	diag      *diagWorker      // nil: --diagnose=false
+	sockIter  *tracer.SockIter // the diagnosis's socket reader; nil: sock_diag only
 	diagHold  []diagHeld
 	share     *diagShare
 	seenNetNS map[uint32]bool // netns already told to the diagnosis
@@ -248,6 +253,13 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 		if np := c.Tracer.NodePort; np != nil {
 			d.HostNetNS = uint64(np.NetNS) // --nodeport-netns: where the NodePort rules are
 		}
+		d.NodePortRules = diagnose.NewHostRules(d.HostNetNS)
+		if c.SocketIterators {
+			r.sockIter = OpenSockIter(log)
+			if r.sockIter != nil {
+				d.Iter = r.sockIter
+			}
+		}
 		r.diag, r.seenNetNS, r.share = newDiagWorker(d), map[uint32]bool{}, newDiagShare(c.DiagnoseEvery)
 	}
 	r.sum = summary{start: time.Now(), every: c.SummaryEvery, enabled: c.SummaryEvery > 0 && !c.Table}
@@ -260,6 +272,18 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 	}
 	return r, nil
 }
+
+// OpenSockIter loads the BPF socket iterators for diagnoses and `check`,
+// or says why sockets are read with sock_diag alone and returns nil.
+func OpenSockIter(log *slog.Logger) *tracer.SockIter {
+	it, err := tracer.NewSockIter()
+	if err != nil {
+		log.Warn("no BPF socket iterators: sockets are read with sock_diag, which does not show whether bind() or connect() took a port, nor SO_REUSEADDR; diagnoses say so where that matters", "err", err)
+		return nil
+	}
+	return it
+}
+
 func syscallNames(s []uint8) string {
 	if len(s) == 0 {
 		return "connect,bind"

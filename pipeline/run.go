@@ -536,6 +536,9 @@ func (r *traceRun) close() {
 	}
 	r.sk.close(2 * time.Second)
 	r.names.Close()
+	if r.sockIter != nil {
+		r.sockIter.Close()
+	}
 	if r.cgroups != nil {
 		r.cgroups.Close()
 	}

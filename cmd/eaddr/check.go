@@ -14,6 +14,7 @@ import (
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/output"
+	"github.com/eaddr/eaddr/pipeline"
 	"github.com/eaddr/eaddr/pod"
 	"github.com/eaddr/eaddr/pod/kube"
 )
@@ -27,6 +28,8 @@ type CheckFlags struct {
 	Warn, Crit    int
 	Top           int
 	CRIEndpoint   string
+	// SocketIterators: read sockets with the BPF socket iterators.
+	SocketIterators bool
 }
 
 // SetFlags registers the flags on fs.
@@ -38,6 +41,7 @@ func (f *CheckFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&f.Warn, "warn", 70, "warn when the ports toward one destination reach this percent of the usable range")
 	fs.IntVar(&f.Crit, "crit", 90, "critical at this percent")
 	fs.IntVar(&f.Top, "top", 3, "destinations to list per netns")
+	fs.BoolVar(&f.SocketIterators, "socket-iterators", true, "read each netns's sockets with BPF socket iterators, which show ports held for every destination (bind() before connect()); false: sock_diag only, and such ports are counted as unsure")
 	fs.StringVar(&f.CRIEndpoint, "cri-endpoint", "", "container runtime socket, to name the pod of each netns (default: the usual containerd, k3s, CRI-O and cri-dockerd sockets)")
 }
 
@@ -121,9 +125,15 @@ Flags:
 	_, pods := pod.PodCgroups()
 	cri := kube.NewResolver(f.CRIEndpoint, pods, log)
 	defer cri.Close()
+	o := diagnose.AuditOptions{HostNetNS: f.HostNetNS, NodePortLo: npLo, NodePortHi: npHi, Warn: f.Warn, Crit: f.Crit, Top: f.Top}
+	if f.SocketIterators {
+		if it := pipeline.OpenSockIter(log); it != nil {
+			defer it.Close()
+			o.Iter = it
+		}
+	}
 	for _, inode := range checkedNetNS(f, members) {
-		r := diagnose.AuditNetNS(inode, members[inode], diagnose.AuditOptions{HostNetNS: f.HostNetNS,
-			NodePortLo: npLo, NodePortHi: npHi, Warn: f.Warn, Crit: f.Crit, Top: f.Top})
+		r := diagnose.AuditNetNS(inode, members[inode], o)
 		if p, ok := cri.PodByNetNS(inode); ok && !r.Host {
 			r.Pod = &checkPod{Name: p.Name, Namespace: p.Namespace, UID: p.UID}
 		}

@@ -44,6 +44,7 @@ type TraceFlags struct {
 
 	Diagnose         bool
 	DiagnoseInterval time.Duration
+	SocketIterators  bool
 	DiagnoseWait     time.Duration
 	RetryWindow      time.Duration
 
@@ -77,6 +78,7 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.Flush, "flush-interval", 50*time.Millisecond, "the longest an event waits before it is written: the kernel wakes eaddr for every eighth of the ring buffer filled (512 KiB by default) or on this timer, not for each event (a wakeup costs several µs, more in a VM); 0 wakes it for every event")
 	fs.StringVar(&f.Node, "node", "", "node name in each event (default: $NODE_NAME, else the hostname)")
 	fs.BoolVar(&f.Diagnose, "diagnose", true, "per event, read the netns of the failure (port range, sockets toward the destination by state, who holds them, addresses) and give the root cause and a fix")
+	fs.BoolVar(&f.SocketIterators, "socket-iterators", true, "read a netns's sockets for a diagnosis with BPF socket iterators, which show what sock_diag does not (whether bind() or connect() took a port, SO_REUSEADDR, TIME_WAIT timestamps); false: sock_diag only, and diagnoses say what it cannot tell")
 	fs.DurationVar(&f.DiagnoseInterval, "diagnose-interval", time.Second, "at most one netns snapshot per netns, syscall, errno and address in this interval; events inside it share the snapshot")
 	fs.DurationVar(&f.DiagnoseWait, "diagnose-wait", pipeline.DefaultDiagnoseWait, "the longest an event waits for its netns snapshot, and the time budget of the searches inside it (the processes holding the sockets, the netns of a unix socket file); then it goes out saying the diagnosis is not ready, and later events of the same failure carry it (diagnoses_late in the stopped line)")
 	fs.StringVar(&f.RateLimit, "rate-limit", "100/s", "at most this many events per second (bursts as many) per cgroup, netns, syscall, errno and address, counted in the kernel: the others never reach the ring buffer; the next event that passes says how many were suppressed (\"suppressed\"), and so do the summary and metrics. 0 or off: every failure is an event")
@@ -243,6 +245,7 @@ func (f *TraceFlags) diagnosis(c *pipeline.Config) error {
 			return usageErrorf("--diagnose-interval must be positive, not %v", f.DiagnoseInterval)
 		}
 		c.DiagnoseEvery = f.DiagnoseInterval
+		c.SocketIterators = f.SocketIterators
 		if f.DiagnoseWait <= 0 || f.DiagnoseWait > maxWait {
 			return usageErrorf("--diagnose-wait must be from 1ns to %v, not %v", maxWait, f.DiagnoseWait)
 		}

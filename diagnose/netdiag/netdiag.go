@@ -164,3 +164,7 @@ func listPIDs() ([]int, error) {
 	}
 	return pids, nil
 }
+
+// Do runs fn on a thread inside the netns (the caller's threads never
+// move): for readers of other packages, such as the node's NodePort rules.
+func (n *Netns) Do(fn func() error) error { return n.ns.Do(fn) }
