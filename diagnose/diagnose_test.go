@@ -287,7 +287,7 @@ func TestDiagnoseProcNetFallback(t *testing.T) {
 			t.Errorf("%s: holders %+v, want this test process", ev.Syscall, netlink.Holders)
 		}
 	}
-	if g := patientDiagnoser().Diagnose(connect); g.InUse != 2 || !strings.HasPrefix(g.Verdict, "ephemeral ports exhausted toward 127.0.0.1:8080: 2 of 2 ports") {
+	if g := patientDiagnoser().Diagnose(connect); g.InUse != 2 || !g.Exhausted || g.Cause != CausePerDestination || !strings.HasPrefix(g.Verdict, "ephemeral ports exhausted toward 127.0.0.1:8080: none of the 2 ports") {
 		t.Errorf("connect: %+v", g)
 	}
 }
