@@ -17,6 +17,7 @@ func (d *Diagnoser) bindInUse(ev *decode.Event, g *Diagnosis, p *portScene) {
 	want := ev.Local.IP
 	proto := protoOf(ev)
 	if want.Port() == 0 {
+		p.bind = true
 		r := portmodel.BindPort0(p.sc, p.socks, want.Addr(), proto, false)
 		d.fillBudget(g, p, r)
 		what := "for bind() to port 0"

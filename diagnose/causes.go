@@ -151,7 +151,9 @@ const (
 func causeWords(c string) string {
 	switch c {
 	case CausePerDestination:
-		return "open connections to it"
+		return "held by open connections"
+	case CauseUDPExhausted:
+		return "bound by UDP sockets"
 	case CauseBindBeforeConnect:
 		return "held for every destination: their sockets bind() before connect()"
 	case CauseBoundOnly:

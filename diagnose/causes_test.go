@@ -40,7 +40,7 @@ var causeCases = []causeCase{
 	{scene: "four-tuple", cause: CauseFourTuple, holder: "clients", fix: []string{"IP_BIND_ADDRESS_NO_PORT"}},
 	{scene: "address-gone", cause: CauseAddressMissing, fix: []string{"bind to one of the netns's addresses"}},
 	{scene: "address-tentative", cause: CauseAddressNotReady, fix: []string{"tentative"}},
-	{scene: "bind-port0", cause: CausePerDestination, holder: "clients", fix: []string{"connection pool"}},
+	{scene: "bind-port0", cause: CausePerDestination, holder: "clients", fix: []string{"IP_BIND_ADDRESS_NO_PORT"}, notFix: []string{"to this destination"}},
 	{scene: "bind-in-use-listener", cause: CausePortTaken, holder: "listener", fix: []string{"SO_REUSEADDR would not help"}},
 	// The fix follows what the scene saw the kernel do with SO_REUSEADDR on
 	// the new socket alone (Scene.FixWorks): see fixTruth.

@@ -91,7 +91,7 @@ func (d *Diagnoser) youngTimeWait(g *Diagnosis, p *portScene, r portmodel.Result
 			groups[i].cause = CauseTimeWait
 		}
 	}
-	g.Verdict = fmt.Sprintf("ephemeral ports used up %s by TIME_WAIT: all %d ports %s are TIME_WAIT, which connect() may reuse only once the connection is older than the reuse delay (%s); the failure came within it, and a connect() now would reuse one",
+	g.Verdict = fmt.Sprintf("ephemeral ports used up %s by TIME_WAIT: all %d ports %s are TIME_WAIT, which connect() may reuse only once the connection is older than %s; the failure came sooner, and a connect() now would reuse one",
 		what, r.Tried, rng, delayWords(p))
 	d.fixes(g, p, groups)
 }

@@ -27,6 +27,9 @@ func (d *Diagnoser) causeFix(g *Diagnosis, p *portScene, gr portGroup) string {
 	who := holderOf(d, p, gr)
 	switch gr.cause {
 	case CausePerDestination:
+		if p.bind {
+			return fmt.Sprintf("%s holds %d open connections on the range's ports; a bind() to port 0 needs a port no socket uses: if this socket binds only to connect(), set IP_BIND_ADDRESS_NO_PORT before bind() so its port is chosen at connect() and shared across destinations; else reuse connections", who, gr.ports)
+		}
 		return fmt.Sprintf("%s holds %d connections to this destination: reuse connections (HTTP keep-alive, a connection pool) instead of opening new ones", who, gr.ports)
 	case CauseBindBeforeConnect:
 		return fmt.Sprintf("%s binds its sockets before connect(): set IP_BIND_ADDRESS_NO_PORT before bind() (or do not bind), so the port is chosen at connect() and shared across destinations (Envoy upstream_bind_config, nginx proxy_bind, HAProxy source do this bind)", who)

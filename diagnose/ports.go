@@ -15,6 +15,7 @@ type portScene struct {
 	socks  []portmodel.Socket
 	source string // "iterator", or "sock_diag: <why the iterator was not used>"
 	tcp    netdiag.TCPSysctls
+	bind   bool // the failure is a bind() to port 0, not a connect()
 }
 
 // readPorts reads the netns's sockets (the BPF socket iterator when there
