@@ -12,12 +12,14 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/eaddr/eaddr/diagnose/portmodel"
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
 // TCP states (include/net/tcp_states.h).
 const (
 	tcpEstablished = 1
+	tcpSynRecv     = 3
 	tcpFinWait2    = 5
 	tcpTimeWait    = 6
 	tcpClose       = 7
@@ -102,6 +104,12 @@ func TestSockIterReadsWhatWasMade(t *testing.T) {
 	l2Addr := sockName(t, l2, false)
 	qc := sc.socket(unix.SOCK_STREAM)
 	sc.connect(qc, l2Addr)
+	// TCP_DEFER_ACCEPT: the listener drops the handshake's last ACK (no
+	// data), so the server side stays a request socket.
+	l3 := sc.listen(func(fd int) error { return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, 600) })
+	l3Addr := sockName(t, l3, false)
+	dc := sc.socket(unix.SOCK_STREAM)
+	sc.connect(dc, l3Addr)
 	uc := sc.socket(unix.SOCK_DGRAM)
 	sc.connect(uc, sockName(t, u, false))
 
@@ -153,6 +161,9 @@ func TestSockIterReadsWhatWasMade(t *testing.T) {
 		"fin_wait2 mini":         {Proto: portmodel.TCP, State: tcpFinWait2, Local: fwAddr, Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, Orphan: true, TW: portmodel.TimeWait{Known: true, TSRecent: true}},
 		"second listener":        full(t, l2, portmodel.TCP, tcpListen, portmodel.BucketByBind),
 		"unaccepted's peer":      full(t, qc, portmodel.TCP, tcpEstablished, portmodel.BucketByConnect),
+		"deferred listener":      full(t, l3, portmodel.TCP, tcpListen, portmodel.BucketByBind),
+		"deferred client":        full(t, dc, portmodel.TCP, tcpEstablished, portmodel.BucketByConnect),
+		"request socket":         {Proto: portmodel.TCP, State: tcpSynRecv, Local: l3Addr, Remote: sockName(t, dc, false)},
 		"unaccepted":             {Proto: portmodel.TCP, State: tcpEstablished, Local: l2Addr, Remote: sockName(t, qc, false), Bucket: portmodel.BucketByBind, Known: true},
 	}
 	set := func(name string, f func(*portmodel.Socket)) {
@@ -384,4 +395,39 @@ func TestSockIterUID(t *testing.T) {
 			t.Errorf("socket %v made as uid %d: read %+v", sockName(t, fd, false), uid, s)
 		}
 	}
+}
+
+// BenchmarkSockIterRead reads a netns holding 2001 TCP sockets (1000
+// connections to a listener, both sides); iter/task_file walks every file
+// of every task of the machine as well.
+func BenchmarkSockIterRead(b *testing.B) {
+	testenv.RequireRoot(b)
+	it, err := NewSockIter()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer it.Close()
+	ns, err := netns.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ns.Close()
+	ex, err := netns.Exhaust(ns, "tcp4", "127.0.0.1:8080", 40000, 40999)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ex.Close()
+	b.ResetTimer()
+	var n int
+	for range b.N {
+		err = ns.Do(func() error {
+			socks, err := it.Read(ns.Inode())
+			n = len(socks)
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n), "sockets")
 }
