@@ -431,3 +431,11 @@ func BenchmarkSockIterRead(b *testing.B) {
 	}
 	b.ReportMetric(float64(n), "sockets")
 }
+
+// A nil *SockIter (NewSockIter failed) passed on as a reader says so.
+func TestNilSockIterRead(t *testing.T) {
+	var it *SockIter
+	if socks, err := it.Read(1); err == nil || socks != nil {
+		t.Errorf("nil SockIter: Read = %v, %v; want an error", socks, err)
+	}
+}
