@@ -132,12 +132,14 @@ int sockiter_tcp(struct bpf_iter__tcp *ctx)
 	r.proto = SOCKITER_IPPROTO_TCP;
 	r.uid = ctx->uid;
 	read_common(&r, skc);
-	if (r.state == SOCKITER_TCP_TIME_WAIT)
+	if (r.state == SOCKITER_TCP_TIME_WAIT) {
 		read_tw(&r, skc);
-	else if (r.state == SOCKITER_TCP_NEW_SYN_RECV)
+	} else if (r.state == SOCKITER_TCP_NEW_SYN_RECV) {
 		r.flags |= SOCKITER_F_REQ;
-	else
+		r.state = SOCKITER_TCP_SYN_RECV; /* as sock_diag and ss show it */
+	} else {
 		read_full(&r, (const struct sock *)skc, true);
+	}
 	bpf_seq_write(seq, &r, sizeof(r));
 	return 0;
 }

@@ -35,7 +35,9 @@ enum sockiter_flag {
 	SOCKITER_F_TW = 16,
 	/* tw_entry_stamp exists on this kernel (6.13+) and was read. */
 	SOCKITER_F_TW_ENTRY = 32,
-	SOCKITER_F_REQ = 64, /* a request socket (NEW_SYN_RECV) */
+	/* A request socket (NEW_SYN_RECV): state says SYN_RECV, as sock_diag
+	 * and ss do; inode 0, uid its listener's, options unknown. */
+	SOCKITER_F_REQ = 64,
 };
 
 /* Values the programs test, from the kernel's ABI (these never change). */
@@ -43,6 +45,7 @@ enum sockiter_flag {
 #define SOCKITER_AF_INET6 10
 #define SOCKITER_IPPROTO_TCP 6
 #define SOCKITER_SOCK_STREAM 1
+#define SOCKITER_TCP_SYN_RECV 3
 #define SOCKITER_TCP_TIME_WAIT 6
 #define SOCKITER_TCP_CLOSE 7
 #define SOCKITER_TCP_NEW_SYN_RECV 12
@@ -65,7 +68,7 @@ struct sock_rec {
 	__u16 flags;          /* enum sockiter_flag */
 	__u8 source;          /* enum sockiter_source */
 	__u8 proto;           /* IPPROTO_TCP or IPPROTO_UDP */
-	__u8 state;           /* skc_state (tw_substate for minisockets) */
+	__u8 state;           /* skc_state; tw_substate for minisockets, SYN_RECV for request sockets */
 	__u8 reuse;           /* F_OPTS: skc_reuse: 0 SK_NO_REUSE, 1 SK_CAN_REUSE (SO_REUSEADDR), 2 SK_FORCE_REUSE */
 	__s8 fastreuse;       /* F_BUCKET: the bind bucket's fastreuse (-1: made by connect()) */
 	__s8 fastreuseport;   /* F_BUCKET: its fastreuseport */

@@ -118,6 +118,9 @@ func (s *SockIter) Close() error {
 // sockets of another netns. Sockets of tasks outside eaddr's pid namespace
 // are not seen by iter/task_file.
 func (s *SockIter) Read(netnsInode uint64) ([]portmodel.Socket, error) {
+	if s == nil { // e.g. NewSockIter failed, and its nil was passed on as an interface
+		return nil, errors.New("socket iterator: not loaded")
+	}
 	if netnsInode == 0 || netnsInode > math.MaxUint32 {
 		return nil, fmt.Errorf("socket iterator: netns inode %d is not a netns inode", netnsInode)
 	}

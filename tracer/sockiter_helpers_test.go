@@ -64,10 +64,11 @@ type scene struct {
 	t    *testing.T
 	ns   *netns.NS
 	open map[int]bool
+	want map[string]portmodel.Socket // what the iterator must read, by name
 }
 
 func newScene(t *testing.T, ns *netns.NS) *scene {
-	s := &scene{t: t, ns: ns, open: map[int]bool{}}
+	s := &scene{t: t, ns: ns, open: map[int]bool{}, want: map[string]portmodel.Socket{}}
 	t.Cleanup(func() {
 		for fd := range s.open {
 			unix.Close(fd)
@@ -181,13 +182,26 @@ func inode(t *testing.T, fd int) uint64 {
 	return st.Ino
 }
 
-// full is what the iterator must say of a socket the test holds by fd.
-func full(t *testing.T, fd int, proto portmodel.Proto, state uint8, b portmodel.Bucket) portmodel.Socket {
+// expect records what the iterator must read of one socket.
+func (s *scene) expect(name string, w portmodel.Socket) {
+	if _, dup := s.want[name]; dup {
+		s.t.Fatalf("two sockets named %q", name)
+	}
+	s.want[name] = w
+}
+
+// full is what the iterator must say of a socket the test holds by fd:
+// its addresses and inode as the fd shows them, its options known (and as
+// set...), no orphan, no TIME_WAIT.
+func full(t *testing.T, fd int, proto portmodel.Proto, state uint8, b portmodel.Bucket, set ...func(*portmodel.Socket)) portmodel.Socket {
 	t.Helper()
 	s := portmodel.Socket{Proto: proto, State: state, Local: sockName(t, fd, false), Bucket: b, Known: true, Inode: inode(t, fd)}
 	if sa, err := unix.Getpeername(fd); err == nil {
 		in4 := sa.(*unix.SockaddrInet4)
 		s.Remote = netip.AddrPortFrom(netip.AddrFrom4(in4.Addr), uint16(in4.Port))
+	}
+	for _, f := range set {
+		f(&s)
 	}
 	return s
 }

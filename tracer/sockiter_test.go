@@ -12,12 +12,14 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/eaddr/eaddr/diagnose/portmodel"
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
 // TCP states (include/net/tcp_states.h).
 const (
 	tcpEstablished = 1
+	tcpSynRecv     = 3
 	tcpFinWait2    = 5
 	tcpTimeWait    = 6
 	tcpClose       = 7
@@ -63,123 +65,132 @@ func kernelHasTWEntryStamp(t *testing.T) bool {
 
 // TestSockIterReadsWhatWasMade makes one socket of each kind the port rules
 // tell apart in a throwaway netns and checks every field the iterator reads
-// of each against what the test made.
+// of each against what the test made, and against ss.
 func TestSockIterReadsWhatWasMade(t *testing.T) {
 	it := newSockIter(t)
 	ns := newNetns(t)
 	sc := newScene(t, ns)
 	startSec, startMS := monotonic(t)
-
 	l := sc.listen()
-	lAddr := sockName(t, l, false)
-	c1 := sc.socket(unix.SOCK_STREAM) // port from connect()
-	sc.connect(c1, lAddr)
-	s1 := sc.accept(l)
-	c2 := sc.socket(unix.SOCK_STREAM) // bound to port 0, then connected
-	sc.bind0(c2)
-	sc.connect(c2, lAddr)
-	s2 := sc.accept(l)
-	b := sc.socket(unix.SOCK_STREAM, sockopt(unix.SO_REUSEADDR), bindToDevice("lo")) // only bound
-	sc.bind0(b)
-	r := sc.listen(sockopt(unix.SO_REUSEADDR), sockopt(unix.SO_REUSEPORT))
-	u := sc.socket(unix.SOCK_DGRAM)
-	sc.bind0(u)
-	// A SO_REUSEADDR socket bound to the port a SO_REUSEADDR connect() got:
-	// no conflict (both reuse, neither listens), and inet_csk_update_fastreuse
-	// leaves fastreuse at -1 (the binder reuses) but sets fastreuseport to 0:
-	// the bucket now counts as made by bind() for both.
-	rc := sc.socket(unix.SOCK_STREAM, sockopt(unix.SO_REUSEADDR))
-	sc.connect(rc, lAddr)
-	rcSrv := sc.accept(l)
-	rb := sc.socket(unix.SOCK_STREAM, sockopt(unix.SO_REUSEADDR))
-	rcAddr := sockName(t, rc, false)
-	if err := unix.Bind(rb, &unix.SockaddrInet4{Addr: rcAddr.Addr().As4(), Port: int(rcAddr.Port())}); err != nil {
-		t.Fatalf("bind to the port of a connected socket, both SO_REUSEADDR: %v", err)
-	}
-	// A connection nobody accepts: its server side has no socket (and so
-	// no inode) yet, and is no orphan.
-	l2 := sc.listen()
-	l2Addr := sockName(t, l2, false)
-	qc := sc.socket(unix.SOCK_STREAM)
-	sc.connect(qc, l2Addr)
-	uc := sc.socket(unix.SOCK_DGRAM)
-	sc.connect(uc, sockName(t, u, false))
-
-	twTS := sc.timeWait(l, true) // timestamps on (the default), port by bind()
-	// With the default tcp_fin_timeout (60s) an orphan that reaches
-	// FIN_WAIT2 becomes a minisocket (tcp_time_wait(sk, TCP_FIN_WAIT2)).
-	fw := sc.socket(unix.SOCK_STREAM)
-	sc.connect(fw, lAddr)
-	fwSrv := sc.accept(l)
-	fwAddr := sockName(t, fw, false)
-	sc.close(fw)
-	// Before tcp_fin_timeout changes below: the peer may delay its ACK.
-	waitRead(t, it, ns, "the FIN_WAIT2 minisocket", func(socks []portmodel.Socket) bool {
-		got := find(socks, portmodel.TCP, fwAddr, lAddr)
-		return len(got) == 1 && got[0].State == tcpFinWait2 && got[0].TW.Known
-	})
-	if err := ns.SetSysctl("net.ipv4.tcp_timestamps", "0"); err != nil {
-		t.Fatal(err)
-	}
-	twNoTS := sc.timeWait(l, false) // no timestamps, port by connect()
-	// A longer tcp_fin_timeout keeps an orphan in FIN_WAIT2 a full socket
-	// (tcp_close: tcp_fin_time() > TCP_TIMEWAIT_LEN) for 10 minutes.
-	if err := ns.SetSysctl("net.ipv4.tcp_fin_timeout", "660"); err != nil {
-		t.Fatal(err)
-	}
-	o := sc.socket(unix.SOCK_STREAM)
-	sc.connect(o, lAddr)
-	oSrv := sc.accept(l)
-	oAddr := sockName(t, o, false)
-
-	want := map[string]portmodel.Socket{
-		"listener":               full(t, l, portmodel.TCP, tcpListen, portmodel.BucketByBind),
-		"port by connect":        full(t, c1, portmodel.TCP, tcpEstablished, portmodel.BucketByConnect),
-		"accepted":               full(t, s1, portmodel.TCP, tcpEstablished, portmodel.BucketByBind),
-		"bound, connected":       full(t, c2, portmodel.TCP, tcpEstablished, portmodel.BucketByBind),
-		"its peer":               full(t, s2, portmodel.TCP, tcpEstablished, portmodel.BucketByBind),
-		"bound only":             full(t, b, portmodel.TCP, tcpClose, portmodel.BucketByBind),
-		"reuse listener":         full(t, r, portmodel.TCP, tcpListen, portmodel.BucketByBind),
-		"reuse, port by connect": full(t, rc, portmodel.TCP, tcpEstablished, portmodel.BucketByBind),
-		"its server side":        full(t, rcSrv, portmodel.TCP, tcpEstablished, portmodel.BucketByBind),
-		"reuse bound on it":      full(t, rb, portmodel.TCP, tcpClose, portmodel.BucketByBind),
-		"udp bound":              full(t, u, portmodel.UDP, tcpClose, portmodel.BucketUnknown),
-		"udp connected":          full(t, uc, portmodel.UDP, tcpEstablished, portmodel.BucketUnknown),
-		"fin_wait2 peer":         full(t, fwSrv, portmodel.TCP, tcpCloseWait, portmodel.BucketByBind),
-		"orphan peer":            full(t, oSrv, portmodel.TCP, tcpCloseWait, portmodel.BucketByBind),
-		"fin_wait2 orphan":       {Proto: portmodel.TCP, State: tcpFinWait2, Local: oAddr, Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, Orphan: true},
-		"time_wait ts":           {Proto: portmodel.TCP, State: tcpTimeWait, Local: twTS, Remote: lAddr, Bucket: portmodel.BucketByBind, Known: true, TW: portmodel.TimeWait{Known: true, TSRecent: true}},
-		"time_wait no ts":        {Proto: portmodel.TCP, State: tcpTimeWait, Local: twNoTS, Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, TW: portmodel.TimeWait{Known: true}},
-		"fin_wait2 mini":         {Proto: portmodel.TCP, State: tcpFinWait2, Local: fwAddr, Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, Orphan: true, TW: portmodel.TimeWait{Known: true, TSRecent: true}},
-		"second listener":        full(t, l2, portmodel.TCP, tcpListen, portmodel.BucketByBind),
-		"unaccepted's peer":      full(t, qc, portmodel.TCP, tcpEstablished, portmodel.BucketByConnect),
-		"unaccepted":             {Proto: portmodel.TCP, State: tcpEstablished, Local: l2Addr, Remote: sockName(t, qc, false), Bucket: portmodel.BucketByBind, Known: true},
-	}
-	set := func(name string, f func(*portmodel.Socket)) {
-		w := want[name]
-		f(&w)
-		want[name] = w
-	}
-	set("reuse, port by connect", func(w *portmodel.Socket) { w.Reuse = true })
-	set("reuse bound on it", func(w *portmodel.Socket) { w.Reuse = true })
-	set("reuse listener", func(w *portmodel.Socket) { w.Reuse, w.ReusePort = true, true })
-	set("bound only", func(w *portmodel.Socket) { w.Reuse, w.BoundDev = true, 1 }) // lo is ifindex 1 in a new netns
-	// The peers' states are those after the FINs below.
-	set("fin_wait2 peer", func(w *portmodel.Socket) { w.State = tcpCloseWait })
-	set("orphan peer", func(w *portmodel.Socket) { w.State = tcpCloseWait })
-	sc.close(o)
-
+	sc.expect("listener", full(t, l, portmodel.TCP, tcpListen, portmodel.BucketByBind))
+	sc.openSockets(l)
+	sc.closingSockets(it, l)
 	socks := waitRead(t, it, ns, "the orphan in FIN_WAIT2, the TIME_WAITs and their server sides gone", func(socks []portmodel.Socket) bool {
-		for _, w := range want {
+		for _, w := range sc.want {
 			if got := find(socks, w.Proto, w.Local, w.Remote); len(got) != 1 || got[0].State != w.State || got[0].TW.Known != w.TW.Known {
 				return false
 			}
 		}
-		return len(socks) == len(want) // the TIME_WAITs' server sides left LAST_ACK
+		return len(socks) == len(sc.want) // the TIME_WAITs' server sides left LAST_ACK
 	})
 	endSec, endMS := monotonic(t)
-	checkSockets(t, socks, want, startSec, endSec, startMS, endMS)
+	checkSockets(t, socks, sc.want, startSec, endSec, startMS, endMS)
 	checkSS(t, ns, socks)
+}
+
+// openSockets makes the sockets that stay open: connections to l (with the
+// port from connect(), or bound to port 0 first), sockets that are only
+// bound, a listener with SO_REUSEADDR and SO_REUSEPORT, UDP sockets, an
+// unaccepted connection and a request socket.
+func (s *scene) openSockets(l int) {
+	t := s.t
+	lAddr := sockName(t, l, false)
+	c1 := s.socket(unix.SOCK_STREAM)
+	s.connect(c1, lAddr)
+	s.expect("port by connect", full(t, c1, portmodel.TCP, tcpEstablished, portmodel.BucketByConnect))
+	s.expect("accepted", full(t, s.accept(l), portmodel.TCP, tcpEstablished, portmodel.BucketByBind))
+	c2 := s.socket(unix.SOCK_STREAM)
+	s.bind0(c2)
+	s.connect(c2, lAddr)
+	s.expect("bound, connected", full(t, c2, portmodel.TCP, tcpEstablished, portmodel.BucketByBind))
+	s.expect("its peer", full(t, s.accept(l), portmodel.TCP, tcpEstablished, portmodel.BucketByBind))
+	b := s.socket(unix.SOCK_STREAM, sockopt(unix.SO_REUSEADDR), bindToDevice("lo"))
+	s.bind0(b)
+	s.expect("bound only", full(t, b, portmodel.TCP, tcpClose, portmodel.BucketByBind, func(w *portmodel.Socket) {
+		w.Reuse, w.BoundDev = true, 1 // lo is ifindex 1 in a new netns
+	}))
+	r := s.listen(sockopt(unix.SO_REUSEADDR), sockopt(unix.SO_REUSEPORT))
+	s.expect("reuse listener", full(t, r, portmodel.TCP, tcpListen, portmodel.BucketByBind, func(w *portmodel.Socket) {
+		w.Reuse, w.ReusePort = true, true
+	}))
+	// A SO_REUSEADDR socket bound to the port a SO_REUSEADDR connect() got:
+	// no conflict (both reuse, neither listens), and inet_csk_update_fastreuse
+	// leaves fastreuse at -1 (the binder reuses) but sets fastreuseport to 0:
+	// the bucket now counts as made by bind() for both.
+	reuse := func(w *portmodel.Socket) { w.Reuse = true }
+	rc := s.socket(unix.SOCK_STREAM, sockopt(unix.SO_REUSEADDR))
+	s.connect(rc, lAddr)
+	s.expect("its server side", full(t, s.accept(l), portmodel.TCP, tcpEstablished, portmodel.BucketByBind))
+	rb := s.socket(unix.SOCK_STREAM, sockopt(unix.SO_REUSEADDR))
+	rcAddr := sockName(t, rc, false)
+	if err := unix.Bind(rb, &unix.SockaddrInet4{Addr: rcAddr.Addr().As4(), Port: int(rcAddr.Port())}); err != nil {
+		t.Fatalf("bind to the port of a connected socket, both SO_REUSEADDR: %v", err)
+	}
+	s.expect("reuse, port by connect", full(t, rc, portmodel.TCP, tcpEstablished, portmodel.BucketByBind, reuse))
+	s.expect("reuse bound on it", full(t, rb, portmodel.TCP, tcpClose, portmodel.BucketByBind, reuse))
+	u := s.socket(unix.SOCK_DGRAM)
+	s.bind0(u)
+	uc := s.socket(unix.SOCK_DGRAM)
+	s.connect(uc, sockName(t, u, false))
+	s.expect("udp bound", full(t, u, portmodel.UDP, tcpClose, portmodel.BucketUnknown))
+	s.expect("udp connected", full(t, uc, portmodel.UDP, tcpEstablished, portmodel.BucketUnknown))
+	s.queued()
+}
+
+// queued makes a connection nobody accepts (its server side has no socket,
+// and so no inode, yet, and is no orphan), and one whose server side stays
+// a request socket: with TCP_DEFER_ACCEPT the listener drops the
+// handshake's last ACK when it brings no data.
+func (s *scene) queued() {
+	t := s.t
+	l2 := s.listen()
+	qc := s.socket(unix.SOCK_STREAM)
+	s.connect(qc, sockName(t, l2, false))
+	s.expect("second listener", full(t, l2, portmodel.TCP, tcpListen, portmodel.BucketByBind))
+	s.expect("unaccepted's peer", full(t, qc, portmodel.TCP, tcpEstablished, portmodel.BucketByConnect))
+	s.expect("unaccepted", portmodel.Socket{Proto: portmodel.TCP, State: tcpEstablished, Local: sockName(t, l2, false), Remote: sockName(t, qc, false), Bucket: portmodel.BucketByBind, Known: true})
+	l3 := s.listen(func(fd int) error { return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, 600) })
+	dc := s.socket(unix.SOCK_STREAM)
+	s.connect(dc, sockName(t, l3, false))
+	s.expect("deferred listener", full(t, l3, portmodel.TCP, tcpListen, portmodel.BucketByBind))
+	s.expect("deferred client", full(t, dc, portmodel.TCP, tcpEstablished, portmodel.BucketByConnect))
+	s.expect("request socket", portmodel.Socket{Proto: portmodel.TCP, State: tcpSynRecv, Local: sockName(t, l3, false), Remote: sockName(t, dc, false)})
+}
+
+// closingSockets makes the sockets a close() leaves: TIME_WAITs with and
+// without timestamps, a FIN_WAIT2 minisocket, a full orphan in FIN_WAIT2,
+// and the peers of the last two, in CLOSE_WAIT.
+func (s *scene) closingSockets(it *SockIter, l int) {
+	t := s.t
+	lAddr := sockName(t, l, false)
+	s.expect("time_wait ts", portmodel.Socket{Proto: portmodel.TCP, State: tcpTimeWait, Local: s.timeWait(l, true), Remote: lAddr, Bucket: portmodel.BucketByBind, Known: true, TW: portmodel.TimeWait{Known: true, TSRecent: true}})
+	// With the default tcp_fin_timeout (60s) an orphan that reaches
+	// FIN_WAIT2 becomes a minisocket (tcp_time_wait(sk, TCP_FIN_WAIT2)).
+	fw := s.socket(unix.SOCK_STREAM)
+	s.connect(fw, lAddr)
+	fwAddr := sockName(t, fw, false)
+	s.expect("fin_wait2 peer", full(t, s.accept(l), portmodel.TCP, tcpCloseWait, portmodel.BucketByBind))
+	s.close(fw)
+	s.expect("fin_wait2 mini", portmodel.Socket{Proto: portmodel.TCP, State: tcpFinWait2, Local: fwAddr, Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, Orphan: true, TW: portmodel.TimeWait{Known: true, TSRecent: true}})
+	// Before tcp_fin_timeout changes below: the peer may delay its ACK.
+	waitRead(t, it, s.ns, "the FIN_WAIT2 minisocket", func(socks []portmodel.Socket) bool {
+		got := find(socks, portmodel.TCP, fwAddr, lAddr)
+		return len(got) == 1 && got[0].State == tcpFinWait2 && got[0].TW.Known
+	})
+	if err := s.ns.SetSysctl("net.ipv4.tcp_timestamps", "0"); err != nil {
+		t.Fatal(err)
+	}
+	s.expect("time_wait no ts", portmodel.Socket{Proto: portmodel.TCP, State: tcpTimeWait, Local: s.timeWait(l, false), Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, TW: portmodel.TimeWait{Known: true}})
+	// A longer tcp_fin_timeout keeps an orphan in FIN_WAIT2 a full socket
+	// (tcp_close: tcp_fin_time() > TCP_TIMEWAIT_LEN) for 10 minutes.
+	if err := s.ns.SetSysctl("net.ipv4.tcp_fin_timeout", "660"); err != nil {
+		t.Fatal(err)
+	}
+	o := s.socket(unix.SOCK_STREAM)
+	s.connect(o, lAddr)
+	s.expect("orphan peer", full(t, s.accept(l), portmodel.TCP, tcpCloseWait, portmodel.BucketByBind))
+	s.expect("fin_wait2 orphan", portmodel.Socket{Proto: portmodel.TCP, State: tcpFinWait2, Local: sockName(t, o, false), Remote: lAddr, Bucket: portmodel.BucketByConnect, Known: true, Orphan: true})
+	s.close(o)
 }
 
 // checkSockets compares each socket read with the one the test made; the
@@ -383,5 +394,48 @@ func TestSockIterUID(t *testing.T) {
 		if len(s) != 1 || s[0].UID != uid || s[0].Inode != inode(t, fd) {
 			t.Errorf("socket %v made as uid %d: read %+v", sockName(t, fd, false), uid, s)
 		}
+	}
+}
+
+// BenchmarkSockIterRead reads a netns holding 2001 TCP sockets (1000
+// connections to a listener, both sides); iter/task_file walks every file
+// of every task of the machine as well.
+func BenchmarkSockIterRead(b *testing.B) {
+	testenv.RequireRoot(b)
+	it, err := NewSockIter()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer it.Close()
+	ns, err := netns.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ns.Close()
+	ex, err := netns.Exhaust(ns, "tcp4", "127.0.0.1:8080", 40000, 40999)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ex.Close()
+	b.ResetTimer()
+	var n int
+	for range b.N {
+		err = ns.Do(func() error {
+			socks, err := it.Read(ns.Inode())
+			n = len(socks)
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n), "sockets")
+}
+
+// A nil *SockIter (NewSockIter failed) passed on as a reader says so.
+func TestNilSockIterRead(t *testing.T) {
+	var it *SockIter
+	if socks, err := it.Read(1); err == nil || socks != nil {
+		t.Errorf("nil SockIter: Read = %v, %v; want an error", socks, err)
 	}
 }
