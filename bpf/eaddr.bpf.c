@@ -224,6 +224,11 @@ static __always_inline struct sock *fd_sock(struct task_struct *task, int fd)
 	return BPF_CORE_READ(sock, sk);
 }
 
+static __always_inline bool handshake_err(int err)
+{
+	return err == EADDR_ETIMEDOUT || err == EADDR_ECONNREFUSED || err == EADDR_EHOSTUNREACH || err == EADDR_ENETUNREACH;
+}
+
 /* A failed connect's source address and port, which the kernel released
  * (conn_ends), when the entry is for this failure (the same errno: an
  * entry of an earlier connect of the socket is not). The entry goes. */
@@ -262,9 +267,10 @@ static __always_inline void read_socket(struct event *e, struct task_struct *tas
 	else /* all four bytes: BPF_CORE_READ_INTO copies sizeof(*dst) */
 		BPF_CORE_READ_INTO((__u32 *)e->local_addr, sk, __sk_common.skc_rcv_saddr);
 	e->sock_cookie = BPF_CORE_READ(sk, __sk_common.skc_cookie.counter);
-	/* A failure (not a pending connect's event) on a socket that no longer
-	 * has a port: the connect failed and the kernel released it. */
-	if (ended_on && e->err > 0 && !e->local_port && e->sock_protocol == EADDR_IPPROTO_TCP)
+	/* A handshake's failure (not a pending connect's event, not a storm of
+	 * EADDRNOTAVAIL: no lookup for those) on a socket that no longer has a
+	 * port: the kernel released it. */
+	if (ended_on && handshake_err(e->err) && !e->local_port && e->sock_protocol == EADDR_IPPROTO_TCP)
 		fill_ended(e);
 }
 
