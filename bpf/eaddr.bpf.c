@@ -805,6 +805,10 @@ static __always_inline void record_end(const struct sock *sk)
 	int err = sk->sk_err;
 	if (err <= 0 || sk->sk_protocol != EADDR_IPPROTO_TCP || sk->__sk_common.skc_num)
 		return;
+	/* --netns: others' entries would only crowd the LRU. (--pid cannot be
+	 * applied: a timeout ends in a timer, in whichever task it interrupts.) */
+	if (filter_netns && BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum) != filter_netns)
+		return;
 	struct conn_end c = {.err = err, .family = sk->__sk_common.skc_family};
 	c.local_port = __builtin_bswap16(BPF_CORE_READ((struct inet_sock *)sk, inet_sport));
 	if (!c.local_port)
