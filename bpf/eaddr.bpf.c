@@ -791,11 +791,6 @@ int BPF_PROG(async_error, const struct sock *sk)
 	return 0;
 }
 
-/* A pending connect that leaves SYN_SENT: connected (forgotten), or closed,
- * with its error when the state changes before the error is reported
- * (tcp_done_with_error), without one when the program gave up. A socket
- * that enters SYN_SENT is a new connect: what was reported for its memory
- * before is another socket's. */
 /* A TCP connect that left SYN_SENT for CLOSE with an error: its source
  * address and port (struct conn_end). inet_put_port has zeroed skc_num;
  * inet_sport is still the port. skc_num still set means bind() chose the
@@ -817,10 +812,20 @@ static __always_inline void record_end(const struct sock *sk)
 		BPF_CORE_READ_INTO(&c.local_addr, sk, __sk_common.skc_v6_rcv_saddr);
 	else
 		BPF_CORE_READ_INTO((__u32 *)c.local_addr, sk, __sk_common.skc_rcv_saddr);
+	/* A non-blocking connect's entry is needed only when it was refused
+	 * within connect() (its event was read with no port); the others are
+	 * left to the LRU. */
 	__u64 key = bpf_get_socket_cookie((struct sock *)sk);
 	bpf_map_update_elem(&conn_ends, &key, &c, BPF_ANY);
 }
 
+/* A pending connect that leaves SYN_SENT: connected (forgotten), or closed,
+ * with its error when the state changes before the error is reported
+ * (tcp_done_with_error), without one when the program gave up. A socket
+ * that enters SYN_SENT is a new connect: what was reported for its memory
+ * before is another socket's. Attached also without async_on (Options
+ * NodePort, ended_on): it makes each connecting socket's cookie and records
+ * how failing connects ended. */
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(async_state, const struct sock *sk, int oldstate, int newstate)
 {
