@@ -255,6 +255,11 @@ static __always_inline bool proto_wanted(long ret)
 	return proto == EADDR_IPPROTO_UDP || proto == EADDR_IPPROTO_UDPLITE;
 }
 
+static __always_inline bool handshake_err(int err)
+{
+	return err == EADDR_ETIMEDOUT || err == EADDR_ECONNREFUSED || err == EADDR_EHOSTUNREACH || err == EADDR_ENETUNREACH;
+}
+
 /* A failed connect's source address and port, which the kernel released
  * (conn_ends), when the entry is for this failure (the same errno: an
  * entry of an earlier connect of the socket is not). The entry goes. */
@@ -293,9 +298,10 @@ static __always_inline void read_socket(struct event *e, struct task_struct *tas
 	else /* all four bytes: BPF_CORE_READ_INTO copies sizeof(*dst) */
 		BPF_CORE_READ_INTO((__u32 *)e->local_addr, sk, __sk_common.skc_rcv_saddr);
 	e->sock_cookie = BPF_CORE_READ(sk, __sk_common.skc_cookie.counter);
-	/* A failure (not a pending connect's event) on a socket that no longer
-	 * has a port: the connect failed and the kernel released it. */
-	if (ended_on && e->err > 0 && !e->local_port && e->sock_protocol == EADDR_IPPROTO_TCP)
+	/* A handshake's failure (not a pending connect's event, not a storm of
+	 * EADDRNOTAVAIL: no lookup for those) on a socket that no longer has a
+	 * port: the kernel released it. */
+	if (ended_on && handshake_err(e->err) && !e->local_port && e->sock_protocol == EADDR_IPPROTO_TCP)
 		fill_ended(e);
 }
 
@@ -816,11 +822,6 @@ int BPF_PROG(async_error, const struct sock *sk)
 	return 0;
 }
 
-/* A pending connect that leaves SYN_SENT: connected (forgotten), or closed,
- * with its error when the state changes before the error is reported
- * (tcp_done_with_error), without one when the program gave up. A socket
- * that enters SYN_SENT is a new connect: what was reported for its memory
- * before is another socket's. */
 /* A TCP connect that left SYN_SENT for CLOSE with an error: its source
  * address and port (struct conn_end). inet_put_port has zeroed skc_num;
  * inet_sport is still the port. skc_num still set means bind() chose the
@@ -830,6 +831,10 @@ static __always_inline void record_end(const struct sock *sk)
 	int err = sk->sk_err;
 	if (err <= 0 || sk->sk_protocol != EADDR_IPPROTO_TCP || sk->__sk_common.skc_num)
 		return;
+	/* --netns: others' entries would only crowd the LRU. (--pid cannot be
+	 * applied: a timeout ends in a timer, in whichever task it interrupts.) */
+	if (filter_netns && BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum) != filter_netns)
+		return;
 	struct conn_end c = {.err = err, .family = sk->__sk_common.skc_family};
 	c.local_port = __builtin_bswap16(BPF_CORE_READ((struct inet_sock *)sk, inet_sport));
 	if (!c.local_port)
@@ -838,10 +843,20 @@ static __always_inline void record_end(const struct sock *sk)
 		BPF_CORE_READ_INTO(&c.local_addr, sk, __sk_common.skc_v6_rcv_saddr);
 	else
 		BPF_CORE_READ_INTO((__u32 *)c.local_addr, sk, __sk_common.skc_rcv_saddr);
+	/* A non-blocking connect's entry is needed only when it was refused
+	 * within connect() (its event was read with no port); the others are
+	 * left to the LRU. */
 	__u64 key = bpf_get_socket_cookie((struct sock *)sk);
 	bpf_map_update_elem(&conn_ends, &key, &c, BPF_ANY);
 }
 
+/* A pending connect that leaves SYN_SENT: connected (forgotten), or closed,
+ * with its error when the state changes before the error is reported
+ * (tcp_done_with_error), without one when the program gave up. A socket
+ * that enters SYN_SENT is a new connect: what was reported for its memory
+ * before is another socket's. Attached also without async_on (Options
+ * NodePort, ended_on): it makes each connecting socket's cookie and records
+ * how failing connects ended. */
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(async_state, const struct sock *sk, int oldstate, int newstate)
 {

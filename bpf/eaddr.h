@@ -41,6 +41,12 @@ enum errno_id {
 	EADDR_EADDRINUSE = 98,
 	EADDR_EADDRNOTAVAIL = 99,
 	EADDR_EINPROGRESS = 115, /* never reported: a non-blocking connect() in progress */
+	/* What a TCP handshake fails with (the socket's error): only these
+	 * look for a released source port (struct conn_end). */
+	EADDR_ENETUNREACH = 101,
+	EADDR_ETIMEDOUT = 110,
+	EADDR_ECONNREFUSED = 111,
+	EADDR_EHOSTUNREACH = 113,
 	/* Never reported either: the kernel's restart codes (include/linux/errno.h),
 	 * which the exit tracepoint sees when a signal interrupts a call (a blocking
 	 * connect() waiting for its handshake). No program sees them: the call is

@@ -132,8 +132,12 @@ func NodePortRangeFixes(sc *netdiag.PortSysctls, npLo, npHi int) []string {
 	move := clearRange(sc, npLo, npHi)
 	if left := sc.Usable() - overlap; left > 0 {
 		reserved := mergeSpans(append(append([]netdiag.PortSpan(nil), sc.Reserved...), netdiag.PortSpan{Lo: lo, Hi: hi}))
-		fixes = append(fixes, fmt.Sprintf("reserve the overlap %d-%d: sysctl -w net.ipv4.ip_local_reserved_ports=%s (the list replaces the current one; %d ports of %d-%d stay usable)",
-			lo, hi, netdiag.FormatSpans(reserved), left, sc.RangeLo, sc.RangeHi))
+		few := ""
+		if left < 1024 && move != "" {
+			few = ": few, moving the range is better"
+		}
+		fixes = append(fixes, fmt.Sprintf("reserve the overlap %d-%d: sysctl -w net.ipv4.ip_local_reserved_ports=%s (the list replaces the current one; %d ports of %d-%d stay usable%s)",
+			lo, hi, netdiag.FormatSpans(reserved), left, sc.RangeLo, sc.RangeHi, few))
 		if move != "" {
 			fixes = append(fixes, "or move the range clear of the NodePort range: "+move)
 		}

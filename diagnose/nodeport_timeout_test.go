@@ -33,7 +33,7 @@ func TestNodePortRangeFixes(t *testing.T) {
 			`or move the range clear of the NodePort range: sysctl -w net.ipv4.ip_local_port_range="32768 65535"`}, ""},
 		{"reserved already, merged", 20000, 31000, "8080,30500-30600", []string{"ip_local_reserved_ports=8080,30000-31000 (", `ip_local_port_range="20000 29999"`}, ""},
 		{"clear", 32768, 60999, "", []string{"no longer hands out ports of the NodePort range"}, "sysctl -w"},
-		{"too little left outside", 29500, 32767, "", []string{"ip_local_reserved_ports=30000-32767", `ip_local_port_range="32768 60999"`}, ""},
+		{"too little left outside", 29500, 32767, "", []string{"ip_local_reserved_ports=30000-32767 (the list replaces the current one; 500 ports of 29500-32767 stay usable: few, moving the range is better)", `ip_local_port_range="32768 60999"`}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := netdiag.ParseReserved(tc.reserved)

@@ -36,7 +36,9 @@ func (r *traceRun) kubeEvent(ev *decode.Event, g *diagnose.Diagnosis) {
 			f.Fix = g.Fix[0]
 		}
 	}
-	if r.explainer != nil && r.x.Meaning != nil {
+	if g != nil && g.Meaning != "" { // the diagnosis's own, as in the JSON's explain.meaning
+		f.Meaning = g.Meaning
+	} else if r.explainer != nil && r.x.Meaning != nil {
 		f.Meaning = r.x.Meaning.Meaning
 	}
 	k.Report(f)

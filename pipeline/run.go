@@ -23,7 +23,7 @@ const (
 	DefaultNamesWait = 400 * time.Millisecond
 	// holdPoll is how often held events are looked at while any wait.
 	holdPoll = 5 * time.Millisecond
-	// holdMax bounds the events waiting (376 bytes each); past it an event
+	// holdMax bounds the events waiting (384 bytes each); past it an event
 	// goes out at once without names.
 	holdMax = 4096
 )

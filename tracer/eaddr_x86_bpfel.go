@@ -43,6 +43,10 @@ const (
 	eaddrErrnoIdEADDR_EADDRINUSE            eaddrErrnoId = 98
 	eaddrErrnoIdEADDR_EADDRNOTAVAIL         eaddrErrnoId = 99
 	eaddrErrnoIdEADDR_EINPROGRESS           eaddrErrnoId = 115
+	eaddrErrnoIdEADDR_ENETUNREACH           eaddrErrnoId = 101
+	eaddrErrnoIdEADDR_ETIMEDOUT             eaddrErrnoId = 110
+	eaddrErrnoIdEADDR_ECONNREFUSED          eaddrErrnoId = 111
+	eaddrErrnoIdEADDR_EHOSTUNREACH          eaddrErrnoId = 113
 	eaddrErrnoIdEADDR_ERESTARTSYS           eaddrErrnoId = 512
 	eaddrErrnoIdEADDR_ERESTART_RESTARTBLOCK eaddrErrnoId = 516
 )

@@ -14,7 +14,7 @@ import (
 // chose and released (FlagReleased), in a netns whose ip_local_port_range
 // is the single port 40000; a port bind() chose is the socket's, still held
 // after the failure: no FlagReleased. Every event carries the socket's
-// cookie, which is SO_COOKIE's.
+// cookie, which is SO_COOKIE's. The same with --netns set to that netns.
 func TestReleasedSourcePort(t *testing.T) {
 	ns, err := netns.New()
 	if err != nil {
@@ -24,7 +24,10 @@ func TestReleasedSourcePort(t *testing.T) {
 	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "40000 40000"); err != nil {
 		t.Fatal(err)
 	}
-	tr := newTracer(t, Options{PID: uint32(os.Getpid()), Errnos: []int{int(unix.ECONNREFUSED)}, Async: true})
+	opts := Options{PID: uint32(os.Getpid()), Errnos: []int{int(unix.ECONNREFUSED)}, Async: true}
+	all := newTracer(t, opts)
+	opts.NetNS = uint32(ns.Inode())
+	inNS := newTracer(t, opts)
 	for _, tc := range []struct {
 		name     string
 		flags    int // socket type flags
@@ -60,16 +63,23 @@ func TestReleasedSourcePort(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ev := expect(t, tr, tc.name+" refused connect", SysConnect, unix.ECONNREFUSED)
-			if int(ev.LocalPort) != tc.port || [4]byte(ev.LocalAddr[:4]) != [4]byte{127, 0, 0, 1} || (ev.Flags&FlagReleased != 0) != tc.released {
-				t.Errorf("local % x port %d flags %#x, want 127.0.0.1 port %d released %v", ev.LocalAddr[:4], ev.LocalPort, ev.Flags, tc.port, tc.released)
-			}
-			if ev.SockCookie == 0 || ev.SockCookie != cookie {
-				t.Errorf("cookie %d, SO_COOKIE says %d", ev.SockCookie, cookie)
-			}
-			if (ev.Flags&FlagAsync != 0) != (tc.flags != 0) {
-				t.Errorf("flags %#x: async is for the non-blocking connect", ev.Flags)
+			for name, tr := range map[string]*Tracer{"all": all, "--netns": inNS} {
+				ev := expect(t, tr, tc.name+" refused connect", SysConnect, unix.ECONNREFUSED)
+				checkReleased(t, name, ev, tc.port, tc.released, tc.flags != 0, cookie)
 			}
 		})
+	}
+}
+
+func checkReleased(t *testing.T, name string, ev RawEvent, port int, released, async bool, cookie uint64) {
+	t.Helper()
+	if int(ev.LocalPort) != port || [4]byte(ev.LocalAddr[:4]) != [4]byte{127, 0, 0, 1} || (ev.Flags&FlagReleased != 0) != released {
+		t.Errorf("%s: local % x port %d flags %#x, want 127.0.0.1 port %d released %v", name, ev.LocalAddr[:4], ev.LocalPort, ev.Flags, port, released)
+	}
+	if ev.SockCookie == 0 || ev.SockCookie != cookie {
+		t.Errorf("%s: cookie %d, SO_COOKIE says %d", name, ev.SockCookie, cookie)
+	}
+	if (ev.Flags&FlagAsync != 0) != async {
+		t.Errorf("%s: flags %#x: async is for the non-blocking connect", name, ev.Flags)
 	}
 }
