@@ -61,16 +61,16 @@ const (
 	sevCritical = diagnose.SevCritical
 )
 
-func runCheck(_ context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {
-	fs := pflag.NewFlagSet("check", pflag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: eaddr check [flags]
+// checkUsage is check's --help; %s is the flags.
+const checkUsage = `Usage: eaddr check [flags]
 
 Audit this node's network namespaces before connections fail (needs root): for the host
 netns and every other netns found through /proc, the ephemeral port range, reserved ports,
 ip_unprivileged_port_start and the parity advice of ip-sysctl.txt; overlap of the host's
-range with the NodePort range; ports in use toward the busiest destinations against
---warn/--crit; listening sockets inside the ephemeral range.
+range with the NodePort range; for the busiest destinations, the ports a connect() toward
+each could not have now, against --warn/--crit (the port model of eaddr's diagnosis: ports
+held toward it, ports held for every destination by bound sockets and listeners, TIME_WAIT
+that cannot be reused); listening sockets inside the ephemeral range.
 
 A network namespace that cannot be audited (no live process left in it to enter, its
 sysctls unreadable, its sockets not listed) is UNKNOWN, with why: never OK. The worst
@@ -88,7 +88,12 @@ status of all, ok < info < unknown < warning < critical, sets the exit status:
 For cron, a node-problem-detector custom plugin (3 reads as unknown), or a person.
 
 Flags:
-%s`, fs.FlagUsages())
+%s`
+
+func runCheck(_ context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {
+	fs := pflag.NewFlagSet("check", pflag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, checkUsage, fs.FlagUsages())
 	}
 	var f CheckFlags
 	f.SetFlags(fs)
@@ -121,18 +126,33 @@ Flags:
 	if err != nil {
 		return err
 	}
-	rep := checkReport{NodePortRange: fmt.Sprintf("%d-%d", npLo, npHi)}
+	o := diagnose.AuditOptions{HostNetNS: f.HostNetNS, NodePortLo: npLo, NodePortHi: npHi, Warn: f.Warn, Crit: f.Crit, Top: f.Top}
+	rep := auditNode(&f, o, members, log)
+	rep.NodePortRange = fmt.Sprintf("%d-%d", npLo, npHi)
+	if f.Output == "json" {
+		if _, err := stdout.Write(append(output.AppendCheckReport(nil, &rep), '\n')); err != nil {
+			return err
+		}
+	} else {
+		output.WriteCheckTable(stdout, &rep)
+	}
+	return checkStatus(&rep)
+}
+
+// auditNode audits the netns f selects, with their pods' names and the
+// socket iterators when they load.
+func auditNode(f *CheckFlags, o diagnose.AuditOptions, members map[uint64]int, log *slog.Logger) checkReport {
+	var rep checkReport
 	_, pods := pod.PodCgroups()
 	cri := kube.NewResolver(f.CRIEndpoint, pods, log)
 	defer cri.Close()
-	o := diagnose.AuditOptions{HostNetNS: f.HostNetNS, NodePortLo: npLo, NodePortHi: npHi, Warn: f.Warn, Crit: f.Crit, Top: f.Top}
 	if f.SocketIterators {
 		if it := pipeline.OpenSockIter(log); it != nil {
 			defer it.Close()
 			o.Iter = it
 		}
 	}
-	for _, inode := range checkedNetNS(f, members) {
+	for _, inode := range checkedNetNS(*f, members) {
 		r := diagnose.AuditNetNS(inode, members[inode], o)
 		if p, ok := cri.PodByNetNS(inode); ok && !r.Host {
 			r.Pod = &checkPod{Name: p.Name, Namespace: p.Namespace, UID: p.UID}
@@ -142,14 +162,7 @@ Flags:
 		}
 		rep.NetNS = append(rep.NetNS, r)
 	}
-	if f.Output == "json" {
-		if _, err := stdout.Write(append(output.AppendCheckReport(nil, &rep), '\n')); err != nil {
-			return err
-		}
-	} else {
-		output.WriteCheckTable(stdout, &rep)
-	}
-	return checkStatus(&rep)
+	return rep
 }
 
 // unknownError makes check exit 3 after saying why on stderr: what it
