@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/eaddr/eaddr/internal/testenv"
 )
 
 // expect is what a scene must have observed.
@@ -56,6 +58,7 @@ func TestNamesAreBuilt(t *testing.T) {
 // TestScenes builds every scene, checks what it observed and that its
 // cleanup left no process, socket or netns reference behind.
 func TestScenes(t *testing.T) {
+	testenv.RequireRoot(t)
 	for _, name := range Names {
 		t.Run(name, func(t *testing.T) {
 			before := socketFDs(t)
