@@ -69,6 +69,9 @@ func TestScenes(t *testing.T) {
 				checkScene(t, s, expected[name])
 			})
 			checkGone(t, left)
+			if kids := children(t); len(kids) > 0 {
+				t.Errorf("child processes of the test left after the scene: %v", kids)
+			}
 			if after := socketFDs(t); after != before {
 				t.Errorf("the test process holds %d sockets after the scene, %d before", after, before)
 			}
