@@ -16,6 +16,12 @@
 // Build the scene's netns is left as it was at the failure: checks that
 // would change it (a connect that succeeds after the TIME_WAIT reuse delay)
 // run on a twin netns built the same way.
+//
+// A diagnosis test uses it like this:
+//
+//	s := sockscene.Build(t, "close-wait-leak")
+//	// the event: s.Sys, s.Proto, s.Errno, s.Local, s.Remote, s.VictimPID, s.NS
+//	// the answer: s.Holders (Role "clients" holds the ports), s.Truth
 package sockscene
 
 import (
