@@ -71,6 +71,27 @@ func sameNetns(path string, cookie uint64) bool {
 	return err != nil || c == cookie
 }
 
+// children are the processes whose parent is the test process: a twin's
+// holders are not in the Scene, this finds them too.
+func children(t *testing.T) []int {
+	t.Helper()
+	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var pids []int
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
 // socketInodes are the inodes of the sockets process pid has open, sorted.
 func socketInodes(t *testing.T, pid int) []uint64 {
 	t.Helper()

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,6 +29,10 @@ func (r *rig) hand(s *Scene, role string, fds []int) Holder {
 	}
 	cmd := exec.Command(r.sleep, "3600")
 	cmd.ExtraFiles = files
+	// If the test process dies before its cleanup (killed by a timeout),
+	// the holder dies with it instead of keeping the netns for an hour.
+	// (The signal follows the forking thread: Go keeps its threads.)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	err := r.ns.Start(cmd)
 	if err == nil {
 		r.mu.Lock()

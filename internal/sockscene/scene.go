@@ -16,6 +16,12 @@
 // Build the scene's netns is left as it was at the failure: checks that
 // would change it (a connect that succeeds after the TIME_WAIT reuse delay)
 // run on a twin netns built the same way.
+//
+// A diagnosis test uses it like this:
+//
+//	s := sockscene.Build(t, "close-wait-leak")
+//	// the event: s.Sys, s.Proto, s.Errno, s.Local, s.Remote, s.VictimPID, s.NS
+//	// the answer: s.Holders (Role "clients" holds the ports), s.Truth
 package sockscene
 
 import (
@@ -51,12 +57,14 @@ type Scene struct {
 	Fix      string
 	FixWorks bool
 	FixErrno syscall.Errno
-	// Twin ("bind-in-use-timewait"), when not empty, is a variant of the
-	// scene made on a twin netns, TwinOK whether the call then succeeded
-	// and TwinErrno what it got otherwise.
-	Twin      string
-	TwinOK    bool
-	TwinErrno syscall.Errno
+	// Twin ("bind-in-use-timewait", "time-wait"), when not empty, is a
+	// variant or a fix tried on a twin netns, TwinOK whether the call then
+	// succeeded and TwinErrno what it got otherwise; ControlErrno
+	// ("time-wait") is what the same call got without the fix just before.
+	Twin         string
+	TwinOK       bool
+	TwinErrno    syscall.Errno
+	ControlErrno syscall.Errno
 	// Retry ("time-wait-loopback"), when not empty, says what was retried
 	// later, on a twin netns; RetryOK whether it succeeded and RetryWaited
 	// how long after the TIME_WAITs were made (recorded, not a bound).

@@ -53,8 +53,42 @@ func buildTimeWait(r *rig, s *Scene) {
 	r.veth("10.0.0.1/24")
 	dest := ap(netip.MustParseAddr("10.0.0.1"), srvPort)
 	r.timeWaits(s, dest, rangeN)
-	r.victim(s, call{sys: "connect", proto: "tcp", remote: dest})
+	c := call{sys: "connect", proto: "tcp", remote: dest}
+	r.victim(s, c)
 	r.truth(s)
+	twinReuse(r, s, c)
+}
+
+// twinReuse tries the fix tcp_tw_reuse=1 on a twin of "time-wait": a
+// connect with the fix, each time just after the same connect without it,
+// until the fixed one succeeds (once the reuse delay has passed). The
+// control's errno shows that, at that moment, only the fix made it work.
+func twinReuse(r *rig, s *Scene, c call) {
+	r.t.Helper()
+	twin := newRig(r.t, r.name+" (twin)")
+	defer twin.cleanup()
+	twin.setRange(rangeLo, rangeHi)
+	twin.sysctl("net.ipv4.tcp_tw_reuse", "0")
+	twin.veth("10.0.0.1/24")
+	twin.timeWaits(&Scene{}, c.remote, rangeN)
+	made := time.Now()
+	s.Twin = "on a twin netns: connect with tcp_tw_reuse=1, each just after one with 0, until it succeeds"
+	for time.Since(made) < waitLimit {
+		ok0, e0 := twin.probe(c)
+		if ok0 {
+			s.Notes = append(s.Notes, "twin: a connect with tcp_tw_reuse=0 succeeded")
+			break
+		}
+		twin.sysctl("net.ipv4.tcp_tw_reuse", "1")
+		ok1, e1 := twin.probe(c)
+		twin.sysctl("net.ipv4.tcp_tw_reuse", "0")
+		s.TwinOK, s.TwinErrno, s.ControlErrno = ok1, e1, e0
+		if ok1 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.Notes = append(s.Notes, fmt.Sprintf("twin: tried %v after the TIME_WAITs were made", time.Since(made).Round(time.Millisecond)))
 }
 
 // time-wait-loopback: TIME_WAIT on loopback with the default tcp_tw_reuse

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/eaddr/eaddr/internal/testenv"
 )
 
 // expect is what a scene must have observed.
@@ -56,6 +58,7 @@ func TestNamesAreBuilt(t *testing.T) {
 // TestScenes builds every scene, checks what it observed and that its
 // cleanup left no process, socket or netns reference behind.
 func TestScenes(t *testing.T) {
+	testenv.RequireRoot(t)
 	for _, name := range Names {
 		t.Run(name, func(t *testing.T) {
 			before := socketFDs(t)
@@ -66,6 +69,9 @@ func TestScenes(t *testing.T) {
 				checkScene(t, s, expected[name])
 			})
 			checkGone(t, left)
+			if kids := children(t); len(kids) > 0 {
+				t.Errorf("child processes of the test left after the scene: %v", kids)
+			}
 			if after := socketFDs(t); after != before {
 				t.Errorf("the test process holds %d sockets after the scene, %d before", after, before)
 			}
@@ -99,9 +105,9 @@ func checkScene(t *testing.T, s *Scene, want expect) {
 	}
 	checkTruth(t, s, want)
 	checkSpecific(t, s)
-	t.Logf("%s: %s %s local %v remote %v: %v; fix %q works %v (%v); twin %q ok %v (%v); retry %q ok %v after %s; attempts %d; addr %q; notes %q",
+	t.Logf("%s: %s %s local %v remote %v: %v; fix %q works %v (%v); twin %q ok %v (%v, control %v); retry %q ok %v after %s; attempts %d; addr %q; notes %q",
 		s.Name, s.Proto, s.Sys, s.Local, s.Remote, s.Errno, s.Fix, s.FixWorks, s.FixErrno,
-		s.Twin, s.TwinOK, s.TwinErrno, s.Retry, s.RetryOK, s.RetryWaited, s.Attempts, s.AddrFlags, s.Notes)
+		s.Twin, s.TwinOK, s.TwinErrno, s.ControlErrno, s.Retry, s.RetryOK, s.RetryWaited, s.Attempts, s.AddrFlags, s.Notes)
 }
 
 // checkHolder checks that h is alive, another process than the victim, and
@@ -180,6 +186,10 @@ func checkSpecific(t *testing.T, s *Scene) {
 	case "time-wait-loopback":
 		if s.Truth.Sysctls["net.ipv4.tcp_tw_reuse"] != "2" || s.Fix == "" || s.Retry == "" {
 			t.Errorf("tcp_tw_reuse %q, fix %q, retry %q", s.Truth.Sysctls["net.ipv4.tcp_tw_reuse"], s.Fix, s.Retry)
+		}
+	case "time-wait":
+		if !s.TwinOK || s.ControlErrno != syscall.EADDRNOTAVAIL {
+			t.Errorf("twin %q: ok %v (%v), control without the fix %v", s.Twin, s.TwinOK, s.TwinErrno, s.ControlErrno)
 		}
 	case "bind-in-use-listener":
 		if s.Fix == "" || s.FixWorks {
