@@ -91,13 +91,19 @@ type jsonEvent struct {
 		} `json:"other_wordings"`
 	} `json:"explain"`
 	Diagnosis *struct {
-		Verdict   string         `json:"verdict"`
-		PortRange string         `json:"port_range"`
-		Usable    int            `json:"usable_ports"`
-		InUse     int            `json:"in_use"`
-		Reserved  string         `json:"reserved_ports"`
-		States    map[string]int `json:"states"`
-		Holders   []struct {
+		Verdict     string         `json:"verdict"`
+		Cause       string         `json:"cause"`
+		PortRange   string         `json:"port_range"`
+		Usable      int            `json:"usable_ports"`
+		InUse       int            `json:"in_use"`
+		Free        int            `json:"free"`
+		HeldForAll  int            `json:"held_for_all"`
+		Unsure      int            `json:"unsure"`
+		Exhausted   bool           `json:"exhausted"`
+		SocketsFrom string         `json:"sockets_from"`
+		Reserved    string         `json:"reserved_ports"`
+		States      map[string]int `json:"states"`
+		Holders     []struct {
 			PID     int    `json:"pid"`
 			Comm    string `json:"comm"`
 			Sockets int    `json:"sockets"`
