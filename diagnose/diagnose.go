@@ -282,7 +282,7 @@ func (d *Diagnoser) noNetns(ev *decode.Event, g *Diagnosis, err error) {
 
 func (d *Diagnoser) nodePort(ev *decode.Event, g *Diagnosis, now time.Time) {
 	g.Verdict = fmt.Sprintf("source port %d is inside the NodePort range %d-%d: since Kubernetes 1.22 kube-proxy no longer holds NodePorts, so the reply to this connection can be caught by a NodePort rule and sent to a Service backend (kubelet health checks then fail at random); %s",
-		ev.Local.IP.Port(), d.NodePortLo, d.NodePortHi, d.ruleText(ev.Local.IP.Port()))
+		ev.Local.IP.Port(), d.NodePortLo, d.NodePortHi, d.ruleText(ev.Local.IP.Addr(), ev.Local.IP.Port()))
 	d.nodePortFixes(ev, g, now) // nodeport_timeout.go
 }
 

@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"fmt"
+	"net/netip"
 	"sort"
 	"time"
 
@@ -17,18 +18,19 @@ import (
 // means none is plugged in, which the diagnosis says.
 type NodePortRules interface {
 	// Find returns the Service (namespace/name:port) whose NodePort rule
-	// catches proto (unix.IPPROTO_TCP, ...) traffic to port; ok is false
+	// catches proto (unix.IPPROTO_TCP, ...) traffic to addr:port (IPVS
+	// matches the address too; an invalid addr matches any); ok is false
 	// when no rule is known for it, or the rules could not be read.
-	Find(proto uint8, port uint16) (service string, ok bool)
+	Find(proto uint8, addr netip.Addr, port uint16) (service string, ok bool)
 }
 
 // findRule is Find on a Diagnoser's rules, nil-safe: known is false when
 // there is no reader.
-func (d *Diagnoser) findRule(port uint16) (service string, ok, known bool) {
+func (d *Diagnoser) findRule(addr netip.Addr, port uint16) (service string, ok, known bool) {
 	if d.NodePortRules == nil {
 		return "", false, false
 	}
-	service, ok = d.NodePortRules.Find(unix.IPPROTO_TCP, port)
+	service, ok = d.NodePortRules.Find(unix.IPPROTO_TCP, addr, port)
 	return service, ok, true
 }
 
@@ -70,7 +72,7 @@ func (d *Diagnoser) KeyOf(ev *decode.Event) (Key, bool) {
 func (d *Diagnoser) nodePortFailure(ev *decode.Event, g *Diagnosis, now time.Time) {
 	port := ev.Local.IP.Port()
 	rng := fmt.Sprintf("%d-%d", d.NodePortLo, d.NodePortHi)
-	rule := d.ruleText(port)
+	rule := d.ruleText(ev.Local.IP.Addr(), port)
 	if ev.Errno == int(unix.ETIMEDOUT) {
 		g.Verdict = fmt.Sprintf("source port %d is inside the NodePort range %s in the host network namespace: the reply (SYN-ACK) to it was likely taken by a NodePort rule and sent to a Service backend, so the connection never completed (kube-proxy no longer holds NodePorts since Kubernetes 1.22); %s",
 			port, rng, rule)
@@ -106,8 +108,8 @@ func (d *Diagnoser) nodePortFixes(ev *decode.Event, g *Diagnosis, now time.Time)
 
 // ruleText says which NodePort rule catches replies to port, or that
 // eaddr does not know.
-func (d *Diagnoser) ruleText(port uint16) string {
-	service, ok, known := d.findRule(port)
+func (d *Diagnoser) ruleText(addr netip.Addr, port uint16) string {
+	service, ok, known := d.findRule(addr, port)
 	switch {
 	case ok:
 		return fmt.Sprintf("the node has a NodePort rule for tcp/%d: Service %s", port, service)

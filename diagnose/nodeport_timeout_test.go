@@ -56,7 +56,7 @@ func TestNodePortRangeFixes(t *testing.T) {
 
 type fakeRules map[uint16]string
 
-func (r fakeRules) Find(proto uint8, port uint16) (string, bool) {
+func (r fakeRules) Find(proto uint8, _ netip.Addr, port uint16) (string, bool) {
 	s, ok := r[port]
 	return s, ok && proto == unix.IPPROTO_TCP
 }

@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/eaddr/eaddr/diagnose/netdiag"
@@ -28,7 +29,7 @@ func NewHostRules(host uint64) *HostRules {
 
 // Find names the rule that catches proto traffic to port: its Service
 // when kube-proxy wrote it down, else its mode and what it matches.
-func (h *HostRules) Find(proto uint8, port uint16) (string, bool) {
+func (h *HostRules) Find(proto uint8, addr netip.Addr, port uint16) (string, bool) {
 	if now := h.now(); h.at.IsZero() || now.Sub(h.at) >= h.Every {
 		h.table, h.err = h.read()
 		h.at = now
@@ -37,6 +38,9 @@ func (h *HostRules) Find(proto uint8, port uint16) (string, bool) {
 		return "", false
 	}
 	hit, ok := h.table.Find(proto, port)
+	if addr.IsValid() && !addr.IsUnspecified() {
+		hit, ok = h.table.FindAddr(proto, addr, port)
+	}
 	if !ok {
 		return "", false
 	}

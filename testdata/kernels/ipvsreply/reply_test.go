@@ -13,6 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/diagnose/nodeport"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testenv"
@@ -75,6 +77,8 @@ func TestIPVSTakesNodePortReply(t *testing.T) {
 		t.Errorf("nodeport FindAddr(tcp, %s, %d) = %+v, %v; want the IPVS service to %s", nodeAddr, nodePort, h, ok, backend)
 	}
 
+	diagnoseTimeout(t, node, port)
+
 	// control: the same connect from a port that is no virtual service
 	setSysctl(t, node, "net.ipv4.ip_local_port_range", fmt.Sprintf("%d %d", freePort, freePort))
 	t0 = time.Now()
@@ -82,6 +86,35 @@ func TestIPVSTakesNodePortReply(t *testing.T) {
 	t.Logf("connect from %d (no virtual service): %v after %v", port, err, time.Since(t0).Round(time.Millisecond))
 	if port != freePort || err != nil {
 		t.Errorf("connect from %d: local port %d, %v; want %d, connected", freePort, port, err, freePort)
+	}
+}
+
+// diagnoseTimeout: eaddr's diagnosis of that timeout, with the node netns
+// as the host's and its IPVS rules read as a node's would be, says the
+// reply was likely taken and names the virtual service and its backend.
+func diagnoseTimeout(t *testing.T, node *netns.NS, port int) {
+	t.Helper()
+	pause := exec.Command("sleep", "600") // the node's own processes: the netns is reached through one
+	if err := node.Start(pause); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pause.Process.Kill(); pause.Wait() })
+	d := diagnose.NewDiagnoser()
+	d.HostNetNS = node.Inode()
+	d.NodePortRules = diagnose.NewHostRules(node.Inode())
+	local := netip.AddrPortFrom(netip.MustParseAddr(nodeAddr), uint16(port))
+	ev := &decode.Event{Syscall: decode.Connect, Errno: int(unix.ETIMEDOUT), NetNS: uint32(node.Inode()), PID: uint32(pause.Process.Pid),
+		HasSocket: true, Family: unix.AF_INET, Protocol: unix.IPPROTO_TCP, LocalReleased: true,
+		Local:  decode.Addr{Valid: true, Family: unix.AF_INET, IP: local},
+		Remote: decode.Addr{Valid: true, Family: unix.AF_INET, IP: netip.AddrPortFrom(netip.MustParseAddr(peerAddr), peerPort)}}
+	g := d.Diagnose(ev)
+	if g == nil {
+		t.Fatal("no diagnosis of the timeout")
+	}
+	t.Logf("diagnosis: %s; fix %q", g.Verdict, g.Fix)
+	want := fmt.Sprintf("ipvs virtual service %s:%d, backend %s", nodeAddr, nodePort, backend)
+	if !strings.Contains(g.Verdict, "likely taken by a NodePort rule") || !strings.Contains(g.Verdict, want) {
+		t.Errorf("diagnosis %q: want the reply likely taken, and %q", g.Verdict, want)
 	}
 }
 
