@@ -97,7 +97,7 @@ func TestKubernetesPodEndToEnd(t *testing.T) {
 		checkPrediction(t, client{Name: "busybox wget"}, ev, out)
 	}
 	g := ev.Diagnosis
-	if g == nil || !strings.HasPrefix(g.Verdict, "ephemeral ports exhausted toward 127.0.0.1:8080: 2 of 2 ports in 40000-40001 in use") {
+	if g == nil || !strings.HasPrefix(g.Verdict, "ephemeral ports exhausted toward 127.0.0.1:8080: none of the 2 ports of 40000-40001 is free: 2 held by open connections") {
 		t.Errorf("diagnosis %+v", g)
 	}
 	// The pod filters keep it, or leave it out.

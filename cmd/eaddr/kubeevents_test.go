@@ -208,7 +208,7 @@ func checkPodEvent(t *testing.T, e apiEvent, namespace, name, uid string) {
 		e.ReportingController != "eaddr.io/eaddr" {
 		t.Errorf("Event %+v, want a Warning EphemeralPortsExhausted on pod %s/%s uid %s", e, namespace, name, uid)
 	}
-	if !strings.HasPrefix(e.Note, "ephemeral ports exhausted toward 127.0.0.1:8080: 2 of 2 ports in 40000-40001 in use") ||
+	if !strings.HasPrefix(e.Note, "ephemeral ports exhausted toward 127.0.0.1:8080: none of the 2 ports of 40000-40001 is free: 2 held by open connections") ||
 		!strings.Contains(e.Note, "Fix: ") {
 		t.Errorf("note %q: want the verdict and the fix", e.Note)
 	}
