@@ -51,8 +51,9 @@ type Finding struct {
 // Destination is how many ports a netns holds toward one remote address.
 type Destination struct {
 	Remote    string `json:"remote"`
-	Ports     int    `json:"ports"`   // ports a connect() toward it could not have now (the port model)
-	Percent   int    `json:"percent"` // of the ports the kernel tries
+	Ports     int    `json:"ports"`            // ports a connect() toward it could not have now (the port model)
+	Percent   int    `json:"percent"`          // of the ports the kernel tries
+	Unsure    int    `json:"unsure,omitempty"` // more ports whose bind bucket could not be read
 	Exhausted bool   `json:"exhausted,omitempty"`
 }
 

@@ -27,10 +27,12 @@ func auditPorts(r *NetNSReport, p *portScene, o AuditOptions) {
 	}
 	r.InUse = len(used)
 	sort.Strings(r.Listeners)
-	for _, dst := range busiest(p.socks, max(o.Top, 1)*2) {
+	for _, dst := range busiest(p, max(o.Top, 1)*2) {
 		res := portmodel.Connect(p.sc, p.socks, p.sourceFor(netip.Addr{}, dst.Addr()), dst)
-		n := res.Tried - res.Free - res.TWReusable - res.SomeCalls
-		r.Destinations = append(r.Destinations, Destination{Remote: dst.String(), Ports: n, Percent: percent(n, res.Tried), Exhausted: res.Exhausted})
+		// only the ports the model is sure of: an unsure one is counted apart
+		n := res.FourTuple + res.HeldForAll
+		r.Destinations = append(r.Destinations, Destination{Remote: dst.String(), Ports: n, Percent: percent(n, res.Tried),
+			Unsure: res.Unsure, Exhausted: res.Exhausted})
 	}
 }
 
@@ -39,11 +41,12 @@ func (p *portScene) inRange(port int) bool {
 	return port >= p.sc.Lo && port <= p.sc.Hi && !p.reserved(port)
 }
 
-// busiest are the n remote addresses with the most TCP sockets.
-func busiest(socks []portmodel.Socket, n int) []netip.AddrPort {
+// busiest are the n remote addresses toward which the most TCP sockets
+// hold a port of the range (a server's accepted sockets hold its own port).
+func busiest(p *portScene, n int) []netip.AddrPort {
 	count := map[netip.AddrPort]int{}
-	for _, s := range socks {
-		if s.Proto == portmodel.TCP && s.Remote.Port() != 0 && s.State != stateListen {
+	for _, s := range p.socks {
+		if s.Proto == portmodel.TCP && s.Remote.Port() != 0 && s.State != stateListen && p.inRange(int(s.Local.Port())) {
 			count[s.Remote]++
 		}
 	}

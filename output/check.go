@@ -48,24 +48,46 @@ func appendNetNSReport(b []byte, r *diagnose.NetNSReport) []byte {
 	b = appendIntField(b, "unprivileged_port_start", r.UnprivilegedPort, true)
 	b = appendIntField(b, "usable_ports", r.Usable, true)
 	b = appendIntField(b, "ports_in_use", r.InUse, false)
-	if len(r.Destinations) > 0 {
-		b = append(b, `,"top_destinations":[`...)
-		for i, d := range r.Destinations {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"remote":`...)
-			b = AppendString(b, d.Remote)
-			b = appendIntField(b, "ports", d.Ports, false)
-			b = appendIntField(b, "percent", d.Percent, false)
-			b = append(b, '}')
-		}
-		b = append(b, ']')
+	if r.PortRange != "" {
+		b = appendIntField(b, "held_for_all", r.HeldForAll, false)
 	}
+	b = appendIntField(b, "unsure", r.Unsure, true)
+	b = appendStrField(b, &comma, "sockets_from", r.Source)
+	b = appendDestinations(b, r.Destinations)
 	b = appendStringList(b, "listeners_in_range", r.Listeners)
-	if len(r.Findings) > 0 {
+	b = appendFindings(b, r.Findings)
+	b = append(b, `,"worst":`...)
+	b = AppendString(b, r.Worst.String())
+	b = appendStrField(b, &comma, "error", r.Error)
+	return append(b, '}')
+}
+
+func appendDestinations(b []byte, ds []diagnose.Destination) []byte {
+	if len(ds) == 0 {
+		return b
+	}
+	b = append(b, `,"top_destinations":[`...)
+	for i, d := range ds {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"remote":`...)
+		b = AppendString(b, d.Remote)
+		b = appendIntField(b, "ports", d.Ports, false)
+		b = appendIntField(b, "percent", d.Percent, false)
+		b = appendIntField(b, "unsure", d.Unsure, true)
+		if d.Exhausted {
+			b = append(b, `,"exhausted":true`...)
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+func appendFindings(b []byte, fs []diagnose.Finding) []byte {
+	if len(fs) > 0 {
 		b = append(b, `,"findings":[`...)
-		for i, f := range r.Findings {
+		for i, f := range fs {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -77,10 +99,7 @@ func appendNetNSReport(b []byte, r *diagnose.NetNSReport) []byte {
 		}
 		b = append(b, ']')
 	}
-	b = append(b, `,"worst":`...)
-	b = AppendString(b, r.Worst.String())
-	b = appendStrField(b, &comma, "error", r.Error)
-	return append(b, '}')
+	return b
 }
 
 // appendIntField appends `,"name":n`, or nothing for 0 when omitZero.
@@ -130,14 +149,25 @@ func WriteCheckTable(w io.Writer, rep *diagnose.CheckReport) {
 			if res == "" {
 				res = "none"
 			}
-			fmt.Fprintf(w, "  range %s, reserved %s, usable %d, in use %d, unprivileged ports from %d\n", r.PortRange, res, r.Usable, r.InUse, r.UnprivilegedPort)
+			fmt.Fprintf(w, "  range %s, reserved %s, usable %d, in use %d, held for every destination %d, unprivileged ports from %d\n", r.PortRange, res, r.Usable, r.InUse, r.HeldForAll, r.UnprivilegedPort)
 		}
 		for _, d := range r.Destinations {
-			fmt.Fprintf(w, "  toward %-40s %6d ports %3d%%\n", d.Remote, d.Ports, d.Percent)
+			fmt.Fprintf(w, "  toward %-40s %6d ports %3d%%%s\n", d.Remote, d.Ports, d.Percent, destNote(d))
 		}
 		for _, f := range r.Findings {
 			fmt.Fprintf(w, "  %-8s %s\n", strings.ToUpper(f.Severity.String()), f.Message)
 		}
 	}
 	fmt.Fprintf(w, "worst: %s\n", strings.ToUpper(rep.Worst.String()))
+}
+
+// destNote: what the table adds to a destination's count.
+func destNote(d diagnose.Destination) string {
+	switch {
+	case d.Exhausted:
+		return "  exhausted"
+	case d.Unsure > 0:
+		return fmt.Sprintf("  (+%d unsure)", d.Unsure)
+	}
+	return ""
 }
