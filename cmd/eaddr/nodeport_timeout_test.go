@@ -82,7 +82,8 @@ func TestNodePortTimeout(t *testing.T) {
 	curl := testenv.Program(t, "curl", "curl")
 	ns := nodePortNS(t)
 	inode := strconv.FormatUint(ns.Inode(), 10)
-	p := startTrace(t, "--errno", "ETIMEDOUT", "--nodeport-collisions", "--nodeport-netns", inode)
+	// --diagnose-wait 1m: a busy machine or a TCG guest takes longer than 300 ms for the snapshot
+	p := startTrace(t, "--errno", "ETIMEDOUT", "--nodeport-collisions", "--nodeport-netns", inode, "--diagnose-wait", "1m")
 
 	t.Run("blocking", func(t *testing.T) {
 		pid, out := runInNS(t, ns, py, "-c", `import socket

@@ -5,12 +5,29 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
+
+// execComm waits until pid's comm is want, the program it execs, and
+// returns it. exec.Cmd.Start returns once the exec's close-on-exec pipe
+// closes, and the kernel sets the new comm after that (setup_new_exec
+// after begin_new_exec): a slow machine (a TCG guest) showed the test
+// binary's comm there.
+func (r *rig) execComm(pid int, want string) string {
+	r.t.Helper()
+	var comm string
+	r.waitFor("holder "+strconv.Itoa(pid)+" execs "+want, func() (bool, error) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		comm = strings.TrimSpace(string(b))
+		return err == nil && comm == want, err
+	})
+	return comm
+}
 
 // hand gives the sockets fds to a new `sleep 3600` started inside the
 // netns (through ExtraFiles: they are its fds 3, 4, ...), closes the
@@ -45,9 +62,7 @@ func (r *rig) hand(s *Scene, role string, fds []int) Holder {
 	}
 	r.must(err, "start holder")
 	h.PID = cmd.Process.Pid
-	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", h.PID))
-	r.must(err, "holder comm")
-	h.Comm = strings.TrimSpace(string(comm))
+	h.Comm = r.execComm(h.PID, filepath.Base(r.sleep))
 	h.StartTime, err = StartTime(h.PID)
 	r.must(err, "holder start time")
 	s.Holders = append(s.Holders, h)
