@@ -35,4 +35,3 @@ func TestAuditUsesTheModel(t *testing.T) {
 		t.Errorf("established: destinations %+v, worst %v; want only %s, exhausted, critical", r.Destinations, r.Worst, est.Remote)
 	}
 }
-

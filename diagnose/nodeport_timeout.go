@@ -112,7 +112,7 @@ func (d *Diagnoser) ruleText(addr netip.Addr, port uint16) string {
 	service, ok, known := d.findRule(addr, port)
 	switch {
 	case ok:
-		return fmt.Sprintf("the node has a NodePort rule for tcp/%d: Service %s", port, service)
+		return fmt.Sprintf("the node has a NodePort rule for tcp/%d: %s", port, service)
 	case known:
 		return fmt.Sprintf("eaddr found no NodePort rule for tcp/%d (or could not read the rules), so this is likely, not certain", port)
 	}

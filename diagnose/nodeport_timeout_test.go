@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"github.com/eaddr/eaddr/diagnose/nodeport"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -92,7 +93,7 @@ func TestNodePortTimeoutDiagnosis(t *testing.T) {
 		rules NodePortRules
 		rule  string
 	}{
-		{"rule found", fakeRules{30105: "default/web:http"}, "the node has a NodePort rule for tcp/30105: Service default/web:http"},
+		{"rule found", fakeRules{30105: "Service default/web:http (nftables rule: goto external-X)"}, "the node has a NodePort rule for tcp/30105: Service default/web:http (nftables rule: goto external-X)"},
 		{"rule not found", fakeRules{}, "eaddr found no NodePort rule for tcp/30105 (or could not read the rules), so this is likely, not certain"},
 		{"no rule reader", nil, "eaddr does not read the node's NodePort rules, so this is likely, not certain"},
 	} {
@@ -136,4 +137,21 @@ func startIn(t *testing.T, ns *netns.NS) int {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	return cmd.Process.Pid
+}
+
+// TestHitWords: a rule with a Service says it; one without says so, and
+// what it matches.
+func TestHitWords(t *testing.T) {
+	for _, c := range []struct {
+		h    nodeport.Hit
+		want string
+	}{
+		{nodeport.Hit{Mode: nodeport.ModeNftables, Service: "default/web:http", Verdict: "goto external-X"}, "Service default/web:http (nftables rule: goto external-X)"},
+		{nodeport.Hit{Mode: nodeport.ModeIPVS, Addr: netip.MustParseAddr("192.0.2.1"), Port: 30080, Backend: "192.0.2.3:8080"}, "a rule that names no Service (ipvs virtual service 192.0.2.1:30080, backend 192.0.2.3:8080)"},
+		{nodeport.Hit{Mode: nodeport.ModeIPTables}, "a rule that names no Service (iptables)"},
+	} {
+		if got := hitWords(c.h); got != c.want {
+			t.Errorf("hitWords(%+v) = %q, want %q", c.h, got, c.want)
+		}
+	}
 }

@@ -66,9 +66,9 @@ func (h *HostRules) read() (*nodeport.Table, error) {
 }
 
 func hitWords(h nodeport.Hit) string {
-	what := h.Service
-	if what == "" {
-		what = "a Service kube-proxy did not name"
+	what := "Service " + h.Service
+	if h.Service == "" {
+		what = "a rule that names no Service" // IPVS carries no names; a shortened nftables chain neither
 	}
 	switch {
 	case h.Addr.IsValid() && h.Backend != "":

@@ -112,7 +112,7 @@ func diagnoseTimeout(t *testing.T, node *netns.NS, port int) {
 		t.Fatal("no diagnosis of the timeout")
 	}
 	t.Logf("diagnosis: %s; fix %q", g.Verdict, g.Fix)
-	want := fmt.Sprintf("ipvs virtual service %s:%d, backend %s", nodeAddr, nodePort, backend)
+	want := fmt.Sprintf("a rule that names no Service (ipvs virtual service %s:%d, backend %s)", nodeAddr, nodePort, backend)
 	if !strings.Contains(g.Verdict, "likely taken by a NodePort rule") || !strings.Contains(g.Verdict, want) {
 		t.Errorf("diagnosis %q: want the reply likely taken, and %q", g.Verdict, want)
 	}
