@@ -42,8 +42,11 @@ packages=(
 	nftables iptables ipvsadm
 )
 
-apt-get update -qq
+# Another apt (unattended-upgrades on a fresh machine, a second install) may hold the
+# lock: wait for it instead of failing the first run.
+lock=(-o DPkg::Lock::Timeout=600)
+apt-get "${lock[@]}" update -qq
 # (make kernels fetches its kernels and busybox-static:arm64 through apt setups of its own, in its
 # cache: the host needs no arm64 architecture and no other Debian release in its sources.)
-apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+apt-get "${lock[@]}" install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 echo "deps: installed ${#packages[@]} packages"

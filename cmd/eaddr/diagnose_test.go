@@ -257,6 +257,10 @@ except OSError as e:
 // lost; none goes out without its diagnosis.
 func TestDiagnoseStorm(t *testing.T) {
 	ns := exhausted(t, "tcp4", "127.0.0.1")
+	// The pod's pause process: the netns stays reachable after the client
+	// exits, however far behind a busy machine leaves the reader (without
+	// it, a snapshot due after python's exit found the netns gone).
+	sandbox(t, ns)
 	py := python(t)
 	// --rate-limit 0: every event reaches the diagnoser, which must still
 	// take only a handful of snapshots.
