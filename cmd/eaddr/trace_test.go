@@ -701,6 +701,13 @@ except OSError as e:
 		if ev.Errno != "ENOENT" || ev.Explain == nil || !strings.Contains(ev.Explain.Expected, "nscd") {
 			t.Errorf("nscd probe %d: %s, explain %+v: want ENOENT labelled expected", i+1, ev.Errno, ev.Explain)
 		}
+		// a failure programs cause on purpose needs no fix
+		if ev.Diagnosis != nil && len(ev.Diagnosis.Fix) > 0 {
+			t.Errorf("nscd probe %d: fix %q, want none for an expected failure", i+1, ev.Diagnosis.Fix)
+		}
+	}
+	if g := other[0].Diagnosis; g == nil || len(g.Fix) == 0 {
+		t.Errorf("the script's own failure: diagnosis %+v, want one with a fix", g)
 	}
 	if nscd[0].Attempt != 0 || nscd[1].Attempt != 2 {
 		t.Errorf("nscd probes numbered %d, %d; want the second as attempt 2", nscd[0].Attempt, nscd[1].Attempt)
