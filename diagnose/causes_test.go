@@ -1,9 +1,13 @@
 package diagnose
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/internal/mountinfo"
 	"github.com/eaddr/eaddr/internal/sockscene"
 	"github.com/eaddr/eaddr/internal/testenv"
 	"github.com/eaddr/eaddr/tracer"
@@ -201,4 +206,64 @@ func writeReport(t *testing.T, rows []string) {
 	if err := os.WriteFile(path, []byte(head+strings.Join(rows, "\n")+"\n"), 0o644); err != nil {
 		t.Error(err)
 	}
+}
+
+// TestHolderPod: a holder in a pod's cgroup is named with its pod UID and
+// container ID, read from its cgroup path (a hostNetwork pod's holder is
+// another pod than the failing process's).
+func TestHolderPod(t *testing.T) {
+	testenv.RequireRoot(t)
+	it, err := tracer.NewSockIter()
+	if err != nil {
+		testenv.Skip(t, "no BPF socket iterator: "+err.Error())
+	}
+	t.Cleanup(func() { it.Close() })
+	s := sockscene.Build(t, "established")
+	pause(t, s)
+	uid, cid := intoPodCgroup(t, holderPID(s, "clients"))
+	d := NewDiagnoser()
+	d.Iter = it
+	g := d.Diagnose(sceneEvent(s))
+	if len(g.Holders) == 0 || g.Holders[0].PodUID != uid || g.Holders[0].ContainerID != cid {
+		t.Errorf("holders %+v, want pod %s container %s", g.Holders, uid, cid)
+	}
+}
+
+// intoPodCgroup moves pid into a kubepods-style cgroup (cgroupfs layout)
+// under the cgroup2 mount, and back out at cleanup, before the cgroup goes.
+func intoPodCgroup(t *testing.T, pid int) (uid, cid string) {
+	t.Helper()
+	root := ""
+	mounts, err := mountinfo.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mounts {
+		if m.FSType == "cgroup2" {
+			root = m.MountPoint
+			break
+		}
+	}
+	if root == "" {
+		testenv.Skip(t, "no cgroup2 mount")
+	}
+	rnd := make([]byte, 32)
+	rand.Read(rnd)
+	uid = fmt.Sprintf("%x-%x-%x-%x-%x", rnd[0:4], rnd[4:6], rnd[6:8], rnd[8:10], rnd[10:16])
+	cid = hex.EncodeToString(rnd)
+	top := filepath.Join(root, "eaddr-test-"+cid[:8])
+	leaf := filepath.Join(top, "kubepods", "besteffort", "pod"+uid, cid)
+	if err := os.MkdirAll(leaf, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
+		for d := leaf; strings.HasPrefix(d, top); d = filepath.Dir(d) {
+			os.Remove(d)
+		}
+	})
+	if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return uid, cid
 }

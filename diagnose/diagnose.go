@@ -59,11 +59,15 @@ type Count struct {
 	N     int
 }
 
-// Holder is a process and how many of the counted sockets it holds.
+// Holder is a process and how many of the counted sockets it holds, with
+// its pod when its cgroup is a pod's (it may be another pod than the failing
+// process's: hostNetwork pods share the node's netns).
 type Holder struct {
-	PID     int
-	Comm    string
-	Sockets int
+	PID         int
+	Comm        string
+	Sockets     int
+	PodUID      string // from its cgroup path; "" outside a pod
+	ContainerID string
 }
 
 type diagEntry struct {

@@ -2,11 +2,14 @@ package diagnose
 
 import (
 	"fmt"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/diagnose/portmodel"
+	"github.com/eaddr/eaddr/pod/kube"
 )
 
 // holders finds the processes that hold the socket inodes (each inode with
@@ -33,6 +36,7 @@ func (d *Diagnoser) holders(ns *netdiag.Netns, perInode map[uint64]int) []Holder
 	}
 	out := make([]Holder, 0, len(byPID))
 	for _, h := range byPID {
+		h.PodUID, h.ContainerID = holderPod(h.PID)
 		out = append(out, *h)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -42,6 +46,40 @@ func (d *Diagnoser) holders(ns *netdiag.Netns, perInode map[uint64]int) []Holder
 		return out[i].PID < out[j].PID
 	})
 	return out[:min(len(out), 3)]
+}
+
+// holderPod is the pod and container of pid from its cgroup path (any
+// hierarchy: on hybrid nodes the v1 controllers carry it), "" outside a pod
+// or when the process has exited.
+func holderPod(pid int) (uid, container string) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return "", ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		_, path, ok := cutLast(line)
+		if !ok {
+			continue
+		}
+		if p, ok := kube.ParseCgroupPath(path); ok {
+			return p.UID, p.ContainerID
+		}
+	}
+	return "", ""
+}
+
+// cutLast splits "ID:CONTROLLERS:PATH" at its second colon (a path may hold
+// colons: containerd's systemd form on cgroup v1).
+func cutLast(line string) (head, path string, ok bool) {
+	i := strings.IndexByte(line, ':')
+	if i < 0 {
+		return "", "", false
+	}
+	j := strings.IndexByte(line[i+1:], ':')
+	if j < 0 {
+		return "", "", false
+	}
+	return line[:i+1+j], line[i+2+j:], true
 }
 
 // stateCounts counts socks[idx...] by TCP state.

@@ -103,6 +103,14 @@ func appendHoldersJSON(b []byte, hs []diagnose.Holder) []byte {
 		b = AppendString(b, h.Comm)
 		b = append(b, `,"sockets":`...)
 		b = strconv.AppendInt(b, int64(h.Sockets), 10)
+		if h.PodUID != "" {
+			b = append(b, `,"pod_uid":`...)
+			b = AppendString(b, h.PodUID)
+		}
+		if h.ContainerID != "" {
+			b = append(b, `,"container_id":`...)
+			b = AppendString(b, h.ContainerID)
+		}
 		b = append(b, '}')
 	}
 	return append(b, ']')

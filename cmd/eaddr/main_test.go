@@ -104,9 +104,11 @@ type jsonEvent struct {
 		Reserved    string         `json:"reserved_ports"`
 		States      map[string]int `json:"states"`
 		Holders     []struct {
-			PID     int    `json:"pid"`
-			Comm    string `json:"comm"`
-			Sockets int    `json:"sockets"`
+			PID         int    `json:"pid"`
+			Comm        string `json:"comm"`
+			Sockets     int    `json:"sockets"`
+			PodUID      string `json:"pod_uid"`
+			ContainerID string `json:"container_id"`
 		} `json:"holders"`
 		Addresses   []string `json:"addresses"`
 		Fix         []string `json:"fix"`
