@@ -106,6 +106,14 @@ func (d *Diagnoser) nodePortFixes(ev *decode.Event, g *Diagnosis, now time.Time)
 	g.Fix = append(g.Fix, NodePortRangeFixes(&sc, d.NodePortLo, d.NodePortHi)...)
 }
 
+// rulesErr is why the rules reader read nothing, when it says.
+func (d *Diagnoser) rulesErr() string {
+	if e, ok := d.NodePortRules.(interface{ Err() error }); ok && e.Err() != nil {
+		return e.Err().Error()
+	}
+	return ""
+}
+
 // ruleText says which NodePort rule catches replies to port, or that
 // eaddr does not know.
 func (d *Diagnoser) ruleText(addr netip.Addr, port uint16) string {
@@ -113,8 +121,10 @@ func (d *Diagnoser) ruleText(addr netip.Addr, port uint16) string {
 	switch {
 	case ok:
 		return fmt.Sprintf("the node has a NodePort rule for tcp/%d: %s", port, service)
+	case known && d.rulesErr() != "":
+		return fmt.Sprintf("eaddr could not read the node's NodePort rules (%s), so this is likely, not certain (look for tcp/%d: nft list ruleset | grep -w %d, iptables-save | grep -w %d, ipvsadm -Ln | grep -w %d)", d.rulesErr(), port, port, port, port)
 	case known:
-		return fmt.Sprintf("eaddr found no NodePort rule for tcp/%d (or could not read the rules), so this is likely, not certain", port)
+		return fmt.Sprintf("eaddr found no NodePort rule for tcp/%d, so this is likely, not certain", port)
 	}
 	return fmt.Sprintf("eaddr does not read the node's NodePort rules, so this is likely, not certain (look for tcp/%d: nft list ruleset | grep -w %d, iptables-save | grep -w %d, ipvsadm -Ln | grep -w %d)", port, port, port, port)
 }

@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"errors"
 	"github.com/eaddr/eaddr/diagnose/nodeport"
 	"net/netip"
 	"os"
@@ -57,6 +58,12 @@ func TestNodePortRangeFixes(t *testing.T) {
 
 type fakeRules map[uint16]string
 
+// unreadableRules are rules that could not be read, as without CAP_NET_ADMIN.
+type unreadableRules struct{}
+
+func (unreadableRules) Find(uint8, netip.Addr, uint16) (string, bool) { return "", false }
+func (unreadableRules) Err() error                                    { return errors.New("nftables: operation not permitted") }
+
 func (r fakeRules) Find(proto uint8, _ netip.Addr, port uint16) (string, bool) {
 	s, ok := r[port]
 	return s, ok && proto == unix.IPPROTO_TCP
@@ -94,7 +101,8 @@ func TestNodePortTimeoutDiagnosis(t *testing.T) {
 		rule  string
 	}{
 		{"rule found", fakeRules{30105: "Service default/web:http (nftables rule: goto external-X)"}, "the node has a NodePort rule for tcp/30105: Service default/web:http (nftables rule: goto external-X)"},
-		{"rule not found", fakeRules{}, "eaddr found no NodePort rule for tcp/30105 (or could not read the rules), so this is likely, not certain"},
+		{"rule not found", fakeRules{}, "eaddr found no NodePort rule for tcp/30105, so this is likely, not certain"},
+		{"rules not readable", unreadableRules{}, "eaddr could not read the node's NodePort rules (nftables: operation not permitted), so this is likely, not certain"},
 		{"no rule reader", nil, "eaddr does not read the node's NodePort rules, so this is likely, not certain"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

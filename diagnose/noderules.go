@@ -47,7 +47,9 @@ func (h *HostRules) Find(proto uint8, addr netip.Addr, port uint16) (string, boo
 	return hitWords(hit), true
 }
 
-// Err is why the last read found nothing, nil when it read rules.
+// Err is why the last read found nothing, nil when it read rules. Reading
+// nftables and IPVS needs CAP_NET_ADMIN, which the DaemonSet does not add
+// (docs/kubernetes.md): there this says so.
 func (h *HostRules) Err() error { return h.err }
 
 func (h *HostRules) read() (*nodeport.Table, error) {
