@@ -249,11 +249,26 @@ func (l *lab) serverOf(dst netip.AddrPort) int {
 // (a /proc/net/tcp{,6} "st" number); the test's deadline bounds it.
 func (l *lab) waitTCPState(local netip.AddrPort, state int) {
 	l.t.Helper()
+	l.waitProc(1, local.Port(), state, true)
+}
+
+// waitNoPeerState waits until no socket whose remote port is port is in
+// state (the server side of a connection, seen from its peer's port).
+func (l *lab) waitNoPeerState(port uint16, state int) {
+	l.t.Helper()
+	l.waitProc(2, port, state, false)
+}
+
+// waitProc polls /proc/net/tcp and tcp6 of the netns until a socket whose
+// address in field (1 local, 2 remote) has port, in state, is there (want)
+// or is in neither (!want).
+func (l *lab) waitProc(field int, port uint16, state int, want bool) {
+	l.t.Helper()
 	for {
 		found := false
 		err := l.ns.Do(func() error {
 			for _, f := range []string{"/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"} {
-				ok, err := procHas(f, local.Port(), state)
+				ok, err := procHas(f, field, port, state)
 				if err != nil {
 					return err
 				}
@@ -264,16 +279,16 @@ func (l *lab) waitTCPState(local netip.AddrPort, state int) {
 		if err != nil {
 			l.t.Fatal(err)
 		}
-		if found {
+		if found == want {
 			return
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 }
 
-// procHas says whether the /proc/net/tcp-format file f has a socket with
-// local port port in state.
-func procHas(f string, port uint16, state int) (bool, error) {
+// procHas says whether the /proc/net/tcp-format file f has a socket whose
+// address in field (1 local, 2 remote) has port port, in state.
+func procHas(f string, field int, port uint16, state int) (bool, error) {
 	fh, err := os.Open(f)
 	if err != nil {
 		return false, err
@@ -285,7 +300,7 @@ func procHas(f string, port uint16, state int) (bool, error) {
 		if len(fs) < 4 || fs[0] == "sl" {
 			continue
 		}
-		_, p, _ := strings.Cut(fs[1], ":")
+		_, p, _ := strings.Cut(fs[field], ":")
 		pv, _ := strconv.ParseUint(p, 16, 16)
 		st, _ := strconv.ParseUint(fs[3], 16, 8)
 		if uint16(pv) == port && int(st) == state {

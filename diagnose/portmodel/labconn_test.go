@@ -54,6 +54,12 @@ func (l *lab) timeWait(c conn) {
 	l.waitTCPState(c.local, 5) // FIN_WAIT2: the server got our FIN
 	unix.Close(c.s)
 	l.waitTCPState(c.local, stateTimeWait)
+	// The server's side leaves LAST_ACK once our last ACK reaches it; until
+	// then it may send its FIN again, which refreshes our TIME_WAIT's
+	// timestamp (tcp_timewait_state_process) after it was recorded here: a
+	// loaded TCG guest showed it, the kernel then refusing reuse the model
+	// allowed. Recorded after, the stamp is no earlier than the kernel's.
+	l.waitNoPeerState(c.local.Port(), 9) // LAST_ACK
 	sec, ms := monotonic()
 	sk := &l.socks[c.idx]
 	sk.State, sk.Inode = stateTimeWait, 0
