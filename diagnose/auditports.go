@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"sort"
 
+	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/diagnose/portmodel"
 )
 
@@ -18,10 +19,10 @@ func auditPorts(r *NetNSReport, p *portScene, o AuditOptions) {
 	r.Source = p.source
 	used := map[uint16]bool{}
 	for _, s := range p.socks {
-		if s.State != stateListen && p.inRange(int(s.Local.Port())) {
+		if s.State != netdiag.StateListen && p.inRange(int(s.Local.Port())) {
 			used[s.Local.Port()] = true
 		}
-		if s.State == stateListen && p.inRange(int(s.Local.Port())) {
+		if s.State == netdiag.StateListen && p.inRange(int(s.Local.Port())) {
 			r.Listeners = append(r.Listeners, s.Local.String())
 		}
 	}
@@ -38,7 +39,7 @@ func auditPorts(r *NetNSReport, p *portScene, o AuditOptions) {
 
 // inRange: a port the kernel may hand out (inside the range, not reserved).
 func (p *portScene) inRange(port int) bool {
-	return port >= p.sc.Lo && port <= p.sc.Hi && !p.reserved(port)
+	return port >= p.sc.Lo && port <= p.sc.Hi && !p.sc.IsReserved(port)
 }
 
 // busiest are the n remote addresses toward which the most TCP sockets
@@ -46,7 +47,7 @@ func (p *portScene) inRange(port int) bool {
 func busiest(p *portScene, n int) []netip.AddrPort {
 	count := map[netip.AddrPort]int{}
 	for _, s := range p.socks {
-		if s.Proto == portmodel.TCP && s.Remote.Port() != 0 && s.State != stateListen && p.inRange(int(s.Local.Port())) {
+		if s.Proto == portmodel.TCP && s.Remote.Port() != 0 && s.State != netdiag.StateListen && p.inRange(int(s.Local.Port())) {
 			count[s.Remote]++
 		}
 	}

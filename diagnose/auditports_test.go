@@ -22,14 +22,14 @@ func TestAuditUsesTheModel(t *testing.T) {
 	o := AuditOptions{Iter: it, Top: 3, Warn: 70, Crit: 90, NodePortLo: 30000, NodePortHi: 32767}
 
 	bound := sockscene.Build(t, "bound-only")
-	pause(t, bound)
+	startIn(t, bound.NS)
 	r := AuditNetNS(bound.NS.Inode(), 0, o)
 	if r.HeldForAll != 10 || r.Unsure != 0 || r.Source != "iterator" || len(r.Destinations) != 0 {
 		t.Errorf("bound-only: held for all %d, unsure %d, from %q, destinations %+v; want 10, 0, the iterator, none", r.HeldForAll, r.Unsure, r.Source, r.Destinations)
 	}
 
 	est := sockscene.Build(t, "established")
-	pause(t, est)
+	startIn(t, est.NS)
 	r = AuditNetNS(est.NS.Inode(), 0, o)
 	if len(r.Destinations) != 1 || r.Destinations[0].Remote != est.Remote.String() || !r.Destinations[0].Exhausted || r.Worst != SevCritical {
 		t.Errorf("established: destinations %+v, worst %v; want only %s, exhausted, critical", r.Destinations, r.Worst, est.Remote)

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/diagnose/portmodel"
 )
 
@@ -70,7 +71,7 @@ func takenFix(p *portScene, conflicts []int, g *Diagnosis) string {
 
 func allTimeWait(p *portScene, idx []int) bool {
 	for _, i := range idx {
-		if p.socks[i].State != stateTimeWait {
+		if p.socks[i].State != netdiag.StateTimeWait {
 			return false
 		}
 	}

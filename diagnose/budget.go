@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/eaddr/eaddr/diagnose/netdiag"
-	"github.com/eaddr/eaddr/diagnose/portmodel"
 )
 
 // NodePortOverlap is the number of unreserved ports the range shares with
@@ -23,19 +22,4 @@ func NodePortOverlap(sc *netdiag.PortSysctls, lo, hi int) int {
 // out of the NodePort range [lo, hi].
 func NodePortFix(lo, hi int) string {
 	return fmt.Sprintf("net.ipv4.ip_local_reserved_ports=%d-%d, or a net.ipv4.ip_local_port_range that does not overlap the NodePort range %d-%d", lo, hi, lo, hi)
-}
-
-// NodePortOverlapModel is NodePortOverlap for the model's sysctls.
-func NodePortOverlapModel(sc portmodel.Sysctls, lo, hi int) int {
-	n := 0
-	for p := max(sc.Lo, lo); p <= min(sc.Hi, hi); p++ {
-		reserved := false
-		for _, r := range sc.Reserved {
-			reserved = reserved || (p >= r.Lo && p <= r.Hi)
-		}
-		if !reserved {
-			n++
-		}
-	}
-	return n
 }

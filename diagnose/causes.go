@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/diagnose/portmodel"
 )
 
@@ -108,9 +109,9 @@ func heldForAllCause(p *portScene, idx []int) string {
 	cause := CauseBindBeforeConnect
 	for _, i := range idx {
 		switch p.socks[i].State {
-		case stateListen:
+		case netdiag.StateListen:
 			return CauseListener
-		case stateClose:
+		case netdiag.StateClose:
 			cause = CauseBoundOnly
 		}
 	}
@@ -124,28 +125,15 @@ func stateCause(p *portScene, idx []int) string {
 		return CauseUnsure
 	}
 	switch p.socks[idx[0]].State {
-	case stateCloseWait:
+	case netdiag.StateCloseWait:
 		return CauseCloseWait
-	case stateFinWait1, stateFinWait2, stateLastAck, stateClosing:
+	case netdiag.StateFinWait1, netdiag.StateFinWait2, netdiag.StateLastAck, netdiag.StateClosing:
 		return CauseOrphans
-	case stateTimeWait:
+	case netdiag.StateTimeWait:
 		return CauseTimeWait
 	}
 	return CausePerDestination
 }
-
-// TCP states (include/net/tcp_states.h).
-const (
-	stateEstablished = 1
-	stateFinWait1    = 4
-	stateFinWait2    = 5
-	stateTimeWait    = 6
-	stateClose       = 7
-	stateCloseWait   = 8
-	stateLastAck     = 9
-	stateListen      = 10
-	stateClosing     = 11
-)
 
 // causeWords is how a verdict names a group of ports.
 func causeWords(c string) string {

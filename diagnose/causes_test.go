@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -71,7 +70,7 @@ func TestCauses(t *testing.T) {
 	for _, c := range causeCases {
 		t.Run(c.scene, func(t *testing.T) {
 			s := sockscene.Build(t, c.scene)
-			pause(t, s)
+			startIn(t, s.NS) // the pod's pause process: the failing call came from the test, not from the netns
 			d := NewDiagnoser()
 			d.Iter = it
 			d.HostNetNS = 0
@@ -84,16 +83,6 @@ func TestCauses(t *testing.T) {
 		})
 	}
 	writeReport(t, rows)
-}
-
-// pause keeps the scene's netns reachable as a pod's pause process does:
-// the failing call came from the test, which is not in the netns.
-func pause(t *testing.T, s *sockscene.Scene) {
-	cmd := exec.Command("sleep", "600")
-	if err := s.NS.Start(cmd); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 }
 
 // fixTruth: where a scene tried SO_REUSEADDR for real, the fix must say
@@ -219,7 +208,7 @@ func TestHolderPod(t *testing.T) {
 	}
 	t.Cleanup(func() { it.Close() })
 	s := sockscene.Build(t, "established")
-	pause(t, s)
+	startIn(t, s.NS)
 	uid, cid := intoPodCgroup(t, holderPID(s, "clients"))
 	d := NewDiagnoser()
 	d.Iter = it

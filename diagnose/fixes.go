@@ -3,6 +3,8 @@ package diagnose
 import (
 	"fmt"
 	"net/netip"
+
+	"github.com/eaddr/eaddr/diagnose/netdiag"
 )
 
 // fixes advises for the largest cause, then the others. Every fix is
@@ -71,7 +73,7 @@ func peerOf(p *portScene, gr portGroup) string {
 func listenerFix(p *portScene, gr portGroup) string {
 	port := 0
 	for _, i := range gr.socks {
-		if p.socks[i].State == stateListen {
+		if p.socks[i].State == netdiag.StateListen {
 			port = int(p.socks[i].Local.Port())
 			break
 		}
@@ -145,7 +147,7 @@ func (d *Diagnoser) hostRangeFix(p *portScene) string {
 	} else {
 		s = fmt.Sprintf("this is the host network namespace: no wider range stays out of the NodePort range %d-%d; open fewer connections", npLo, npHi)
 	}
-	if overlap := NodePortOverlapModel(p.sc, npLo, npHi); overlap > 0 {
+	if overlap := p.sc.Unreserved(npLo, npHi); overlap > 0 {
 		s += fmt.Sprintf("; the range now overlaps the NodePort range in %d ports, whose replies a NodePort rule can take", overlap)
 	}
 	return s

@@ -101,7 +101,7 @@ func (p *portScene) stateCounts(idx []int) []Count {
 }
 
 func udpStateName(s uint8) string {
-	if s == stateEstablished {
+	if s == netdiag.StateEstablished {
 		return "UDP_CONNECTED"
 	}
 	return "UDP_BOUND"

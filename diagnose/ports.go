@@ -33,24 +33,7 @@ func readPorts(ns *netdiag.Netns, it netdiag.SocketReader, udp bool) (*portScene
 }
 
 // usable is the number of ports of the range that are not reserved.
-func (p *portScene) usable() int {
-	n := 0
-	for port := p.sc.Lo; port <= p.sc.Hi; port++ {
-		if !p.reserved(port) {
-			n++
-		}
-	}
-	return n
-}
-
-func (p *portScene) reserved(port int) bool {
-	for _, r := range p.sc.Reserved {
-		if port >= r.Lo && port <= r.Hi {
-			return true
-		}
-	}
-	return false
-}
+func (p *portScene) usable() int { return p.sc.Unreserved(p.sc.Lo, p.sc.Hi) }
 
 // sourceFor is the local address a connect() toward dst uses: the one the
 // socket was bound to, else the route's. Unknown (invalid) when neither

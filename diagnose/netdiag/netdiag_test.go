@@ -237,9 +237,9 @@ func TestHostInode(t *testing.T) {
 func ssName(s Socket) string {
 	if s.Proto == unix.IPPROTO_UDP {
 		switch s.State {
-		case stateEstablished:
+		case StateEstablished:
 			return "ESTAB"
-		case stateClose:
+		case StateClose:
 			return "UNCONN"
 		}
 	}
@@ -299,11 +299,11 @@ func TestDumpSocketsExhausted(t *testing.T) {
 			t.Errorf("unexpected family/proto: %+v", s)
 		}
 		switch {
-		case s.State == stateListen && s.Local == srv:
+		case s.State == StateListen && s.Local == srv:
 			listen = append(listen, s)
-		case s.State == stateEstablished && s.Remote == srv:
+		case s.State == StateEstablished && s.Remote == srv:
 			clients = append(clients, s)
-		case s.State == stateEstablished && s.Local == srv:
+		case s.State == StateEstablished && s.Local == srv:
 			servers = append(servers, s)
 		}
 	}
@@ -356,7 +356,7 @@ func TestDumpSocketsTimeWait(t *testing.T) {
 		socks = dump(t, n, false)
 		tw = tw[:0]
 		for _, s := range socks {
-			if s.State == stateTimeWait {
+			if s.State == StateTimeWait {
 				tw = append(tw, s)
 			}
 		}
@@ -410,18 +410,18 @@ func TestDumpSocketsIPv6(t *testing.T) {
 	c6port := strconv.Itoa(c6.LocalAddr().(*net.TCPAddr).Port)
 	waitFor(t, "the server sides to be established", func() bool {
 		socks = dump(t, n, false)
-		return find(stateEstablished, unix.AF_INET6, "[::1]:8082", "[::1]:"+c6port) &&
-			find(stateEstablished, unix.AF_INET6, "127.0.0.1:8083", "127.0.0.1:"+c4port)
+		return find(StateEstablished, unix.AF_INET6, "[::1]:8082", "[::1]:"+c6port) &&
+			find(StateEstablished, unix.AF_INET6, "127.0.0.1:8083", "127.0.0.1:"+c4port)
 	})
 	for _, w := range []struct {
 		state         uint8
 		fam           uint8
 		local, remote string
 	}{
-		{stateListen, unix.AF_INET6, "[::1]:8082", "[::]:0"},
-		{stateEstablished, unix.AF_INET6, "[::1]:" + c6port, "[::1]:8082"},
-		{stateListen, unix.AF_INET6, "[::]:8083", "[::]:0"},
-		{stateEstablished, unix.AF_INET, "127.0.0.1:" + c4port, "127.0.0.1:8083"},
+		{StateListen, unix.AF_INET6, "[::1]:8082", "[::]:0"},
+		{StateEstablished, unix.AF_INET6, "[::1]:" + c6port, "[::1]:8082"},
+		{StateListen, unix.AF_INET6, "[::]:8083", "[::]:0"},
+		{StateEstablished, unix.AF_INET, "127.0.0.1:" + c4port, "127.0.0.1:8083"},
 	} {
 		if !find(w.state, w.fam, w.local, w.remote) {
 			t.Errorf("missing %s family %d %s -> %s", StateName(w.state), w.fam, w.local, w.remote)
@@ -464,11 +464,11 @@ func TestDumpSocketsUDP(t *testing.T) {
 			t.Errorf("non-UDP socket: %+v", s)
 		}
 		switch {
-		case s.State == stateEstablished && s.Family == unix.AF_INET && int(s.Local.Port()) == cport && s.Remote.String() == "127.0.0.1:9998":
+		case s.State == StateEstablished && s.Family == unix.AF_INET && int(s.Local.Port()) == cport && s.Remote.String() == "127.0.0.1:9998":
 			connected = true
-		case s.State == stateClose && s.Family == unix.AF_INET && s.Local.String() == "127.0.0.1:9998" && s.Remote.Port() == 0:
+		case s.State == StateClose && s.Family == unix.AF_INET && s.Local.String() == "127.0.0.1:9998" && s.Remote.Port() == 0:
 			unconnected = true
-		case s.State == stateEstablished && s.Family == unix.AF_INET6 && s.Remote.String() == "[::1]:9997":
+		case s.State == StateEstablished && s.Family == unix.AF_INET6 && s.Remote.String() == "[::1]:9997":
 			connected6 = true
 		}
 	}
@@ -588,7 +588,7 @@ func TestHolders(t *testing.T) {
 	var pyInode uint64
 	waitFor(t, "python3 to listen on 127.0.0.1:9090", func() bool {
 		for _, s := range dump(t, n, false) {
-			if s.State == stateListen && s.Local.String() == "127.0.0.1:9090" {
+			if s.State == StateListen && s.Local.String() == "127.0.0.1:9090" {
 				pyInode = s.Inode
 				return true
 			}

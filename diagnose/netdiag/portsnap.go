@@ -137,9 +137,9 @@ func FromSockDiag(diag []Socket) []portmodel.Socket {
 		}
 		if s.Proto == portmodel.TCP {
 			switch d.State {
-			case stateListen, stateClose:
+			case StateListen, StateClose:
 				s.Bucket = portmodel.BucketByBind
-			case stateFinWait1, stateFinWait2, stateClosing, stateLastAck:
+			case StateFinWait1, StateFinWait2, StateClosing, StateLastAck:
 				s.Orphan = d.Inode == 0
 			}
 		}

@@ -73,8 +73,8 @@ func newPortScene(t *testing.T) *portScene {
 	waitFor(t, "the TIME_WAIT (its server side gone) and the orphan's FIN_WAIT2", func() bool {
 		var tw, fw, lastAck bool
 		for _, d := range dump(t, n, false) {
-			tw = tw || d.Local == s.timeWait && d.State == stateTimeWait
-			fw = fw || d.Local == s.orphan && d.State == stateFinWait2
+			tw = tw || d.Local == s.timeWait && d.State == StateTimeWait
+			fw = fw || d.Local == s.orphan && d.State == StateFinWait2
 			lastAck = lastAck || d.Remote == s.timeWait
 		}
 		return tw && fw && !lastAck
@@ -166,17 +166,17 @@ func TestPortSnapshotIterator(t *testing.T) {
 		t.Fatalf("PortSnapshot: source %q, err %v; want %q", src, err, SourceIterator)
 	}
 	checkSysctls(t, s, sys, before)
-	if b, ok := findLocal(socks, portmodel.TCP, s.boundTo, stateClose); !ok || b.Bucket != portmodel.BucketByBind || !b.Known || b.Inode == 0 {
+	if b, ok := findLocal(socks, portmodel.TCP, s.boundTo, StateClose); !ok || b.Bucket != portmodel.BucketByBind || !b.Known || b.Inode == 0 {
 		t.Errorf("bound-only socket %v: %+v (found %v), want it, bucket by bind, options known, an inode", s.boundTo, b, ok)
 	}
-	if tw, ok := findLocal(socks, portmodel.TCP, s.timeWait, stateTimeWait); !ok || !tw.TW.Known || !tw.TW.TSRecent || tw.TW.StampSec > sys.NowSec || tw.Bucket != portmodel.BucketByConnect {
+	if tw, ok := findLocal(socks, portmodel.TCP, s.timeWait, StateTimeWait); !ok || !tw.TW.Known || !tw.TW.TSRecent || tw.TW.StampSec > sys.NowSec || tw.Bucket != portmodel.BucketByConnect {
 		t.Errorf("TIME_WAIT %v: %+v (found %v), want timestamps no later than Now (%d s), bucket by connect", s.timeWait, tw, ok, sys.NowSec)
 	}
 	if slices.ContainsFunc(socks, func(x portmodel.Socket) bool { return x.Proto != portmodel.TCP }) {
 		t.Errorf("udp=false, but UDP sockets:%v", socks)
 	}
 	_, socks, src, err = s.n.PortSnapshot(it, true)
-	if _, ok := findLocal(socks, portmodel.UDP, s.udp, stateClose); err != nil || src != SourceIterator || !ok {
+	if _, ok := findLocal(socks, portmodel.UDP, s.udp, StateClose); err != nil || src != SourceIterator || !ok {
 		t.Errorf("udp=true: source %q, err %v, UDP socket %v found %v", src, err, s.udp, ok)
 	}
 }
@@ -199,17 +199,17 @@ func TestPortSnapshotFallback(t *testing.T) {
 	checkSysctls(t, s, sys, before)
 	// Linux 6.7+ dumps the TCP sockets that are only bound; before, only
 	// the iterator finds them.
-	_, diagBound := findLocal(socks, portmodel.TCP, s.boundTo, stateClose)
+	_, diagBound := findLocal(socks, portmodel.TCP, s.boundTo, StateClose)
 	t.Logf("sock_diag shows the bound-only socket: %v", diagBound)
 	for _, d := range socks {
 		wantBucket := portmodel.BucketUnknown
-		if d.Proto == portmodel.TCP && (d.State == stateListen || d.State == stateClose) {
+		if d.Proto == portmodel.TCP && (d.State == StateListen || d.State == StateClose) {
 			wantBucket = portmodel.BucketByBind
 		}
 		if d.Bucket != wantBucket || d.Known || d.TW.Known {
 			t.Errorf("sock_diag socket %+v: want bucket %d, options and TIME_WAIT unknown", d, wantBucket)
 		}
-		if o := d.Local == s.orphan && d.State == stateFinWait2; d.Orphan != o {
+		if o := d.Local == s.orphan && d.State == StateFinWait2; d.Orphan != o {
 			t.Errorf("sock_diag socket %+v: orphan %v, want %v", d, d.Orphan, o)
 		}
 		// What sock_diag knows, the iterator says alike.

@@ -151,11 +151,11 @@ func ParseProcNetUnix(r io.Reader, socks []UnixSocket) ([]UnixSocket, error) {
 		s := UnixSocket{Type: uint8(typ), Inode: ino}
 		switch {
 		case flags&(1<<16) != 0:
-			s.State = stateListen
+			s.State = StateListen
 		case st == 3: // SS_CONNECTED
-			s.State = stateEstablished
+			s.State = StateEstablished
 		default:
-			s.State = stateClose
+			s.State = StateClose
 		}
 		s.Name = string(afterFields(line, 7)) // the rest of the line: a path may hold spaces
 

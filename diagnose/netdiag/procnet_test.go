@@ -55,18 +55,18 @@ func TestParseProcNetInet(t *testing.T) {
 		want          []Socket
 	}{
 		{procTCP, v4, tcp, []Socket{
-			sock(v4, tcp, stateListen, "127.0.0.1:18085", "0.0.0.0:0", 209552, 0),
-			sock(v4, tcp, stateTimeWait, "127.0.0.1:43346", "127.0.0.1:18085", 0, 0),
-			sock(v4, tcp, stateEstablished, "127.0.0.1:39838", "127.0.0.1:18081", 210397, 1000),
+			sock(v4, tcp, StateListen, "127.0.0.1:18085", "0.0.0.0:0", 209552, 0),
+			sock(v4, tcp, StateTimeWait, "127.0.0.1:43346", "127.0.0.1:18085", 0, 0),
+			sock(v4, tcp, StateEstablished, "127.0.0.1:39838", "127.0.0.1:18081", 210397, 1000),
 		}},
 		{procTCP6, v6, tcp, []Socket{
-			sock(v6, tcp, stateListen, "[2001:db8::1:2]:18084", "[::]:0", 209545, 0),
-			sock(v6, tcp, stateTimeWait, "[2001:db8::1:2]:55246", "[2001:db8::1:2]:18084", 0, 0),
+			sock(v6, tcp, StateListen, "[2001:db8::1:2]:18084", "[::]:0", 209545, 0),
+			sock(v6, tcp, StateTimeWait, "[2001:db8::1:2]:55246", "[2001:db8::1:2]:18084", 0, 0),
 			// v4 traffic on a dual-stack socket: unmapped, as sock_diag shows it.
-			sock(v6, tcp, stateEstablished, "127.0.0.1:18081", "127.0.0.1:39838", 210398, 0),
-			sock(v6, tcp, stateListen, "[::1]:18082", "[::]:0", 210399, 0),
+			sock(v6, tcp, StateEstablished, "127.0.0.1:18081", "127.0.0.1:39838", 210398, 0),
+			sock(v6, tcp, StateListen, "[::1]:18082", "[::]:0", 210399, 0),
 		}},
-		{procUDP6, v6, udp, []Socket{sock(v6, udp, stateClose, "[::1]:18083", "[::]:0", 210400, 0)}},
+		{procUDP6, v6, udp, []Socket{sock(v6, udp, StateClose, "[::1]:18083", "[::]:0", 210400, 0)}},
 	} {
 		got, err := ParseProcNetInet(strings.NewReader(tc.text), tc.family, tc.proto, nil)
 		if err != nil || !slices.Equal(got, tc.want) {
@@ -84,11 +84,11 @@ func TestParseProcNetInet(t *testing.T) {
 func TestParseProcNetUnix(t *testing.T) {
 	got, err := ParseProcNetUnix(strings.NewReader(procUnix), nil)
 	want := []UnixSocket{
-		{Type: unix.SOCK_STREAM, State: stateListen, Inode: 211055, Name: "/tmp/diag l.sock"},
-		{Type: unix.SOCK_DGRAM, State: stateClose, Inode: 211058, Name: "/tmp/diag-d.sock"},
-		{Type: unix.SOCK_STREAM, State: stateEstablished, Inode: 211056},
-		{Type: unix.SOCK_STREAM, State: stateEstablished, Inode: 211057, Name: "/tmp/diag l.sock"},
-		{Type: unix.SOCK_SEQPACKET, State: stateListen, Inode: 211059, Name: "@eaddr@x"},
+		{Type: unix.SOCK_STREAM, State: StateListen, Inode: 211055, Name: "/tmp/diag l.sock"},
+		{Type: unix.SOCK_DGRAM, State: StateClose, Inode: 211058, Name: "/tmp/diag-d.sock"},
+		{Type: unix.SOCK_STREAM, State: StateEstablished, Inode: 211056},
+		{Type: unix.SOCK_STREAM, State: StateEstablished, Inode: 211057, Name: "/tmp/diag l.sock"},
+		{Type: unix.SOCK_SEQPACKET, State: StateListen, Inode: 211059, Name: "@eaddr@x"},
 	}
 	if err != nil || !slices.Equal(got, want) {
 		t.Errorf("ParseProcNetUnix:\n got %+v %v\nwant %+v", got, err, want)
@@ -212,14 +212,14 @@ time.sleep(60)
 	lino, ldev := stat(dir + "/l.sock")
 	l := named(socks, dir+"/l.sock")
 	if len(l) != 2 || l[0].VFSIno != lino || l[0].VFSDev != ldev || l[1].VFSIno != lino ||
-		(l[0].State != stateListen && l[1].State != stateListen) || l[0].Type != unix.SOCK_STREAM {
+		(l[0].State != StateListen && l[1].State != StateListen) || l[0].Type != unix.SOCK_STREAM {
 		t.Errorf("listener and its accepted end: %+v; file ino %d dev %d", l, lino, ldev)
 	}
 	dino, _ := stat(dir + "/d.sock")
-	if d := named(socks, dir+"/d.sock"); len(d) != 1 || d[0].VFSIno != dino || d[0].Type != unix.SOCK_DGRAM || d[0].State != stateClose {
+	if d := named(socks, dir+"/d.sock"); len(d) != 1 || d[0].VFSIno != dino || d[0].Type != unix.SOCK_DGRAM || d[0].State != StateClose {
 		t.Errorf("datagram socket: %+v (file ino %d)", d, dino)
 	}
-	if a := named(socks, "@"+abstract); len(a) != 1 || a[0].VFSIno != 0 || a[0].State != stateListen || a[0].Type != unix.SOCK_SEQPACKET {
+	if a := named(socks, "@"+abstract); len(a) != 1 || a[0].VFSIno != 0 || a[0].State != StateListen || a[0].Type != unix.SOCK_SEQPACKET {
 		t.Errorf("abstract listener: %+v", a)
 	}
 	if s := named(socks, dir+"/stale.sock"); len(s) != 0 {

@@ -21,42 +21,41 @@ type Socket struct {
 	UID    uint32
 }
 
-// TCP states as numbered by the kernel (include/net/tcp_states.h).
+// TCP states as numbered by the kernel (include/net/tcp_states.h), for
+// this package and the diagnosis.
 const (
-	stateEstablished = 1
-	stateSynSent     = 2
-	stateSynRecv     = 3
-	stateFinWait1    = 4
-	stateFinWait2    = 5
-	stateTimeWait    = 6
-	stateClose       = 7
-	stateCloseWait   = 8
-	stateLastAck     = 9
-	stateListen      = 10
-	stateClosing     = 11
-	stateNewSynRecv  = 12
+	StateEstablished = 1
+	StateSynSent     = 2
+	StateSynRecv     = 3
+	StateFinWait1    = 4
+	StateFinWait2    = 5
+	StateTimeWait    = 6
+	StateClose       = 7
+	StateCloseWait   = 8
+	StateLastAck     = 9
+	StateListen      = 10
+	StateClosing     = 11
+	StateNewSynRecv  = 12
 )
 
 var stateNames = [...]string{
-	stateEstablished: "ESTABLISHED",
-	stateSynSent:     "SYN_SENT",
-	stateSynRecv:     "SYN_RECV",
-	stateFinWait1:    "FIN_WAIT1",
-	stateFinWait2:    "FIN_WAIT2",
-	stateTimeWait:    "TIME_WAIT",
-	stateClose:       "CLOSE",
-	stateCloseWait:   "CLOSE_WAIT",
-	stateLastAck:     "LAST_ACK",
-	stateListen:      "LISTEN",
-	stateClosing:     "CLOSING",
-	stateNewSynRecv:  "NEW_SYN_RECV",
+	StateEstablished: "ESTABLISHED",
+	StateSynSent:     "SYN_SENT",
+	StateSynRecv:     "SYN_RECV",
+	StateFinWait1:    "FIN_WAIT1",
+	StateFinWait2:    "FIN_WAIT2",
+	StateTimeWait:    "TIME_WAIT",
+	StateClose:       "CLOSE",
+	StateCloseWait:   "CLOSE_WAIT",
+	StateLastAck:     "LAST_ACK",
+	StateListen:      "LISTEN",
+	StateClosing:     "CLOSING",
+	StateNewSynRecv:  "NEW_SYN_RECV",
 }
 
 // StateName returns "ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT1",
 // "FIN_WAIT2", "TIME_WAIT", "CLOSE", "CLOSE_WAIT", "LAST_ACK", "LISTEN",
 // "CLOSING", "NEW_SYN_RECV", or "unknown:N".
-// StateListen is the state of a listening TCP socket.
-const StateListen = 10
 
 func StateName(s uint8) string {
 	if int(s) < len(stateNames) && stateNames[s] != "" {

@@ -67,6 +67,21 @@ func reserved(s Sysctls, port int) bool {
 	return false
 }
 
+// IsReserved says whether port is in net.ipv4.ip_local_reserved_ports.
+func (s Sysctls) IsReserved(port int) bool { return reserved(s, port) }
+
+// Unreserved counts the ports of [lo, hi] inside ip_local_port_range that
+// are not reserved: [s.Lo, s.Hi] gives the range's usable ports.
+func (s Sysctls) Unreserved(lo, hi int) int {
+	n := 0
+	for p := max(lo, s.Lo); p <= min(hi, s.Hi); p++ {
+		if !reserved(s, p) {
+			n++
+		}
+	}
+	return n
+}
+
 // Tried returns the ports that every connect() without a bound port tries
 // (__inet_hash_connect): ip_local_port_range without
 // ip_local_reserved_ports and without the ports the even-count cut leaves

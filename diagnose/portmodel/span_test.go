@@ -105,3 +105,15 @@ func TestTried(t *testing.T) {
 		t.Errorf("40000-40010: Tried %v TriedBySome %v", got, some)
 	}
 }
+
+func TestUnreserved(t *testing.T) {
+	s := Sysctls{Lo: 40000, Hi: 40009, Reserved: []Span{{40002, 40003}, {39000, 39999}}}
+	for _, c := range []struct{ lo, hi, want int }{{40000, 40009, 8}, {39990, 40001, 2}, {40002, 40003, 0}, {50000, 60000, 0}} {
+		if got := s.Unreserved(c.lo, c.hi); got != c.want {
+			t.Errorf("Unreserved(%d, %d) = %d, want %d", c.lo, c.hi, got, c.want)
+		}
+	}
+	if !s.IsReserved(40002) || s.IsReserved(40004) {
+		t.Error("IsReserved")
+	}
+}
