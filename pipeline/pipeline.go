@@ -190,9 +190,10 @@ type traceRun struct {
 	pods      *pod.PodMapper
 	hold      holdQueue
 	explainer *explain.Explainer
-	events    output.Events    // writes event records
-	diag      *diagWorker      // nil: --diagnose=false
-	sockIter  *tracer.SockIter // the diagnosis's socket reader; nil: sock_diag only
+	events    output.Events      // writes event records
+	diag      *diagWorker        // nil: --diagnose=false
+	quietDiag diagnose.Diagnosis // emit's copy of an expected failure's diagnosis, without its fix
+	sockIter  *tracer.SockIter   // the diagnosis's socket reader; nil: sock_diag only
 	diagHold  []diagHeld
 	share     *diagShare
 	seenNetNS map[uint32]bool // netns already told to the diagnosis

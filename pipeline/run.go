@@ -306,10 +306,12 @@ func (r *traceRun) emit(ev *decode.Event, g *diagnose.Diagnosis) {
 	expected := explained && r.x.Expected != ""
 	if expected && g != nil && len(g.Fix) > 0 {
 		// A failure programs cause on purpose (glibc's nscd probe) needs
-		// no fix; the diagnosis is shared, so it is copied, not changed.
-		quiet := *g
-		quiet.Fix = nil
-		g = &quiet
+		// no fix; the diagnosis is shared, so it is copied, not changed,
+		// into the run's own scratch (no allocation per event; emit is
+		// done with it before the next event).
+		r.quietDiag = *g
+		r.quietDiag.Fix = nil
+		g = &r.quietDiag
 	}
 	if !ev.NodePort {
 		rule.WindowNs = max(rule.WindowNs, uint64(r.c.RetryWindow)) // the client's own window, if longer
