@@ -242,13 +242,16 @@ func fmtSockets(socks []portmodel.Socket) string {
 	return b.String()
 }
 
+// monotonic is the kernel's clock as the model reads it: the seconds of
+// ktime_get_seconds (tw_ts_recent_stamp's clock, CLOCK_MONOTONIC_COARSE)
+// and the ms of tcp_clock_ms (tw_entry_stamp's).
 func monotonic(t *testing.T) (sec, ms int64) {
 	t.Helper()
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+	sec, ms, err := portmodel.KernelClock()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return ts.Sec, ts.Nano() / 1e6
+	return sec, ms
 }
 
 // ssLines runs ss with args inside ns and returns one key per socket:

@@ -207,7 +207,7 @@ func checkSockets(t *testing.T, socks []portmodel.Socket, want map[string]portmo
 		g := got[0]
 		if g.TW.Known {
 			if g.TW.TSRecent && (g.TW.StampSec < startSec || g.TW.StampSec > endSec) {
-				t.Errorf("%s: tw_ts_recent_stamp %d s, want within [%d, %d] (CLOCK_MONOTONIC)", name, g.TW.StampSec, startSec, endSec)
+				t.Errorf("%s: tw_ts_recent_stamp %d s, want within [%d, %d] (CLOCK_MONOTONIC_COARSE)", name, g.TW.StampSec, startSec, endSec)
 			}
 			if !g.TW.TSRecent && g.TW.StampSec != 0 {
 				t.Errorf("%s: no timestamps but tw_ts_recent_stamp %d", name, g.TW.StampSec)

@@ -185,38 +185,6 @@ func mustWedged(t *testing.T) string {
 	return p
 }
 
-// reuseInode makes new namespaces until one gets inode (freed by the caller).
-// The kernel hands out the lowest free proc inode number, and the namespaces
-// earlier tests freed (a netns's teardown is deferred work) may sit below
-// it: every namespace made is held until then, so each takes the next free
-// number and the freed one comes up in turn.
-func reuseInode(t *testing.T, inode uint64) *netns.NS {
-	t.Helper()
-	var spare []*netns.NS
-	defer func() {
-		for _, n := range spare {
-			n.Close()
-		}
-	}()
-	// A generous wait, not a bound: the teardown is slow under emulation.
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline) && len(spare) < 4096; {
-		n, err := netns.New()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n.Inode() == inode {
-			t.Cleanup(func() { n.Close() })
-			return n
-		}
-		spare = append(spare, n) // held, so the next one gets another inode
-		if n.Inode() > inode+64 {
-			time.Sleep(50 * time.Millisecond) // past it: the freed one is not free yet
-		}
-	}
-	t.Fatalf("no new netns got the freed inode %d within 2 minutes (%d made)", inode, len(spare))
-	return nil
-}
-
 // failRefused runs a client in ns, in cgroup leaf, whose connect() to a
 // closed port fails with ECONNREFUSED; it returns its pid.
 func failRefused(t *testing.T, ns *netns.NS, leaf string) int {

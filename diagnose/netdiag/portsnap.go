@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/eaddr/eaddr/diagnose/portmodel"
-	"golang.org/x/sys/unix"
 )
 
 // SocketReader reads every TCP and UDP socket of the netns netnsInode, from
@@ -74,7 +73,7 @@ func (n *Netns) PortSnapshot(it SocketReader, udp bool) (portmodel.Sysctls, []po
 		socks = onlyTCP(socks)
 	}
 	// After the sockets: no stamp read is later than Now.
-	if sys.NowSec, sys.NowMS, err = monotonicNow(); err != nil {
+	if sys.NowSec, sys.NowMS, err = portmodel.KernelClock(); err != nil {
 		return portmodel.Sysctls{}, nil, "", fmt.Errorf("netdiag: PortSnapshot: %w", err)
 	}
 	return sys, socks, src, nil
@@ -95,16 +94,6 @@ func twReuseDelay() (int, error) {
 		return 0, fmt.Errorf("net.ipv4.tcp_tw_reuse_delay=%q: %w", b, err)
 	}
 	return v, nil
-}
-
-// monotonicNow is CLOCK_MONOTONIC in seconds and ms: the clock of
-// ktime_get_seconds (tw_ts_recent_stamp) and tcp_clock_ms (tw_entry_stamp).
-func monotonicNow() (sec, ms int64, err error) {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return 0, 0, fmt.Errorf("clock_gettime(CLOCK_MONOTONIC): %w", err)
-	}
-	return ts.Sec, ts.Nano() / 1e6, nil
 }
 
 func onlyTCP(socks []portmodel.Socket) []portmodel.Socket {

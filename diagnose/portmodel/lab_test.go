@@ -124,14 +124,14 @@ func (l *lab) sysctls() Sysctls {
 	return s
 }
 
-// monotonic is CLOCK_MONOTONIC in seconds and ms: ktime_get_seconds and
+// monotonic is KernelClock, which cannot fail on Linux: ktime_get_seconds and
 // tcp_clock_ms.
 func monotonic() (sec, ms int64) {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+	sec, ms, err := KernelClock()
+	if err != nil {
 		panic(err)
 	}
-	return ts.Sec, ts.Sec*1000 + ts.Nsec/1e6
+	return sec, ms
 }
 
 // sockaddr converts ap for the family fam.

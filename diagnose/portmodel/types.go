@@ -69,7 +69,7 @@ type Socket struct {
 	Inode  uint64 // 0 for TIME_WAIT and request sockets
 	Orphan bool   // no file holds it any more (FIN_WAIT*, LAST_ACK, CLOSING)
 	// TIME_WAIT only: whether the connection used timestamps and the
-	// seconds (CLOCK_MONOTONIC, as ktime_get_seconds) when the last one was
+	// seconds (ktime_get_seconds: CLOCK_MONOTONIC_COARSE) when the last one was
 	// seen: tcp_twsk_unique reuses a TIME_WAIT port only with timestamps on.
 	TW TimeWait
 }
@@ -78,7 +78,7 @@ type Socket struct {
 type TimeWait struct {
 	Known    bool  // read by the iterator; false: sock_diag, unknown
 	TSRecent bool  // tw_ts_recent_stamp != 0
-	StampSec int64 // tw_ts_recent_stamp, seconds of CLOCK_MONOTONIC
+	StampSec int64 // tw_ts_recent_stamp, seconds of CLOCK_MONOTONIC_COARSE
 	StampMS  int64 // 6.13+: tw_entry_stamp in ms (tcp_tw_reuse_delay), 0 when absent
 }
 
@@ -94,8 +94,9 @@ type Sysctls struct {
 	// -1 where it does not, and the rule is "one second since the last
 	// timestamp".
 	TWReuseDelayMS int
-	// Now is the netns's clock when the sockets were read: CLOCK_MONOTONIC
-	// seconds and ms (what ktime_get_seconds / tcp_clock_ms return).
+	// Now is the kernel's clock when the sockets were read, as KernelClock
+	// reads it: ktime_get_seconds (CLOCK_MONOTONIC_COARSE) and tcp_clock_ms
+	// (CLOCK_MONOTONIC in ms).
 	NowSec int64
 	NowMS  int64
 }
