@@ -57,7 +57,7 @@ struct sock_rec {
 	__u8 saddr[16];       /* local address: AF_INET in the first 4 bytes; network order */
 	__u8 daddr[16];       /* remote address, as saddr; zero when not connected */
 	__u64 inode;          /* socket inode (the fd's i_ino); 0 for minisockets and kernel sockets */
-	__s64 tw_ts_recent_stamp; /* F_TW: seconds of CLOCK_MONOTONIC (ktime_get_seconds); 0: no timestamps */
+	__s64 tw_ts_recent_stamp; /* F_TW: seconds of ktime_get_seconds (CLOCK_MONOTONIC_COARSE); 0: no timestamps */
 	__u32 tw_entry_stamp; /* F_TW_ENTRY: ms of CLOCK_MONOTONIC (tcp_clock_ms), as u32 */
 	__u32 netns;          /* inode of the socket's netns (sk_net->ns.inum) */
 	__u32 uid;            /* the iterator's uid (iter/tcp, iter/udp), sk_uid (task_file) */
