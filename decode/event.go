@@ -1,5 +1,5 @@
-// Package decode turns the kernel's raw event into a typed Event and renders
-// it as the JSON contract (docs/events.md) or as a table row for a person.
+// Package decode turns the kernel's raw event into a typed Event: errno
+// names, addresses, the socket tuple, and the boot clock as wall time.
 package decode
 
 import (

@@ -323,16 +323,6 @@ func (c *Catalog) ExpectedFailure(ev *decode.Event, runtime string) string {
 	return ""
 }
 
-// ClientByID returns the client with that id, or nil.
-func (c *Catalog) ClientByID(id string) *Client {
-	for i := range c.Clients {
-		if c.Clients[i].ID == id {
-			return &c.Clients[i]
-		}
-	}
-	return nil
-}
-
 // Seen is what identifies a failing process besides its binary's analysis.
 type Seen struct {
 	Exe     []byte // the executable's file name

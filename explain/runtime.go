@@ -105,11 +105,6 @@ func (d *Detector) BinariesGivenUp() uint64 { return d.givenUp }
 // CacheSizes reports the binaries cached and the bound.
 func (d *Detector) CacheSizes() (binaries, bound int) { return len(d.cache), d.MaxEntries }
 
-// remember records what is known of ev's binary, as if it had been found.
-func (d *Detector) remember(ev *decode.Event, info BinaryInfo) {
-	d.cache[exeKey{ev.ExeDev, ev.ExeIno}] = &binEntry{info: info, ok: true, source: "remembered", at: d.now()}
-}
-
 // find analyses ev's executable. A binary past binLimits is not looked for
 // again through another path (it is the same file): find records why in e
 // and returns ok false.

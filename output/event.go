@@ -226,8 +226,6 @@ func appendASCII(b []byte, c byte) []byte {
 	return append(b, c)
 }
 
-func appendInt(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) }
-
 // appendPod appends `,"pod":{...}`; empty fields are left out.
 func appendPod(b []byte, p *decode.Pod, via, namesUnresolved string) []byte {
 	b = append(b, `,"pod":{`...)
