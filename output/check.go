@@ -54,7 +54,9 @@ func appendNetNSReport(b []byte, r *diagnose.NetNSReport) []byte {
 	b = appendIntField(b, "unsure", r.Unsure, true)
 	b = appendStrField(b, &comma, "sockets_from", r.Source)
 	b = appendDestinations(b, r.Destinations)
-	b = appendStringList(b, "listeners_in_range", r.Listeners)
+	if len(r.Listeners) > 0 {
+		b = appendStrings(b, "listeners_in_range", r.Listeners)
+	}
 	b = appendFindings(b, r.Findings)
 	b = append(b, `,"worst":`...)
 	b = AppendString(b, r.Worst.String())
@@ -111,23 +113,6 @@ func appendIntField(b []byte, name string, n int, omitZero bool) []byte {
 	b = append(b, name...)
 	b = append(b, `":`...)
 	return strconv.AppendInt(b, int64(n), 10)
-}
-
-// appendStringList appends `,"name":[...]`, or nothing for an empty list.
-func appendStringList(b []byte, name string, list []string) []byte {
-	if len(list) == 0 {
-		return b
-	}
-	b = append(b, ',', '"')
-	b = append(b, name...)
-	b = append(b, `":[`...)
-	for i, s := range list {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = AppendString(b, s)
-	}
-	return append(b, ']')
 }
 
 // WriteCheckTable writes the report for a person.

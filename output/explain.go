@@ -60,18 +60,7 @@ func (w *Events) appendExplain(b []byte, x *explain.Explanation, wordings bool, 
 	b = w.appendClient(b, &comma, x)
 	if wordings {
 		b = appendField(b, &comma, "other_wordings")
-		b = append(b, '[')
-		for i, wd := range w.Explainer.Wordings(x) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"by":`...)
-			b = appendBytesString(b, wd.By)
-			b = append(b, `,"text":`...)
-			b = appendBytesString(b, wd.Text)
-			b = append(b, '}')
-		}
-		b = append(b, ']')
+		b = appendWordingArray(b, w.Explainer.Wordings(x))
 	}
 	return append(b, '}')
 }
@@ -103,14 +92,7 @@ func (w *Events) appendClient(b []byte, comma *bool, x *explain.Explanation) []b
 	w.grep = x.Grep(w.grep[:0])
 	if len(w.grep) > 0 {
 		b = appendField(b, comma, "grep")
-		b = append(b, '[')
-		for i, s := range w.grep {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = AppendString(b, s)
-		}
-		b = append(b, ']')
+		b = appendStringArray(b, w.grep)
 	}
 	return b
 }

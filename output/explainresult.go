@@ -70,29 +70,14 @@ func AppendExplainResult(b []byte, r *ExplainResult) []byte {
 func appendStrings(b []byte, name string, list []string) []byte {
 	b = append(b, ',', '"')
 	b = append(b, name...)
-	b = append(b, `":[`...)
-	for i, s := range list {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = AppendString(b, s)
-	}
-	return append(b, ']')
+	b = append(b, `":`...)
+	return appendStringArray(b, list)
 }
 
+// appendWordings appends `,"name":[{"by":...,"text":...},...]`.
 func appendWordings(b []byte, name string, list []explain.Wording) []byte {
 	b = append(b, ',', '"')
 	b = append(b, name...)
-	b = append(b, `":[`...)
-	for i, w := range list {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"by":`...)
-		b = appendBytesString(b, w.By)
-		b = append(b, `,"text":`...)
-		b = appendBytesString(b, w.Text)
-		b = append(b, '}')
-	}
-	return append(b, ']')
+	b = append(b, `":`...)
+	return appendWordingArray(b, list)
 }
