@@ -1,12 +1,11 @@
 package decode
 
 import (
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/tracer"
+	"github.com/eaddr/eaddr/internal/recorded"
 )
 
 // fixedDecoder decodes with boot time 0 = 2026-01-01T00:00:00Z, so the
@@ -15,19 +14,6 @@ func fixedDecoder() *Decoder {
 	c := &BootClock{RefreshEvery: time.Duration(1<<63 - 1), measured: time.Now().Add(time.Hour)}
 	c.offset = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 	return &Decoder{Clock: c}
-}
-
-func readRaw(t *testing.T, path string) *tracer.RawEvent {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var raw tracer.RawEvent
-	if err := raw.UnmarshalBinary(b); err != nil {
-		t.Fatal(err)
-	}
-	return &raw
 }
 
 // TestRecordedFields checks the meaning of a few recorded events field by
@@ -53,7 +39,7 @@ func TestRecordedFields(t *testing.T) {
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			var ev Event
-			d.Decode(readRaw(t, "../testdata/events/"+tc.file+".bin"), &ev)
+			d.Decode(recorded.Raw(t, tc.file), &ev)
 			if ev.Syscall != tc.syscall || ev.Errno != tc.errno || string(ev.Comm) != tc.comm {
 				t.Errorf("got %v %d %q, want %v %d %q", ev.Syscall, ev.Errno, ev.Comm, tc.syscall, tc.errno, tc.comm)
 			}
@@ -85,7 +71,7 @@ func TestRecordedFields(t *testing.T) {
 }
 
 func TestDecodeDoesNotAllocate(t *testing.T) {
-	raw := readRaw(t, "../testdata/events/connect-eaddrnotavail-curl-ipv4.bin")
+	raw := recorded.Raw(t, "connect-eaddrnotavail-curl-ipv4")
 	d := fixedDecoder()
 	var ev Event
 	n := testing.AllocsPerRun(1000, func() {

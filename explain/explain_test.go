@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/decode"
+	rec "github.com/eaddr/eaddr/internal/recorded"
 	"github.com/eaddr/eaddr/internal/testenv"
-	"github.com/eaddr/eaddr/tracer"
 )
 
 func TestCatalogValid(t *testing.T) {
@@ -158,7 +158,7 @@ func TestIdentify(t *testing.T) {
 func recorded(t *testing.T, x *Explainer, name string, info BinaryInfo) *decode.Event {
 	t.Helper()
 	var ev decode.Event
-	decode.NewDecoder(nil).Decode(readRaw(t, "../testdata/events/"+name+".bin"), &ev)
+	decode.NewDecoder(nil).Decode(rec.Raw(t, name), &ev)
 	x.Detector.remember(&ev, info)
 	return &ev
 }
@@ -325,19 +325,6 @@ func TestDetectorNegativeCache(t *testing.T) {
 	if d.Lookups != 1 {
 		t.Errorf("lookups %d, want 1", d.Lookups)
 	}
-}
-
-func readRaw(t *testing.T, path string) *tracer.RawEvent {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var raw tracer.RawEvent
-	if err := raw.UnmarshalBinary(b); err != nil {
-		t.Fatal(err)
-	}
-	return &raw
 }
 
 // A native program is recognised by what it links: git's http helper

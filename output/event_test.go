@@ -13,8 +13,8 @@ import (
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/explain"
+	"github.com/eaddr/eaddr/internal/recorded"
 	"github.com/eaddr/eaddr/internal/testenv"
-	"github.com/eaddr/eaddr/tracer"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected outputs in testdata/events")
@@ -26,15 +26,7 @@ var bootZero = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // decodeRecorded decodes a recorded raw event with boot time 0 = bootZero.
 func decodeRecorded(t testing.TB, path string, ev *decode.Event) {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var raw tracer.RawEvent
-	if err := raw.UnmarshalBinary(b); err != nil {
-		t.Fatal(err)
-	}
-	decode.NewDecoder(nil).Decode(&raw, ev)
+	decode.NewDecoder(nil).Decode(recorded.RawFile(t, path), ev)
 	ev.Time = bootZero.Add(time.Duration(ev.BootNs))
 }
 
