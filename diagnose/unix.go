@@ -3,7 +3,6 @@ package diagnose
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose/netdiag"
+	"github.com/eaddr/eaddr/internal/procroot"
 )
 
 // unixFailure reports whether ev is a failure of a unix-domain socket: its
@@ -227,7 +227,7 @@ func (d *Diagnoser) statUnixPath(ev *decode.Event, path string) (st unix.Stat_t,
 	}
 	err = errors.New("the process has exited and no other process of its mount namespace is known")
 	for _, pid := range pids {
-		root, full, e := processRoot(pid, ev.MntNS, path)
+		root, full, e := procroot.Process(pid, ev.MntNS, path)
 		if e != nil {
 			continue
 		}
@@ -241,44 +241,10 @@ func (d *Diagnoser) statUnixPath(ev *decode.Event, path string) (st unix.Stat_t,
 	return st, "", err, false
 }
 
-// processRoot opens /proc/PID/root of a process in mount namespace mnt and
-// makes path absolute in it.
-func processRoot(pid int, mnt uint32, path string) (int, string, error) {
-	if pid <= 0 {
-		return -1, "", unix.ESRCH
-	}
-	proc := "/proc/" + strconv.Itoa(pid)
-	if mnt != 0 {
-		if link, err := os.Readlink(proc + "/ns/mnt"); err != nil || link != "mnt:["+strconv.FormatUint(uint64(mnt), 10)+"]" {
-			return -1, "", unix.ESRCH // gone, or a reused pid
-		}
-	}
-	if !strings.HasPrefix(path, "/") {
-		cwd, err := os.Readlink(proc + "/cwd")
-		if err != nil {
-			return -1, "", err
-		}
-		path = cwd + "/" + path
-	}
-	root, err := unix.Open(proc+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	return root, path, err
-}
-
 // statInRoot stats path resolved inside root, following symlinks there.
 func statInRoot(root int, path string) (unix.Stat_t, error) {
 	var st unix.Stat_t
-	rel := strings.TrimLeft(path, "/")
-	if rel == "" {
-		rel = "."
-	}
-	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
-	var fd int
-	var err error
-	for range 8 {
-		if fd, err = unix.Openat2(root, rel, &how); err != unix.EINTR && err != unix.EAGAIN {
-			break
-		}
-	}
+	fd, err := procroot.OpenAt(root, path, unix.O_PATH|unix.O_CLOEXEC)
 	switch {
 	case err == unix.ENOENT:
 		return st, errNoFile

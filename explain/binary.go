@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/eaddr/eaddr/internal/procroot"
 )
 
 // Runtime values of BinaryInfo.Runtime.
@@ -416,9 +418,9 @@ func scanSpans(r io.ReaderAt, spans []fileSpan, needles [][]byte, budget int64) 
 func openBinary(path string) (*os.File, error) {
 	const flags = unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_NONBLOCK
 	fd := -1
-	if root, rel, ok := splitProcRoot(path); ok {
+	if root, rel, ok := procroot.Split(path); ok {
 		var err error
-		fd, err = openInRoot(root, rel, flags)
+		fd, err = procroot.Open(root, rel, flags)
 		switch {
 		case err == nil:
 		case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EPERM),
@@ -456,52 +458,6 @@ func openBinary(path string) (*os.File, error) {
 		return nil, &os.PathError{Op: "fcntl", Path: path, Err: err}
 	}
 	return os.NewFile(uintptr(fd), path), nil
-}
-
-// splitProcRoot splits "/proc/PID/root/rest" (PID may be "self" or
-// "thread-self") into "/proc/PID/root" and "rest". ok is false for any other
-// path, and for the root directory itself.
-func splitProcRoot(path string) (root, rel string, ok bool) {
-	path = filepath.Clean(path)
-	rest, ok := strings.CutPrefix(path, "/proc/")
-	if !ok {
-		return "", "", false
-	}
-	pid, rest, ok := strings.Cut(rest, "/")
-	if !ok {
-		return "", "", false
-	}
-	if pid != "self" && pid != "thread-self" {
-		if _, err := strconv.ParseUint(pid, 10, 32); err != nil {
-			return "", "", false
-		}
-	}
-	rel, ok = strings.CutPrefix(rest, "root/")
-	if !ok || rel == "" {
-		return "", "", false
-	}
-	return "/proc/" + pid + "/root", rel, true
-}
-
-// openInRoot opens rel beneath the directory root, resolving every symlink
-// as if root were "/" (RESOLVE_IN_ROOT) and refusing /proc magic links.
-func openInRoot(root, rel string, flags int) (int, error) {
-	dirfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, err
-	}
-	defer unix.Close(dirfd)
-	how := unix.OpenHow{
-		Flags:   uint64(flags),
-		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
-	}
-	// EAGAIN: the kernel saw a concurrent rename or mount during the walk.
-	for try := 0; ; try++ {
-		fd, err := unix.Openat2(dirfd, rel, &how)
-		if (err != unix.EINTR && err != unix.EAGAIN) || try == 8 {
-			return fd, err
-		}
-	}
 }
 
 // openedName returns the base name of the file f refers to, after all

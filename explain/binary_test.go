@@ -15,6 +15,8 @@ import (
 
 	"github.com/eaddr/eaddr/internal/testenv"
 	"golang.org/x/sys/unix"
+
+	"github.com/eaddr/eaddr/internal/procroot"
 )
 
 // binTools: the Debian package of each tool the tests run.
@@ -396,12 +398,12 @@ func TestBinaryOpenInRootAbsoluteSymlink(t *testing.T) {
 	if err := os.Symlink("/eaddr-test-bin/real", filepath.Join(root, "eaddr-test-bin", "link")); err != nil {
 		t.Fatal(err)
 	}
-	fd, err := openInRoot(root, "eaddr-test-bin/link", unix.O_RDONLY|unix.O_CLOEXEC)
+	fd, err := procroot.Open(root, "eaddr-test-bin/link", unix.O_RDONLY|unix.O_CLOEXEC)
 	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
 		t.Skipf("openat2 unavailable: %v", err)
 	}
 	if err != nil {
-		t.Fatalf("openInRoot: %v", err)
+		t.Fatalf("procroot.Open: %v", err)
 	}
 	f := os.NewFile(uintptr(fd), "link")
 	defer f.Close()
@@ -411,26 +413,6 @@ func TestBinaryOpenInRootAbsoluteSymlink(t *testing.T) {
 	}
 	if got := openedName(f, "link"); got != "real" {
 		t.Errorf("openedName = %q, want real", got)
-	}
-}
-
-func TestBinarySplitProcRoot(t *testing.T) {
-	for _, tc := range []struct {
-		path, root, rel string
-		ok              bool
-	}{
-		{"/proc/123/root/usr/bin/python3", "/proc/123/root", "usr/bin/python3", true},
-		{"/proc/self/root/bin/sh", "/proc/self/root", "bin/sh", true},
-		{"/proc/123/root//usr/../bin/sh", "/proc/123/root", "bin/sh", true},
-		{"/proc/123/root", "", "", false},
-		{"/proc/123/exe", "", "", false},
-		{"/proc/abc/root/bin/sh", "", "", false},
-		{"/usr/bin/python3", "", "", false},
-	} {
-		root, rel, ok := splitProcRoot(tc.path)
-		if root != tc.root || rel != tc.rel || ok != tc.ok {
-			t.Errorf("splitProcRoot(%q) = %q, %q, %v; want %q, %q, %v", tc.path, root, rel, ok, tc.root, tc.rel, tc.ok)
-		}
 	}
 }
 
