@@ -63,11 +63,14 @@ type Addr struct {
 	IP         netip.AddrPort // inet and inet6; v4-mapped v6 is shown as v4
 	Path       []byte         // unix: the path; abstract names start with '@'
 	Raw        []byte         // other families: sockaddr bytes after the family
+	inBuf      bool           // Path and Raw are in the Event's sockaddr buffer, after the family
 }
 
 // Event is one failed connect() or bind(), decoded. Byte slices point into
-// the Event's own buffers, so an Event is reused without allocating; copy
-// what must outlive the next Decode.
+// the Event's own buffers, so an Event is reused without allocating. An
+// Event that must outlive the next Decode into the same one (a queue) is
+// copied with CopyTo, never by assignment: a copy's slices would still
+// point into the original.
 type Event struct {
 	Time    time.Time
 	BootNs  uint64
@@ -120,6 +123,10 @@ type Event struct {
 	// Suppressed counts the identical failures (same netns, syscall, errno
 	// and address) that the rate limit held back before this one.
 	Suppressed uint64
+	// LimitID is the rate limit's key for this failure in the kernel, valid
+	// when Limited (the limit is on).
+	Limited bool
+	LimitID uint64
 	// Async: a non-blocking connect() (EINPROGRESS) whose socket failed
 	// later with Errno, AsyncAfter after the call; the rest is as at the
 	// call.
@@ -235,6 +242,8 @@ func (d *Decoder) Decode(raw *tracer.RawEvent, ev *Event) {
 		ev.ExeDev = unix.Mkdev(raw.ExeDev>>20, raw.ExeDev&(1<<20-1))
 	}
 	ev.FD = raw.Fd
+	ev.Suppressed = 0
+	ev.Limited, ev.LimitID = raw.Flags&tracer.FlagLimited != 0, raw.LimitId
 	ev.Addrlen = int(raw.Addrlen)
 	ev.NetNS, ev.MntNS = raw.Netns, raw.Mntns
 	ev.CgroupID = raw.CgroupId
@@ -271,6 +280,39 @@ func (d *Decoder) Decode(raw *tracer.RawEvent, ev *Event) {
 	}
 }
 
+// CopyTo makes dst a copy of e whose slices point into dst's own buffers.
+// It does not allocate (but for a Path or Raw set by hand, which gets a
+// copy of its own). The Pod is shared: a Pod is never changed once an
+// Event points to it (package pod makes a new one instead).
+func (e *Event) CopyTo(dst *Event) {
+	if dst == e {
+		return
+	}
+	*dst = *e // the buffers by value, the slices still e's
+	dst.Comm = dst.comm[:len(e.Comm)]
+	dst.ExeName = dst.exe[:len(e.ExeName)]
+	dst.Args = dst.args[:len(e.Args)]
+	dst.Local.rebase(&e.Local, dst.addr[:])
+	dst.Remote.rebase(&e.Remote, dst.addr[:])
+}
+
+// rebase points a's Path or Raw, copied from src, into buf, where
+// parseSockaddr put them (after the family); one set by hand gets a copy.
+func (a *Addr) rebase(src *Addr, buf []byte) {
+	switch {
+	case src.inBuf && src.Path != nil:
+		a.Path = buf[2 : 2+len(src.Path)]
+	case src.Path != nil:
+		a.Path = append([]byte(nil), src.Path...)
+	}
+	switch {
+	case src.inBuf && src.Raw != nil:
+		a.Raw = buf[2 : 2+len(src.Raw)]
+	case src.Raw != nil:
+		a.Raw = append([]byte(nil), src.Raw...)
+	}
+}
+
 // socketLocal is the address the socket was bound to before the call
 // (0.0.0.0:0 or [::]:0 when it was not).
 func socketLocal(raw *tracer.RawEvent) Addr {
@@ -294,7 +336,7 @@ func parseSockaddr(b []byte) Addr {
 	if len(b) < 2 {
 		return Addr{}
 	}
-	a := Addr{Valid: true, Family: binary.LittleEndian.Uint16(b)}
+	a := Addr{Valid: true, Family: binary.LittleEndian.Uint16(b), inBuf: true}
 	switch a.Family {
 	case AFInet:
 		if len(b) >= 8 {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose"
-	"github.com/eaddr/eaddr/tracer"
 )
 
 // A held event's prefetch asks once per key, shares the ticket with the
@@ -14,9 +13,9 @@ import (
 // asks nothing when the interval has a snapshot, and counts nothing as
 // skipped when the queue is full (the event asks itself later).
 func TestDiagPrefetch(t *testing.T) {
-	w := &diagWorker{reqs: make(chan diagReq, 3), results: map[uint64]*diagnose.Diagnosis{}, abandoned: map[uint64]bool{}}
+	w := &diagWorker{pool: newEventPool(3), reqs: make(chan diagReq, 3), results: map[uint64]*diagnose.Diagnosis{}, abandoned: map[uint64]bool{}}
 	s := newDiagShare(time.Second)
-	var raw tracer.RawEvent
+	var ev decode.Event
 	now := time.Now()
 	key := func(netns uint32) diagnose.Key {
 		k, ok := diagnose.KeyOf(&decode.Event{NetNS: netns, Syscall: decode.Connect, Errno: decode.EADDRNOTAVAIL})
@@ -26,8 +25,8 @@ func TestDiagPrefetch(t *testing.T) {
 		return k
 	}
 	k1, k2, k3 := key(1), key(2), key(3)
-	a := s.prefetch(w, &raw, k1, now)
-	b := s.prefetch(w, &raw, k1, now)
+	a := s.prefetch(w, &ev, k1, now)
+	b := s.prefetch(w, &ev, k1, now)
 	if a == 0 || a != b || len(w.reqs) != 1 || s.waiting[a].refs != 2 {
 		t.Fatalf("two prefetches of one key: tickets %d %d, %d requests, refs %d; want one shared ticket, one request, 2 refs", a, b, len(w.reqs), s.waiting[a].refs)
 	}
@@ -40,14 +39,14 @@ func TestDiagPrefetch(t *testing.T) {
 		t.Errorf("the last reference did not free the ticket (inflight %v, waiting %v, abandoned %v)", s.inflight, s.waiting, w.abandoned)
 	}
 	s.recent[k2] = recentDiag{at: now}
-	if tk := s.prefetch(w, &raw, k2, now); tk != 0 {
+	if tk := s.prefetch(w, &ev, k2, now); tk != 0 {
 		t.Errorf("a key with a snapshot of this interval was asked again (ticket %d)", tk)
 	}
-	if tk := s.prefetch(w, &raw, k2, now.Add(time.Second)); tk == 0 {
+	if tk := s.prefetch(w, &ev, k2, now.Add(time.Second)); tk == 0 {
 		t.Errorf("a key whose snapshot is stale when the event asks was not asked")
 	}
 	w.reqs <- diagReq{} // the queue is full now
-	if tk := s.prefetch(w, &raw, k3, now); tk != 0 || w.full != 0 {
+	if tk := s.prefetch(w, &ev, k3, now); tk != 0 || w.full != 0 {
 		t.Errorf("with the queue full: ticket %d, skipped %d; want 0 and nothing counted", tk, w.full)
 	}
 	s.unref(w, 0)

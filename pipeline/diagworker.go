@@ -8,7 +8,6 @@ import (
 	"github.com/eaddr/eaddr/diagnose"
 
 	"github.com/eaddr/eaddr/decode"
-	"github.com/eaddr/eaddr/tracer"
 )
 
 const (
@@ -23,11 +22,11 @@ const (
 
 // diagWorker runs the Diagnoser on its own goroutine: a snapshot reads the
 // netns through netlink and /proc, which takes milliseconds and, on a busy
-// node, hundreds of them. The reader hands it raw events and never waits.
+// node, hundreds of them. The reader hands it copies of decoded events and
+// never waits.
 type diagWorker struct {
 	d    *diagnose.Diagnoser
-	dec  *decode.Decoder
-	ev   decode.Event
+	pool *eventPool // the Events of the requests, given back once done
 	reqs chan diagReq
 	done chan struct{}
 
@@ -44,11 +43,11 @@ type diagWorker struct {
 type diagReq struct {
 	seen   bool // only remember the process's netns (Diagnoser.Seen)
 	ticket uint64
-	raw    tracer.RawEvent
+	ev     *decode.Event // lent by pool
 }
 
 func newDiagWorker(d *diagnose.Diagnoser) *diagWorker {
-	w := &diagWorker{d: d, dec: decode.NewDecoder(nil), reqs: make(chan diagReq, diagQueue), done: make(chan struct{}),
+	w := &diagWorker{d: d, pool: newEventPool(diagQueue + 1), reqs: make(chan diagReq, diagQueue), done: make(chan struct{}),
 		results: map[uint64]*diagnose.Diagnosis{}, abandoned: map[uint64]bool{}}
 	go w.run()
 	return w
@@ -57,13 +56,15 @@ func newDiagWorker(d *diagnose.Diagnoser) *diagWorker {
 func (w *diagWorker) run() {
 	defer close(w.done)
 	for req := range w.reqs {
-		w.dec.Decode(&req.raw, &w.ev)
 		if req.seen {
-			w.d.Seen(&w.ev)
+			w.d.Seen(req.ev)
+			w.pool.put(req.ev)
 			continue
 		}
 		var c *diagnose.Diagnosis
-		if g := w.d.Diagnose(&w.ev); g != nil {
+		g := w.d.Diagnose(req.ev)
+		w.pool.put(req.ev)
+		if g != nil {
 			cp := *g // the Diagnoser updates its own copy when later events share it
 			c = &cp
 		}
@@ -88,22 +89,34 @@ func (w *diagWorker) publish() {
 	w.cacheBound.Store(int64(b))
 }
 
-// seen tells the worker a process lives in raw's netns, while it does; it is
+// seen tells the worker a process lives in ev's netns, while it does; it is
 // dropped when the queue is full (the failing process is tried first anyway).
-func (w *diagWorker) seen(raw *tracer.RawEvent) {
+func (w *diagWorker) seen(ev *decode.Event) {
+	if len(w.reqs) >= cap(w.reqs) {
+		return
+	}
+	e := w.pool.copyOf(ev)
 	select {
-	case w.reqs <- diagReq{seen: true, raw: *raw}:
+	case w.reqs <- diagReq{seen: true, ev: e}:
 	default:
+		w.pool.put(e)
 	}
 }
 
-// submit asks for the diagnosis of raw; false when the queue is full.
-func (w *diagWorker) submit(raw *tracer.RawEvent) (ticket uint64, ok bool) {
+// submit asks for the diagnosis of ev (a copy goes to the worker); false
+// when the queue is full.
+func (w *diagWorker) submit(ev *decode.Event) (ticket uint64, ok bool) {
+	if len(w.reqs) >= cap(w.reqs) {
+		w.full++
+		return 0, false
+	}
+	e := w.pool.copyOf(ev)
 	w.next++
 	select {
-	case w.reqs <- diagReq{ticket: w.next, raw: *raw}:
+	case w.reqs <- diagReq{ticket: w.next, ev: e}:
 		return w.next, true
 	default:
+		w.pool.put(e)
 		w.full++
 		return 0, false
 	}
@@ -137,10 +150,9 @@ func (w *diagWorker) close() {
 // diagHeld is an event that passed the filters and the rate limit and waits
 // for its diagnosis.
 type diagHeld struct {
-	raw        tracer.RawEvent
-	ticket     uint64
-	suppressed uint64
-	at, until  time.Time // asked; the longest it waits
+	ev        *decode.Event // its own copy, lent by traceRun.held
+	ticket    uint64
+	at, until time.Time // asked; the longest it waits
 }
 
 // diagShare is the reader's side of the sharing: the events of one key in
@@ -215,7 +227,7 @@ func (s *diagShare) answered(w *diagWorker, ticket uint64, g *diagnose.Diagnosis
 // prefetch asks for k's snapshot unless one is asked or the key's last one
 // will still be of its interval at until, when the event asks, and returns
 // the ticket with a reference taken (0: nothing asked).
-func (s *diagShare) prefetch(w *diagWorker, raw *tracer.RawEvent, k diagnose.Key, until time.Time) uint64 {
+func (s *diagShare) prefetch(w *diagWorker, ev *decode.Event, k diagnose.Key, until time.Time) uint64 {
 	if r, ok := s.recent[k]; ok && until.Sub(r.at) < s.interval {
 		return 0
 	}
@@ -224,7 +236,7 @@ func (s *diagShare) prefetch(w *diagWorker, raw *tracer.RawEvent, k diagnose.Key
 		if len(w.reqs) >= cap(w.reqs) {
 			return 0 // full: the event asks itself later, and is counted then
 		}
-		if ticket, ok = w.submit(raw); !ok {
+		if ticket, ok = w.submit(ev); !ok {
 			return 0
 		}
 		s.inflight[k] = ticket

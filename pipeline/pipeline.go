@@ -195,6 +195,7 @@ type traceRun struct {
 	quietDiag diagnose.Diagnosis // emit's copy of an expected failure's diagnosis, without its fix
 	sockIter  *tracer.SockIter   // the diagnosis's socket reader; nil: sock_diag only
 	diagHold  []diagHeld
+	held      *eventPool // the copies diagHold keeps
 	share     *diagShare
 	seenNetNS map[uint32]bool // netns already told to the diagnosis
 	limits    *limitBook
@@ -221,7 +222,7 @@ type traceRun struct {
 func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, met *metrics, hooks Hooks) (*traceRun, error) {
 	c.defaults()
 	r := &traceRun{c: c, t: t, log: log, met: met, hooks: hooks, limits: newLimitBook(c.Rate > 0), hold: newHoldQueue(holdMax),
-		now: time.Now, diagLate: lateDiagnosis(c.DiagnoseWait)}
+		now: time.Now, diagLate: lateDiagnosis(c.DiagnoseWait), held: newEventPool(holdMax)}
 	cg, err := pod.NewCgroupResolver(t)
 	r.dec = decode.NewDecoder(nil)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/eaddr/eaddr/tracer"
+	"github.com/eaddr/eaddr/decode"
 )
 
 // limitBook accounts for the failures the kernel's rate limit held back
@@ -54,17 +54,17 @@ const (
 
 func newLimitBook(on bool) *limitBook { return &limitBook{on: on, keys: map[uint64]*limitKey{}} }
 
-// event notes where an event of raw's key went, and returns how many
+// event notes where an event of ev's key went, and returns how many
 // failures of that key were read as held back since its previous written
 // event: the event's "suppressed".
-func (b *limitBook) event(raw *tracer.RawEvent, fate limitFate, errors prometheus.Counter) uint64 {
-	if raw.Flags&tracer.FlagLimited == 0 {
+func (b *limitBook) event(ev *decode.Event, fate limitFate, errors prometheus.Counter) uint64 {
+	if !ev.Limited {
 		return 0
 	}
-	k := b.keys[raw.LimitId]
+	k := b.keys[ev.LimitID]
 	if k == nil {
 		k = &limitKey{}
-		b.keys[raw.LimitId] = k
+		b.keys[ev.LimitID] = k
 	}
 	k.fate, k.errors, k.seen = fate, errors, b.now
 	if fate != fateWritten {

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/eaddr/eaddr/tracer"
+	"github.com/eaddr/eaddr/decode"
 )
 
 // kernelKeys stands in for the tracer's rate limit maps.
@@ -26,8 +26,8 @@ func (k *kernelKeys) LimitStates(fn func(id, s uint64)) (int, error) {
 	return k.entries, nil
 }
 
-func limited(id uint64) *tracer.RawEvent {
-	return &tracer.RawEvent{Flags: tracer.FlagLimited, LimitId: id}
+func limited(id uint64) *decode.Event {
+	return &decode.Event{Limited: true, LimitID: id}
 }
 
 // Each failure the kernel held back is counted once, when read, where its
@@ -93,8 +93,8 @@ func TestLimitBook(t *testing.T) {
 	if b.unattributed() != 33-20-7 || b.held() != 26 {
 		t.Errorf("final: unattributed %d held %d, want 6 26", b.unattributed(), b.held())
 	}
-	if n := b.event(&tracer.RawEvent{LimitId: 1}, fateWritten, series); n != 0 {
-		t.Errorf("an event without FlagLimited carried %d", n)
+	if n := b.event(&decode.Event{LimitID: 1}, fateWritten, series); n != 0 {
+		t.Errorf("an event not Limited carried %d", n)
 	}
 }
 

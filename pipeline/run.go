@@ -28,11 +28,12 @@ const (
 	holdMax = 4096
 )
 
-// holdQueue keeps raw events, in arrival order, whose names were asked of the
-// runtime: they are decoded and attributed again when the answer is there or
-// their time is up.
+// holdQueue keeps events, in arrival order, whose names were asked of the
+// runtime: they are attributed again when the answer is there or their time
+// is up.
 type holdQueue struct {
-	q        []heldEvent
+	q        []*heldEvent
+	free     []*heldEvent
 	max      int
 	overflow uint64 // events that found the queue full and went out without waiting
 	answered uint64 // the runtime's answer count at the last full look
@@ -44,22 +45,37 @@ type holdQueue struct {
 }
 
 type heldEvent struct {
-	raw    tracer.RawEvent
-	at     time.Time // read
+	ev     decode.Event // its own copy (CopyTo)
+	at     time.Time    // read
 	until  time.Time
-	ticket uint64 // the diagnosis asked for it meanwhile (0: none), see prefetchDiag
+	ticket uint64  // the diagnosis asked for it meanwhile (0: none), see prefetchDiag
+	key    diagKey // its diagnosis key, when prefetchDiag worked it out
+}
+
+// diagKey is an event's diagnosis key (diagnose.KeyOf), worked out once.
+type diagKey struct {
+	k         diagnose.Key
+	ok, known bool
 }
 
 func newHoldQueue(max int) holdQueue { return holdQueue{max: max} }
 
-// push keeps a copy of raw, read at now, until now+wait; false when the
-// queue is full.
-func (h *holdQueue) push(raw *tracer.RawEvent, now time.Time, wait time.Duration, ticket uint64) bool {
+// push keeps a copy of ev, read at now, until now+wait; false when the
+// queue is full. A slot is reused once it is given back (release).
+func (h *holdQueue) push(ev *decode.Event, now time.Time, wait time.Duration, ticket uint64, key diagKey) bool {
 	if len(h.q) >= h.max {
 		h.overflow++
 		return false
 	}
-	h.q = append(h.q, heldEvent{raw: *raw, at: now, until: now.Add(wait), ticket: ticket})
+	var e *heldEvent
+	if n := len(h.free); n > 0 {
+		e, h.free = h.free[n-1], h.free[:n-1]
+	} else {
+		e = new(heldEvent)
+	}
+	ev.CopyTo(&e.ev)
+	e.at, e.until, e.ticket, e.key = now, now.Add(wait), ticket, key
+	h.q = append(h.q, e)
 	h.held++
 	return true
 }
@@ -118,8 +134,9 @@ func (r *traceRun) readWait(wait time.Duration) time.Duration {
 	return wait
 }
 
-// handle decodes and attributes one event; one whose names were asked of the
-// runtime waits in the hold queue, the others go on at once.
+// handle decodes and attributes one event, the only Decode of its way;
+// one whose names were asked of the runtime waits in the hold queue, the
+// others go on at once.
 func (r *traceRun) handle(raw *tracer.RawEvent) {
 	ev := &r.ev
 	r.dec.Decode(raw, ev)
@@ -129,17 +146,17 @@ func (r *traceRun) handle(raw *tracer.RawEvent) {
 			clear(r.seenNetNS)
 		}
 		r.seenNetNS[ev.NetNS] = true
-		r.diag.seen(raw)
+		r.diag.seen(ev)
 	}
 	if r.mapPod(ev, false) {
-		ticket := r.prefetchDiag(raw, ev)
-		if r.hold.push(raw, r.now(), r.c.NamesWait, ticket) {
+		ticket, key := r.prefetchDiag(ev)
+		if r.hold.push(ev, r.now(), r.c.NamesWait, ticket, key) {
 			return
 		}
 		r.share.unref(r.diag, ticket)
 		r.mapPod(ev, true)
 	}
-	r.process(raw, ev)
+	r.process(ev, diagKey{})
 }
 
 // release sends on the held events whose names arrived or whose time is up
@@ -155,36 +172,36 @@ func (r *traceRun) release(final bool) {
 	all := final || answered != r.hold.answered
 	r.hold.answered = answered
 	kept := r.hold.q[:0]
-	for i := range r.hold.q {
-		h := &r.hold.q[i]
+	for i, h := range r.hold.q {
 		expired := final || !now.Before(h.until)
 		if !all && !expired {
 			kept = append(kept, r.hold.q[i:]...)
 			break
 		}
-		r.dec.Decode(&h.raw, &r.ev)
-		if r.mapPod(&r.ev, expired) {
-			kept = append(kept, *h)
+		if r.mapPod(&h.ev, expired) {
+			kept = append(kept, h)
 			continue
 		}
 		r.hold.waited(h, now)
-		r.process(&h.raw, &r.ev)
+		r.process(&h.ev, h.key)
 		r.share.unref(r.diag, h.ticket) // its own ask holds the ticket now, if it asked
+		r.hold.free = append(r.hold.free, h)
 	}
 	clear(r.hold.q[len(kept):])
 	r.hold.q = kept
 }
 
 // process runs an attributed event through the filters and the rate limit;
-// what passes waits for its diagnosis or is written at once.
-func (r *traceRun) process(raw *tracer.RawEvent, ev *decode.Event) {
+// what passes waits for its diagnosis or is written at once. key is its
+// diagnosis key if already worked out.
+func (r *traceRun) process(ev *decode.Event, key diagKey) {
 	keep, unresolved := r.c.keep(ev)
 	if !keep {
 		fate := fateFiltered
 		if unresolved {
 			fate = fateUnresolved
 		}
-		r.limits.event(raw, fate, nil)
+		r.limits.event(ev, fate, nil)
 		if unresolved {
 			r.filteredUnresolved++
 			if r.filteredUnresolved == 1 {
@@ -200,42 +217,48 @@ func (r *traceRun) process(raw *tracer.RawEvent, ev *decode.Event) {
 	if r.met != nil {
 		series = r.met.count(ev) // and the kernel's suppressed of its key, by r.limits
 	}
-	ev.Suppressed = r.limits.event(raw, fateWritten, series)
+	ev.Suppressed = r.limits.event(ev, fateWritten, series)
 	if r.diag == nil {
 		r.emit(ev, nil)
 		return
 	}
-	r.askDiagnosis(raw, ev)
+	r.askDiagnosis(ev, key)
 }
 
 // prefetchDiag asks for the diagnosis of an event that waits for its names,
 // so that the snapshot is taken meanwhile and the two waits overlap. Only
 // when the event will be written: no filter waits for the names, and the
 // others keep it (a snapshot nobody uses would break the accounting). The
-// ticket holds a reference until the event is processed (share.unref).
-func (r *traceRun) prefetchDiag(raw *tracer.RawEvent, ev *decode.Event) uint64 {
+// ticket holds a reference until the event is processed (share.unref); the
+// key, once worked out, goes with the event.
+func (r *traceRun) prefetchDiag(ev *decode.Event) (uint64, diagKey) {
 	c := &r.c
 	if r.diag == nil || c.Namespace != "" || c.Pod != "" || c.Container != "" || c.Selector != nil {
-		return 0
+		return 0, diagKey{}
 	}
 	if keep, _ := c.keep(ev); !keep {
-		return 0
+		return 0, diagKey{}
 	}
 	k, ok := r.diag.d.KeyOf(ev) // reads only the Diagnoser's settings
+	key := diagKey{k: k, ok: ok, known: true}
 	if !ok {
-		return 0
+		return 0, key
 	}
-	return r.share.prefetch(r.diag, raw, k, r.now().Add(r.c.NamesWait))
+	return r.share.prefetch(r.diag, ev, k, r.now().Add(r.c.NamesWait)), key
 }
 
 // askDiagnosis writes ev with the snapshot its key already has in this
-// interval, or holds it for the snapshot asked (once per key) of the worker.
-func (r *traceRun) askDiagnosis(raw *tracer.RawEvent, ev *decode.Event) {
-	k, ok := r.diag.d.KeyOf(ev)
-	if !ok {
+// interval, or holds a copy of it for the snapshot asked (once per key) of
+// the worker.
+func (r *traceRun) askDiagnosis(ev *decode.Event, key diagKey) {
+	if !key.known {
+		key.k, key.ok = r.diag.d.KeyOf(ev)
+	}
+	if !key.ok {
 		r.emit(ev, nil) // nothing to diagnose
 		return
 	}
+	k := key.k
 	now := r.now()
 	if g, ok := r.share.fresh(k, now); ok {
 		r.emit(ev, g)
@@ -243,7 +266,7 @@ func (r *traceRun) askDiagnosis(raw *tracer.RawEvent, ev *decode.Event) {
 	}
 	ticket, ok := r.share.inflight[k]
 	if !ok {
-		if ticket, ok = r.diag.submit(raw); !ok {
+		if ticket, ok = r.diag.submit(ev); !ok {
 			r.emit(ev, diagFull)
 			return
 		}
@@ -251,7 +274,7 @@ func (r *traceRun) askDiagnosis(raw *tracer.RawEvent, ev *decode.Event) {
 		r.share.waiting[ticket] = &ticketState{key: k}
 	}
 	r.share.waiting[ticket].refs++
-	r.diagHold = append(r.diagHold, diagHeld{raw: *raw, ticket: ticket, suppressed: ev.Suppressed, at: now, until: now.Add(r.c.DiagnoseWait)})
+	r.diagHold = append(r.diagHold, diagHeld{ev: r.held.copyOf(ev), ticket: ticket, at: now, until: now.Add(r.c.DiagnoseWait)})
 }
 
 // releaseDiag writes the events whose diagnosis is there or whose wait is
@@ -274,10 +297,12 @@ func (r *traceRun) releaseDiag(final bool) {
 			break
 		}
 		r.share.waitMax = max(r.share.waitMax, now.Sub(h.at))
-		r.dec.Decode(&h.raw, &r.ev)
-		r.mapPod(&r.ev, true)
-		r.ev.Suppressed = h.suppressed
-		r.emit(&r.ev, g)
+		if h.ev.PodNamesUnresolved != "" {
+			r.mapPod(h.ev, true) // the names may have come meanwhile
+		}
+		r.emit(h.ev, g)
+		r.held.put(h.ev)
+		h.ev = nil
 	}
 	r.diagHold = append(r.diagHold[:0], r.diagHold[n:]...)
 }

@@ -58,7 +58,7 @@ func newWaitsRig(t *testing.T, c Config) *waitsRig {
 	c.defaults()
 	g := &waitsRig{rt: &fakeRuntime{named: map[uint32]bool{}}, now: time.Unix(1_700_000_000, 0)}
 	r := &traceRun{c: c, log: slog.New(slog.DiscardHandler), limits: newLimitBook(false), hold: newHoldQueue(holdMax),
-		dec: decode.NewDecoder(nil), diagLate: lateDiagnosis(c.DiagnoseWait)}
+		dec: decode.NewDecoder(nil), diagLate: lateDiagnosis(c.DiagnoseWait), held: newEventPool(holdMax)}
 	r.now = func() time.Time { return g.now }
 	r.mapPod, r.answered = g.rt.mapPod, func() uint64 { return g.rt.answered }
 	r.hooks.Event = func(ev *decode.Event, _ *explain.Explanation, line []byte) {
@@ -67,7 +67,7 @@ func newWaitsRig(t *testing.T, c Config) *waitsRig {
 	r.sk = newSink(io.Discard, 64<<10, 64, nil)
 	t.Cleanup(func() { r.sk.close(time.Second) })
 	if c.DiagnoseEvery > 0 {
-		r.diag = &diagWorker{reqs: make(chan diagReq, 64), results: map[uint64]*diagnose.Diagnosis{}, abandoned: map[uint64]bool{}}
+		r.diag = &diagWorker{pool: newEventPool(64), reqs: make(chan diagReq, 64), results: map[uint64]*diagnose.Diagnosis{}, abandoned: map[uint64]bool{}}
 		r.share, r.seenNetNS = newDiagShare(c.DiagnoseEvery), map[uint32]bool{}
 	}
 	g.r = r
@@ -76,10 +76,16 @@ func newWaitsRig(t *testing.T, c Config) *waitsRig {
 
 // fail is a connect() of thread tid toward 127.0.0.1:8080 failing with
 // EADDRNOTAVAIL in netns.
-func (g *waitsRig) fail(tid, netns uint32) {
+func (g *waitsRig) fail(tid, netns uint32) { g.failAs(tid, netns, "", 8080) }
+
+// failAs is fail by a process named comm, toward port.
+func (g *waitsRig) failAs(tid, netns uint32, comm string, port uint16) {
 	raw := tracer.RawEvent{Tgid: 100, Tid: tid, Netns: netns, Err: int32(decode.EADDRNOTAVAIL), Syscall: tracer.SysConnect,
 		Flags: tracer.FlagAddr, AddrCopied: 16, Addrlen: 16, BootNs: uint64(g.now.UnixNano())}
-	copy(raw.Addr[:], []byte{2, 0, 0x1f, 0x90, 127, 0, 0, 1}) // sockaddr_in: AF_INET, port 8080, 127.0.0.1
+	copy(raw.Addr[:], []byte{2, 0, byte(port >> 8), byte(port), 127, 0, 0, 1}) // sockaddr_in: AF_INET, port, 127.0.0.1
+	for i, c := range []byte(comm) {
+		raw.Comm[i] = int8(c)
+	}
 	g.r.handle(&raw)
 }
 
@@ -195,6 +201,39 @@ func TestDiagnoseWait(t *testing.T) {
 		}
 		if g.r.share.late != 1 || g.r.share.waitMax != wait {
 			t.Errorf("wait %v: late %d, recorded %v; want 1 and %v", wait, g.r.share.late, g.r.share.waitMax, wait)
+		}
+	}
+}
+
+// The queues keep decoded events, not raw ones decoded again: each held
+// event, and the copy the diagnosis worker gets, keeps its own comm and
+// address while later events are decoded into the reader's Event.
+func TestHeldEventsKeepTheirBytes(t *testing.T) {
+	g := newWaitsRig(t, Config{DiagnoseEvery: time.Second, NamesWait: time.Second, DiagnoseWait: time.Second})
+	t0 := g.now
+	g.failAs(1, 5, "alpha", 8080) // waits for its names
+	g.rt.named[2] = true
+	g.failAs(2, 6, "bravo", 9090) // named: waits for its snapshot
+	req := <-g.r.diag.reqs        // the worker's copies: alpha's netns, then its prefetch
+	for req.seen {
+		req = <-g.r.diag.reqs
+	}
+	if string(req.ev.Comm) != "alpha" || req.ev.Remote.IP.Port() != 8080 {
+		t.Errorf("the worker's copy of alpha's event reads %q toward %v", req.ev.Comm, req.ev.Remote.IP)
+	}
+	g.at(t0.Add(time.Second)) // alpha's names wait ends: it waits for its snapshot too
+	for _, h := range g.r.diagHold {
+		g.r.diag.results[h.ticket] = &diagnose.Diagnosis{Verdict: "test"}
+	}
+	g.at(t0.Add(time.Second + time.Millisecond))
+	want := map[uint32]string{1: `"comm":"alpha"`, 2: `"comm":"bravo"`}
+	port := map[uint32]string{1: `"port":8080`, 2: `"port":9090`}
+	if len(g.out) != 2 {
+		t.Fatalf("written %v, want both", g.tids())
+	}
+	for _, w := range g.out {
+		if !strings.Contains(w.line, want[w.tid]) || !strings.Contains(w.line, port[w.tid]) {
+			t.Errorf("tid %d: %s; want %s and %s", w.tid, w.line, want[w.tid], port[w.tid])
 		}
 	}
 }
