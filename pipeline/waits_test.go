@@ -54,7 +54,7 @@ type waitsRig struct {
 
 // newWaitsRig is a trace loop without a tracer: events go in through
 // handle, out through the Event hook.
-func newWaitsRig(t *testing.T, c Config) *waitsRig {
+func newWaitsRig(t testing.TB, c Config) *waitsRig {
 	c.defaults()
 	g := &waitsRig{rt: &fakeRuntime{named: map[uint32]bool{}}, now: time.Unix(1_700_000_000, 0)}
 	r := &traceRun{c: c, log: slog.New(slog.DiscardHandler), limits: newLimitBook(false), hold: newHoldQueue(holdMax),
