@@ -10,13 +10,15 @@ import (
 	"github.com/eaddr/eaddr/kubeevent"
 )
 
-// kubeEvent hands a written failure of a named pod to the Events reporter
-// (--kube-events). It never waits and does not allocate: the strings are
-// the pod's, the diagnosis's and the catalog's, none of which change.
-func (r *traceRun) kubeEvent(ev *decode.Event, g *diagnose.Diagnosis) {
-	k := r.c.KubeEvents
-	p := ev.Pod
-	if k == nil || ev.NodePort || p == nil || p.UID == "" || p.Name == "" || p.Namespace == "" || ev.PodNamesUnresolved != "" {
+// kubeEvents is the consumer that hands a written failure of a named pod
+// to the Events reporter (--kube-events), unless its program causes it on
+// purpose. It never waits and does not allocate: the strings are the
+// pod's, the diagnosis's and the catalog's, none of which change.
+type kubeEvents struct{ k *kubeevent.Reporter }
+
+func (c kubeEvents) consume(e *emitted) {
+	ev, g, p := e.ev, e.g, e.ev.Pod
+	if e.expected || ev.NodePort || p == nil || p.UID == "" || p.Name == "" || p.Namespace == "" || ev.PodNamesUnresolved != "" {
 		return
 	}
 	f := kubeevent.Failure{PodUID: p.UID, PodName: p.Name, Namespace: p.Namespace, Count: int32(min(1+ev.Suppressed, 1<<30)),
@@ -38,10 +40,10 @@ func (r *traceRun) kubeEvent(ev *decode.Event, g *diagnose.Diagnosis) {
 	}
 	if g != nil && g.Meaning != "" { // the diagnosis's own, as in the JSON's explain.meaning
 		f.Meaning = g.Meaning
-	} else if r.explainer != nil && r.x.Meaning != nil {
-		f.Meaning = r.x.Meaning.Meaning
+	} else if e.x != nil && e.x.Meaning != nil {
+		f.Meaning = e.x.Meaning.Meaning
 	}
-	k.Report(f)
+	c.k.Report(f)
 }
 
 // reasonOf names the kind of failure. Exhaustion is claimed only when the

@@ -178,14 +178,13 @@ func errnoNames(o tracer.Options) string {
 // traceRun is one trace: the stages an event goes through, in order, and
 // their counters.
 type traceRun struct {
-	c     Config
-	t     *tracer.Tracer
-	log   *slog.Logger
-	met   *metrics
-	hooks Hooks
+	c   Config
+	t   source // the tracer
+	log *slog.Logger
+	met *metrics
 
 	cgroups   *pod.CgroupResolver // nil without cgroup2
-	dec       *decode.Decoder
+	dec       decoder             // decode.Decoder
 	names     *kube.Resolver
 	pods      *pod.PodMapper
 	hold      holdQueue
@@ -202,18 +201,17 @@ type traceRun struct {
 	sk        *sink
 	sum       summary
 
-	now func() time.Time // the clock of the waits; time.Now but in tests
-	// mapPod and answered are pods.Map and names.Answered.Load but in
-	// tests, whose runtime says what they want when they want.
-	mapPod   func(ev *decode.Event, final bool) (pending bool)
-	answered func() uint64
-	diagLate *diagnose.Diagnosis
-	raw      tracer.RawEvent
-	ev       decode.Event
-	x        explain.Explanation
-	attempts explain.Attempts // retries of one logical attempt, numbered
-	stopKube func()           // ends the Events reporter (--kube-events); nil without
-	lastTick time.Time
+	now       func() time.Time // the clock of the waits; time.Now but in tests
+	attr      attributor       // the pod mapper
+	consumers []consumer       // told of each event written, in order
+	emitted   emitted          // what they are told, reused
+	diagLate  *diagnose.Diagnosis
+	raw       tracer.RawEvent
+	ev        decode.Event
+	x         explain.Explanation
+	attempts  explain.Attempts // retries of one logical attempt, numbered
+	stopKube  func()           // ends the Events reporter (--kube-events); nil without
+	lastTick  time.Time
 
 	written, filtered, filteredUnresolved uint64
 	limitErr                              bool // a failed read of the kernel's counts was logged
@@ -221,22 +219,23 @@ type traceRun struct {
 
 func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, met *metrics, hooks Hooks) (*traceRun, error) {
 	c.defaults()
-	r := &traceRun{c: c, t: t, log: log, met: met, hooks: hooks, limits: newLimitBook(c.Rate > 0), hold: newHoldQueue(holdMax),
+	r := &traceRun{c: c, t: t, log: log, met: met, limits: newLimitBook(c.Rate > 0), hold: newHoldQueue(holdMax),
 		now: time.Now, diagLate: lateDiagnosis(c.DiagnoseWait), held: newEventPool(holdMax)}
 	cg, err := pod.NewCgroupResolver(t)
-	r.dec = decode.NewDecoder(nil)
+	dec := decode.NewDecoder(nil)
 	if err != nil {
 		log.Warn("cgroup paths unavailable, events carry cgroup ids only", "err", err)
-		r.dec.NoCgroups = err.Error()
+		dec.NoCgroups = err.Error()
 	} else {
-		r.cgroups, r.dec.Cgroups = cg, cg
+		r.cgroups, dec.Cgroups = cg, cg
 	}
+	r.dec = dec
 	_, pods := pod.PodCgroups()
 	r.names = kube.NewResolver(c.CRIEndpoint, pods, log)
 	host, _ := netdiag.HostInode()
 	r.pods = pod.NewPodMapper(r.names, host)
 	r.pods.CgroupV1 = pod.CgroupV1Mounted()
-	r.mapPod, r.answered = r.pods.Map, r.names.Answered.Load
+	r.attr = podAttribution{r.pods, r.names}
 	if c.Explain > 0 {
 		if r.explainer, err = explain.NewExplainer(); err != nil {
 			r.close()
@@ -265,6 +264,7 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 		r.diag, r.seenNetNS, r.share = newDiagWorker(d), map[uint32]bool{}, newDiagShare(c.DiagnoseEvery)
 	}
 	r.sum = summary{start: time.Now(), every: c.SummaryEvery, enabled: c.SummaryEvery > 0 && !c.Table}
+	r.consumers = newConsumers(&r.c, &r.sum, met, hooks)
 	// Lines are batched and handed to a writer goroutine whenever the ring
 	// is drained; a stalled stdout makes batches drop (counted), never the
 	// reader block. A closed stdout (EPIPE) stops the trace.

@@ -16,75 +16,6 @@ import (
 	"github.com/eaddr/eaddr/tracer"
 )
 
-const (
-	// DefaultNamesWait is the longest an event waits for the runtime to
-	// name its pod and container (Config.NamesWait, --names-wait); then it
-	// goes out with the pod UID and container ID only, and says why.
-	DefaultNamesWait = 400 * time.Millisecond
-	// holdPoll is how often held events are looked at while any wait.
-	holdPoll = 5 * time.Millisecond
-	// holdMax bounds the events waiting (384 bytes each); past it an event
-	// goes out at once without names.
-	holdMax = 4096
-)
-
-// holdQueue keeps events, in arrival order, whose names were asked of the
-// runtime: they are attributed again when the answer is there or their time
-// is up.
-type holdQueue struct {
-	q        []*heldEvent
-	free     []*heldEvent
-	max      int
-	overflow uint64 // events that found the queue full and went out without waiting
-	answered uint64 // the runtime's answer count at the last full look
-	held     uint64 // events that waited
-	// waitMax is the longest an event waited, from when it was read to
-	// when it went on: the wait itself (at most Config.NamesWait) and how
-	// late the reader came back to it (a busy node).
-	waitMax time.Duration
-}
-
-type heldEvent struct {
-	ev     decode.Event // its own copy (CopyTo)
-	at     time.Time    // read
-	until  time.Time
-	ticket uint64  // the diagnosis asked for it meanwhile (0: none), see prefetchDiag
-	key    diagKey // its diagnosis key, when prefetchDiag worked it out
-}
-
-// diagKey is an event's diagnosis key (diagnose.KeyOf), worked out once.
-type diagKey struct {
-	k         diagnose.Key
-	ok, known bool
-}
-
-func newHoldQueue(max int) holdQueue { return holdQueue{max: max} }
-
-// push keeps a copy of ev, read at now, until now+wait; false when the
-// queue is full. A slot is reused once it is given back (release).
-func (h *holdQueue) push(ev *decode.Event, now time.Time, wait time.Duration, ticket uint64, key diagKey) bool {
-	if len(h.q) >= h.max {
-		h.overflow++
-		return false
-	}
-	var e *heldEvent
-	if n := len(h.free); n > 0 {
-		e, h.free = h.free[n-1], h.free[:n-1]
-	} else {
-		e = new(heldEvent)
-	}
-	ev.CopyTo(&e.ev)
-	e.at, e.until, e.ticket, e.key = now, now.Add(wait), ticket, key
-	h.q = append(h.q, e)
-	h.held++
-	return true
-}
-
-// waited notes how long an event that goes on at now waited.
-func (h *holdQueue) waited(e *heldEvent, now time.Time) {
-	h.waitMax = max(h.waitMax, now.Sub(e.at))
-}
-
 // loop reads until the tracer is stopped and drained.
 func (r *traceRun) loop() error {
 	wait := r.c.Flush
@@ -148,47 +79,15 @@ func (r *traceRun) handle(raw *tracer.RawEvent) {
 		r.seenNetNS[ev.NetNS] = true
 		r.diag.seen(ev)
 	}
-	if r.mapPod(ev, false) {
+	if r.attr.Map(ev, false) {
 		ticket, key := r.prefetchDiag(ev)
 		if r.hold.push(ev, r.now(), r.c.NamesWait, ticket, key) {
 			return
 		}
 		r.share.unref(r.diag, ticket)
-		r.mapPod(ev, true)
+		r.attr.Map(ev, true)
 	}
 	r.process(ev, diagKey{})
-}
-
-// release sends on the held events whose names arrived or whose time is up
-// (all of them when final). The queue is in arrival order, so deadlines are
-// too: without a new answer from the runtime only the expired head is looked
-// at; after one, every held event is.
-func (r *traceRun) release(final bool) {
-	if len(r.hold.q) == 0 {
-		return
-	}
-	now := r.now()
-	answered := r.answered()
-	all := final || answered != r.hold.answered
-	r.hold.answered = answered
-	kept := r.hold.q[:0]
-	for i, h := range r.hold.q {
-		expired := final || !now.Before(h.until)
-		if !all && !expired {
-			kept = append(kept, r.hold.q[i:]...)
-			break
-		}
-		if r.mapPod(&h.ev, expired) {
-			kept = append(kept, h)
-			continue
-		}
-		r.hold.waited(h, now)
-		r.process(&h.ev, h.key)
-		r.share.unref(r.diag, h.ticket) // its own ask holds the ticket now, if it asked
-		r.hold.free = append(r.hold.free, h)
-	}
-	clear(r.hold.q[len(kept):])
-	r.hold.q = kept
 }
 
 // process runs an attributed event through the filters and the rate limit;
@@ -223,6 +122,12 @@ func (r *traceRun) process(ev *decode.Event, key diagKey) {
 		return
 	}
 	r.askDiagnosis(ev, key)
+}
+
+// diagKey is an event's diagnosis key (diagnose.KeyOf), worked out once.
+type diagKey struct {
+	k         diagnose.Key
+	ok, known bool
 }
 
 // prefetchDiag asks for the diagnosis of an event that waits for its names,
@@ -298,7 +203,7 @@ func (r *traceRun) releaseDiag(final bool) {
 		}
 		r.share.waitMax = max(r.share.waitMax, now.Sub(h.at))
 		if h.ev.PodNamesUnresolved != "" {
-			r.mapPod(h.ev, true) // the names may have come meanwhile
+			r.attr.Map(h.ev, true) // the names may have come meanwhile
 		}
 		r.emit(h.ev, g)
 		r.held.put(h.ev)
@@ -320,7 +225,7 @@ func (r *traceRun) drainDiag() {
 	r.diag.close()
 }
 
-// emit explains and writes one event.
+// emit explains and writes one event, and tells the consumers.
 func (r *traceRun) emit(ev *decode.Event, g *diagnose.Diagnosis) {
 	explained := r.explainer != nil && !ev.NodePort
 	var rule explain.RetryRule
@@ -345,17 +250,18 @@ func (r *traceRun) emit(ev *decode.Event, g *diagnose.Diagnosis) {
 	buf := r.sk.buf()
 	start := len(buf)
 	buf = r.render(buf, ev, explained, g)
-	if r.hooks.Event != nil {
-		r.hooks.Event(ev, &r.x, buf[start:])
-	}
 	r.sk.add(buf, 1)
 	r.written++
-	if !expected {
-		r.kubeEvent(ev, g)
+	if len(r.consumers) == 0 {
+		return
 	}
-	r.sum.count(ev)
-	if r.met != nil {
-		r.met.ports(ev, g)
+	e := &r.emitted
+	*e = emitted{ev: ev, g: g, line: buf[start:], expected: expected}
+	if explained {
+		e.x = &r.x
+	}
+	for _, c := range r.consumers {
+		c.consume(e)
 	}
 }
 

@@ -18,19 +18,26 @@ import (
 // test moves: no root, no runtime, nothing that depends on the machine's
 // speed.
 
-// fakeRuntime stands for pods.Map and the runtime's answers: every event
-// is in a pod cgroup; its names are pending until the test names its
-// thread.
+// fakeRuntime is the attributor: it stands for pods.Map and the runtime's
+// answers. Every event is in a pod cgroup; its names are pending until the
+// test names its thread. It counts the calls.
 type fakeRuntime struct {
 	named    map[uint32]bool // by tid
 	answered uint64
+	maps     map[uint32]int // Map calls, by tid
 }
 
-func (f *fakeRuntime) mapPod(ev *decode.Event, final bool) bool {
-	ev.Pod, ev.PodNamesUnresolved = &decode.Pod{UID: "uid-1", ContainerID: "cid-1"}, ""
+var (
+	unnamedPod = decode.Pod{UID: "uid-1", ContainerID: "cid-1"}
+	namedPod   = decode.Pod{UID: "uid-1", ContainerID: "cid-1", Name: "web", Namespace: "shop", Container: "app"}
+)
+
+func (f *fakeRuntime) Map(ev *decode.Event, final bool) bool {
+	f.maps[ev.TID]++
+	ev.Pod, ev.PodNamesUnresolved = &unnamedPod, ""
 	switch {
 	case f.named[ev.TID]:
-		ev.Pod = &decode.Pod{UID: "uid-1", ContainerID: "cid-1", Name: "web", Namespace: "shop", Container: "app"}
+		ev.Pod = &namedPod
 	case !final:
 		return true
 	default:
@@ -38,6 +45,8 @@ func (f *fakeRuntime) mapPod(ev *decode.Event, final bool) bool {
 	}
 	return false
 }
+
+func (f *fakeRuntime) Answered() uint64 { return f.answered }
 
 // written is what one emitted event said.
 type written struct {
@@ -56,18 +65,20 @@ type waitsRig struct {
 // handle, out through the Event hook.
 func newWaitsRig(t testing.TB, c Config) *waitsRig {
 	c.defaults()
-	g := &waitsRig{rt: &fakeRuntime{named: map[uint32]bool{}}, now: time.Unix(1_700_000_000, 0)}
+	g := &waitsRig{rt: &fakeRuntime{named: map[uint32]bool{}, maps: map[uint32]int{}}, now: time.Unix(1_700_000_000, 0)}
 	r := &traceRun{c: c, log: slog.New(slog.DiscardHandler), limits: newLimitBook(false), hold: newHoldQueue(holdMax),
 		dec: decode.NewDecoder(nil), diagLate: lateDiagnosis(c.DiagnoseWait), held: newEventPool(holdMax)}
 	r.now = func() time.Time { return g.now }
-	r.mapPod, r.answered = g.rt.mapPod, func() uint64 { return g.rt.answered }
-	r.hooks.Event = func(ev *decode.Event, _ *explain.Explanation, line []byte) {
+	r.attr = g.rt
+	r.consumers = []consumer{eventHook(func(ev *decode.Event, _ *explain.Explanation, line []byte) {
 		g.out = append(g.out, written{ev.TID, string(line)})
-	}
+	})}
 	r.sk = newSink(io.Discard, 64<<10, 64, nil)
 	t.Cleanup(func() { r.sk.close(time.Second) })
 	if c.DiagnoseEvery > 0 {
-		r.diag = &diagWorker{pool: newEventPool(64), reqs: make(chan diagReq, 64), results: map[uint64]*diagnose.Diagnosis{}, abandoned: map[uint64]bool{}}
+		done := make(chan struct{})
+		close(done) // no worker goroutine: the test answers for it
+		r.diag = &diagWorker{pool: newEventPool(64), reqs: make(chan diagReq, 64), done: done, results: map[uint64]*diagnose.Diagnosis{}, abandoned: map[uint64]bool{}}
 		r.share, r.seenNetNS = newDiagShare(c.DiagnoseEvery), map[uint32]bool{}
 	}
 	g.r = r
@@ -80,13 +91,19 @@ func (g *waitsRig) fail(tid, netns uint32) { g.failAs(tid, netns, "", 8080) }
 
 // failAs is fail by a process named comm, toward port.
 func (g *waitsRig) failAs(tid, netns uint32, comm string, port uint16) {
+	raw := g.raw(tid, netns, comm, port)
+	g.r.handle(&raw)
+}
+
+// raw is the record of that failure.
+func (g *waitsRig) raw(tid, netns uint32, comm string, port uint16) tracer.RawEvent {
 	raw := tracer.RawEvent{Tgid: 100, Tid: tid, Netns: netns, Err: int32(decode.EADDRNOTAVAIL), Syscall: tracer.SysConnect,
 		Flags: tracer.FlagAddr, AddrCopied: 16, Addrlen: 16, BootNs: uint64(g.now.UnixNano())}
 	copy(raw.Addr[:], []byte{2, 0, byte(port >> 8), byte(port), 127, 0, 0, 1}) // sockaddr_in: AF_INET, port, 127.0.0.1
 	for i, c := range []byte(comm) {
 		raw.Comm[i] = int8(c)
 	}
-	g.r.handle(&raw)
+	return raw
 }
 
 // at moves the clock to t and lets the loop look, as after a Read.
