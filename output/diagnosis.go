@@ -37,6 +37,9 @@ func AppendDiagnosisJSON(b []byte, g *diagnose.Diagnosis) []byte {
 	if g.Shared {
 		b = append(b, `,"shared":true`...)
 	}
+	if g.At.IsZero() { // late or skipped: no snapshot was taken
+		return append(b, '}')
+	}
 	b = append(b, `,"snapshot_time":"`...)
 	b = g.At.UTC().AppendFormat(b, time.RFC3339Nano)
 	return append(b, `"}`...)

@@ -195,3 +195,38 @@ func TestConsumersSeeEveryLine(t *testing.T) {
 		}
 	}
 }
+
+// The diagnosis wait keeps events in the order they came, whichever
+// snapshot comes first, and asks the worker no more than its queue holds:
+// past it an event goes out at once saying so, counted as skipped.
+func TestDiagnosisQueueBound(t *testing.T) {
+	g := newWaitsRig(t, Config{DiagnoseEvery: time.Second, DiagnoseWait: time.Second})
+	done := make(chan struct{})
+	close(done)
+	g.r.diag = &diagWorker{pool: newEventPool(4), reqs: make(chan diagReq, 3), done: done, // the netns told, two asks
+		results: map[uint64]*diagnose.Diagnosis{}, abandoned: map[uint64]bool{}}
+	for tid := uint32(1); tid <= 3; tid++ {
+		g.rt.named[tid] = true
+		g.failAs(tid, 5, "", uint16(8080+tid)) // a key each: three snapshots asked
+	}
+	if got := g.tids(); len(got) != 1 || got[0] != 3 || !strings.Contains(g.out[0].line, "diagnoses_skipped") {
+		t.Fatalf("with the worker's queue full, written %+v; want the third at once, skipped", g.out)
+	}
+	if strings.Contains(g.out[0].line, "snapshot_time") {
+		t.Errorf("a skipped diagnosis claims a snapshot time: %s", g.out[0].line)
+	}
+	if g.r.diag.full != 1 { // Stats' DiagnosesSkipped
+		t.Errorf("%d diagnoses skipped; want 1", g.r.diag.full)
+	}
+	held := g.r.diagHold
+	g.r.diag.results[held[1].ticket] = &diagnose.Diagnosis{Verdict: "second"}
+	g.at(g.now.Add(time.Millisecond))
+	if len(g.out) != 1 {
+		t.Fatalf("written %v before the first event's snapshot came; want it to keep its place", g.tids())
+	}
+	g.r.diag.results[held[0].ticket] = &diagnose.Diagnosis{Verdict: "first"}
+	g.at(g.now.Add(time.Millisecond))
+	if got := g.tids(); len(got) != 3 || got[1] != 1 || got[2] != 2 {
+		t.Errorf("written %v; want 3, then 1 and 2 in their order", got)
+	}
+}
