@@ -308,12 +308,6 @@ func (a *arrivals) count() int {
 // seconds and prints how many times.
 func stormGenerator(t *testing.T) string {
 	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Fatal("gcc is needed to build the storm generator")
-	}
-	src := filepath.Join(t.TempDir(), "storm.c")
-	bin := strings.TrimSuffix(src, ".c")
 	code := `#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -340,13 +334,7 @@ int main(int argc, char **argv) {
 	return 0;
 }
 `
-	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(gcc, "-O2", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v: %s", err, out)
-	}
-	return bin
+	return testenv.CompileCSource(t, "gcc", "gcc", filepath.Join(t.TempDir(), "storm"), code)
 }
 
 // With a real containerd over CRI and eaddr already tracing, three pods are

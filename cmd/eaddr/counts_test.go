@@ -46,15 +46,7 @@ int main(int argc, char **argv) {
 // failed with EADDRNOTAVAIL.
 func storm(t *testing.T, ns *netns.NS, n int) int {
 	t.Helper()
-	cc := testenv.Program(t, "gcc", "gcc")
-	dir := t.TempDir()
-	src, bin := filepath.Join(dir, "storm.c"), filepath.Join(dir, "storm")
-	if err := os.WriteFile(src, []byte(stormC), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(cc, "-O2", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	bin := testenv.CompileCSource(t, "gcc", "gcc", filepath.Join(t.TempDir(), "storm"), stormC)
 	// Not runInNS: its 10 s bound is a client's, and a storm on a busy node
 	// takes longer; 60 s still fails a hang.
 	cmd := exec.Command(bin, strconv.Itoa(n))

@@ -17,11 +17,7 @@ import (
 // address could not be read.
 func TestHostileInput(t *testing.T) {
 	testenv.RequireRoot(t)
-	gcc := testenv.Program(t, "gcc", "gcc")
-	bin := filepath.Join(t.TempDir(), "hostile")
-	if out, err := exec.Command(gcc, "-O2", "-pthread", "-o", bin, "../../testdata/clients/hostile.c").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	bin := testenv.CompileC(t, "gcc", "gcc", filepath.Join(t.TempDir(), "hostile"), "../../testdata/clients/hostile.c", "-pthread")
 	p := startTrace(t, "--errno", "all", "--comm", "hostile", "--rate-limit", "0")
 	cmd := exec.Command(bin)
 	out, err := cmd.Output()

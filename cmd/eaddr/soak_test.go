@@ -28,16 +28,12 @@ func TestSoakBoundedMemory(t *testing.T) {
 		t.Skip("soak: not in -short")
 	}
 	testenv.RequireRoot(t)
-	gcc := testenv.Program(t, "gcc", "gcc")
 	dir := t.TempDir()
 	// A name of its own (comm keeps 15 bytes): --comm then keeps this run's
 	// processes only, not those of a soak running beside it on the node.
 	tag := make([]byte, 4)
 	rand.Read(tag)
-	churn := filepath.Join(dir, "churn-"+hex.EncodeToString(tag))
-	if out, err := exec.Command(gcc, "-O2", "-o", churn, "../../testdata/clients/churn.c").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	churn := testenv.CompileC(t, "gcc", "gcc", filepath.Join(dir, "churn-"+hex.EncodeToString(tag)), "../../testdata/clients/churn.c")
 	const nNetNS, nCgroups, nProcs = 200, 2000, 20000
 	var nsList strings.Builder
 	for range nNetNS {

@@ -397,12 +397,7 @@ func cClients(t *testing.T, host string, port int) []client {
 		{"C on glibc", "gcc", "gcc", "glibc", nil},
 		{"C on musl", "musl-gcc", "musl-tools", "musl", []string{"-static"}},
 	} {
-		cc := testenv.Program(t, b.cc, b.pkg)
-		bin := filepath.Join(dir, "connect-"+b.libc)
-		args := append(append([]string{}, b.flags...), "-O2", "-o", bin, "../../testdata/clients/connect.c")
-		if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", b.cc, err, out)
-		}
+		bin := testenv.CompileC(t, b.cc, b.pkg, filepath.Join(dir, "connect-"+b.libc), "../../testdata/clients/connect.c", b.flags...)
 		out = append(out, client{Name: b.name, Argv: []string{bin, host, strconv.Itoa(port)}, Comm: commOf(bin),
 			Syscall: decode.Connect, Errno: decode.EADDRNOTAVAIL, libc: b.libc, unknown: true})
 	}
