@@ -198,7 +198,7 @@ type traceRun struct {
 	share     *diagShare
 	seenNetNS map[uint32]bool // netns already told to the diagnosis
 	limits    *limitBook
-	sk        *sink
+	sk        *output.Sink
 	sum       summary
 
 	now       func() time.Time // the clock of the waits; time.Now but in tests
@@ -268,9 +268,9 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 	// Lines are batched and handed to a writer goroutine whenever the ring
 	// is drained; a stalled stdout makes batches drop (counted), never the
 	// reader block. A closed stdout (EPIPE) stops the trace.
-	r.sk = newSink(out, 64<<10, 64, t.Stop) // at most 4 MiB waiting for stdout
+	r.sk = output.NewSink(out, 64<<10, 64, t.Stop) // at most 4 MiB waiting for stdout
 	if c.Table {
-		r.sk.add(append(r.sk.buf(), output.TableHeader+"\n"...), 0)
+		r.sk.Add(append(r.sk.Buf(), output.TableHeader+"\n"...), 0)
 	}
 	return r, nil
 }

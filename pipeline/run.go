@@ -44,7 +44,7 @@ func (r *traceRun) loop() error {
 		r.release(false)
 		r.releaseDiag(false)
 		if r.t.Pending() == 0 || err != nil { // drained: hand the batch on
-			r.sk.flush()
+			r.sk.Flush()
 		}
 		if now := r.now(); wait > 0 && now.Sub(r.lastTick) >= wait { // a busy ring never times out
 			r.lastTick = now
@@ -146,10 +146,10 @@ func (r *traceRun) emit(ev *decode.Event, g *diagnose.Diagnosis) {
 		rule.WindowNs = max(rule.WindowNs, uint64(r.c.RetryWindow)) // the client's own window, if longer
 		ev.Attempt = r.attempts.Mark(ev, rule)
 	}
-	buf := r.sk.buf()
+	buf := r.sk.Buf()
 	start := len(buf)
 	buf = r.render(buf, ev, explained, g)
-	r.sk.add(buf, 1)
+	r.sk.Add(buf, 1)
 	r.written++
 	if len(r.consumers) == 0 {
 		return
@@ -202,7 +202,7 @@ func (r *traceRun) close() {
 			r.diag.close() // the loop ended with an error before draining
 		}
 	}
-	r.sk.close(2 * time.Second)
+	r.sk.Close(2 * time.Second)
 	r.names.Close()
 	if r.sockIter != nil {
 		r.sockIter.Close()
@@ -214,7 +214,7 @@ func (r *traceRun) close() {
 
 // finish writes what is queued, logs the totals and returns them.
 func (r *traceRun) finish() (Stats, error) {
-	r.sk.close(2 * time.Second)
+	r.sk.Close(2 * time.Second)
 	r.limits.final = true
 	if err := r.limits.read(r.t, time.Now()); err != nil { // the detached programs' last counts
 		r.log.Warn("reading the kernel's rate limit counts at stop", "err", err)

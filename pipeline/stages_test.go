@@ -10,6 +10,7 @@ import (
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose"
+	"github.com/eaddr/eaddr/output"
 	"github.com/eaddr/eaddr/pod"
 	"github.com/eaddr/eaddr/tracer"
 )
@@ -152,11 +153,11 @@ func TestLoopFlushesAtStop(t *testing.T) {
 		src.recs = append(src.recs, raw)
 	}
 	out := &lockedBuffer{}
-	g.r.t, g.r.sk = src, newSink(out, 64<<10, 64, nil)
+	g.r.t, g.r.sk = src, output.NewSink(out, 64<<10, 64, nil)
 	if err := g.r.loop(); err != nil {
 		t.Fatal(err)
 	}
-	g.r.sk.close(time.Minute)
+	g.r.sk.Close(time.Minute)
 	if got := g.tids(); len(got) != 3 || got[0] != 2 || got[1] != 1 || got[2] != 3 {
 		t.Fatalf("written at stop %v; want 2 (named, its snapshot late), then 1 and 3 in their order", got)
 	}
@@ -166,8 +167,8 @@ func TestLoopFlushesAtStop(t *testing.T) {
 		}
 	}
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	if len(lines) != 3 || g.r.sk.delivered.Load() != 3 {
-		t.Errorf("stdout got %d lines, %d delivered; want the 3 written", len(lines), g.r.sk.delivered.Load())
+	if len(lines) != 3 || g.r.sk.Delivered() != 3 {
+		t.Errorf("stdout got %d lines, %d delivered; want the 3 written", len(lines), g.r.sk.Delivered())
 	}
 }
 

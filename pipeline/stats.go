@@ -26,9 +26,9 @@ func (r *traceRun) tick(now time.Time) {
 		r.updateMetrics(st)
 	}
 	if r.sum.enabled && now.Sub(r.sum.start) >= r.sum.every {
-		b := r.sum.append(r.sk.buf(), now, r.c.Node, st.KernelLost, r.sk.dropped.Load(), r.limits.held())
-		r.sk.add(append(b, '\n'), 0)
-		r.sk.flush()
+		b := r.sum.append(r.sk.Buf(), now, r.c.Node, st.KernelLost, r.sk.Dropped(), r.limits.held())
+		r.sk.Add(append(b, '\n'), 0)
+		r.sk.Flush()
 	}
 }
 
@@ -36,7 +36,7 @@ func (r *traceRun) updateMetrics(st tracer.Stats) {
 	m := r.met
 	m.lost.Store(st.KernelLost)
 	m.events.Store(st.Events + r.limits.total)
-	m.dropped.Store(r.sk.dropped.Load())
+	m.dropped.Store(r.sk.Dropped())
 	m.suppressed.Store(r.limits.held())
 	m.limitEvicted.Store(r.limits.evicted())
 	m.filteredUnresolved.Store(r.filteredUnresolved + r.limits.unresolved)
@@ -115,7 +115,7 @@ func (r *traceRun) stats() Stats {
 	}
 	b := r.limits
 	s := Stats{Events: st.Events + b.total, Lost: st.KernelLost, Malformed: st.Malformed, Written: r.written,
-		Delivered: r.sk.delivered.Load(), Dropped: r.sk.dropped.Load(), Filtered: r.filtered + b.filtered,
+		Delivered: r.sk.Delivered(), Dropped: r.sk.Dropped(), Filtered: r.filtered + b.filtered,
 		FilteredUnresolved: r.filteredUnresolved + b.unresolved, Suppressed: b.held(), NamesNotAwaited: r.hold.overflow,
 		NamesHeld: r.hold.held, NamesWaitMax: r.hold.waitMax,
 		SuppressedUnattributed: b.unattributed(), LimitKeysEvicted: b.evicted(), BinariesGivenUp: r.binariesGivenUp()}

@@ -10,6 +10,7 @@ import (
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/explain"
+	"github.com/eaddr/eaddr/output"
 	"github.com/eaddr/eaddr/pod"
 	"github.com/eaddr/eaddr/tracer"
 )
@@ -73,8 +74,8 @@ func newWaitsRig(t testing.TB, c Config) *waitsRig {
 	r.consumers = []consumer{eventHook(func(ev *decode.Event, _ *explain.Explanation, line []byte) {
 		g.out = append(g.out, written{ev.TID, string(line)})
 	})}
-	r.sk = newSink(io.Discard, 64<<10, 64, nil)
-	t.Cleanup(func() { r.sk.close(time.Second) })
+	r.sk = output.NewSink(io.Discard, 64<<10, 64, nil)
+	t.Cleanup(func() { r.sk.Close(time.Second) })
 	if c.DiagnoseEvery > 0 {
 		done := make(chan struct{})
 		close(done) // no worker goroutine: the test answers for it

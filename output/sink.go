@@ -1,4 +1,4 @@
-package pipeline
+package output
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sink hands batches of output lines to a writer goroutine through a
+// Sink hands batches of output lines to a writer goroutine through a
 // bounded queue, so a slow or stalled consumer of stdout never blocks the
 // ring buffer reader and never makes eaddr grow: when the queue is full the
 // batch is dropped and counted. Buffers circulate between the reader and
@@ -28,7 +28,7 @@ import (
 // its events count as dropped and no half line is left behind. Other
 // outputs (a file, a terminal) are written in one write per batch; on
 // shutdown a write still blocked after the timeout counts as dropped.
-type sink struct {
+type Sink struct {
 	out       io.Writer
 	pipe      *os.File // out reopened O_NONBLOCK when it is a pipe, else nil
 	batch     int      // flush a batch at this size
@@ -66,10 +66,10 @@ func (b *outBatch) reset() {
 // atomic (pipe(7)).
 const pipeBuf = 4096
 
-// newSink starts the writer. depth batches of batchBytes may wait; onError
+// NewSink starts the writer. depth batches of batchBytes may wait; onError
 // runs (once, from the writer) when a write fails.
-func newSink(out io.Writer, batchBytes, depth int, onError func()) *sink {
-	s := &sink{out: out, batch: batchBytes, full: make(chan outBatch, depth), free: make(chan outBatch, depth+1),
+func NewSink(out io.Writer, batchBytes, depth int, onError func()) *Sink {
+	s := &Sink{out: out, batch: batchBytes, full: make(chan outBatch, depth), free: make(chan outBatch, depth+1),
 		done: make(chan struct{}), onError: onError, spare: depth}
 	s.cur = s.newBatch()
 	if f, ok := out.(*os.File); ok {
@@ -79,7 +79,7 @@ func newSink(out io.Writer, batchBytes, depth int, onError func()) *sink {
 	return s
 }
 
-func (s *sink) newBatch() outBatch {
+func (s *Sink) newBatch() outBatch {
 	return outBatch{data: make([]byte, 0, s.batch+4096), ends: make([]int, 0, 256), events: make([]uint8, 0, 256)}
 }
 
@@ -99,7 +99,7 @@ func reopenPipe(f *os.File) *os.File {
 	return os.NewFile(uintptr(fd), f.Name()) // non-blocking: Go's poller, so deadlines work
 }
 
-func (s *sink) write() {
+func (s *Sink) write() {
 	defer close(s.done)
 	for b := range s.full {
 		s.writeBatch(&b)
@@ -110,7 +110,7 @@ func (s *sink) write() {
 
 // writeBatch writes b's records in chunks and counts each record's events
 // delivered if its bytes were all written, dropped otherwise.
-func (s *sink) writeBatch(b *outBatch) {
+func (s *Sink) writeBatch(b *outBatch) {
 	off := 0 // b.data before off is written or given up
 	for i := 0; i < len(b.ends); {
 		j := i + 1 // records i..j-1 go in one write
@@ -134,7 +134,7 @@ func (s *sink) writeBatch(b *outBatch) {
 
 // settle counts n events delivered or dropped, unless close gave up on
 // the writer and counted them already.
-func (s *sink) settle(n uint64, written bool) {
+func (s *Sink) settle(n uint64, written bool) {
 	if n == 0 || s.abandoned.Load() {
 		return
 	}
@@ -147,7 +147,7 @@ func (s *sink) settle(n uint64, written bool) {
 }
 
 // writeChunk writes p and returns how many bytes went out.
-func (s *sink) writeChunk(p []byte) int {
+func (s *Sink) writeChunk(p []byte) int {
 	if s.pipe == nil {
 		n, err := s.out.Write(p)
 		if err != nil {
@@ -172,7 +172,7 @@ func (s *sink) writeChunk(p []byte) int {
 // waitEmpty waits until the pipe is empty, so that a record larger than
 // PIPE_BUF goes in whole; a record larger than the pipe grows it first.
 // false on shutdown or when the record cannot fit.
-func (s *sink) waitEmpty(size int) bool {
+func (s *Sink) waitEmpty(size int) bool {
 	fd := int(s.pipe.Fd())
 	capacity, err := unix.FcntlInt(uintptr(fd), unix.F_GETPIPE_SZ, 0)
 	if err == nil && size > capacity {
@@ -193,7 +193,7 @@ func (s *sink) waitEmpty(size int) bool {
 	return false
 }
 
-func (s *sink) fail(err error) {
+func (s *Sink) fail(err error) {
 	s.failed = true
 	s.errMu.Lock()
 	s.err = err
@@ -203,12 +203,12 @@ func (s *sink) fail(err error) {
 	}
 }
 
-// buf returns the current batch to append one record to.
-func (s *sink) buf() []byte { return s.cur.data }
+// Buf returns the current batch to append one record to.
+func (s *Sink) Buf() []byte { return s.cur.data }
 
-// add takes back the batch with one more record appended, carrying n
+// Add takes back the batch with one more record appended, carrying n
 // events (0 for a header or summary), and hands it on when it is large.
-func (s *sink) add(b []byte, n uint64) {
+func (s *Sink) Add(b []byte, n uint64) {
 	s.cur.data = b
 	if len(s.cur.ends) > 0 && s.cur.ends[len(s.cur.ends)-1] == len(b) {
 		return // nothing appended
@@ -217,13 +217,13 @@ func (s *sink) add(b []byte, n uint64) {
 	s.cur.events = append(s.cur.events, uint8(n))
 	s.cur.n += n
 	if len(s.cur.data) >= s.batch {
-		s.flush()
+		s.Flush()
 	}
 }
 
-// flush hands the current batch to the writer, or drops it (counted) when
+// Flush hands the current batch to the writer, or drops it (counted) when
 // the queue is full.
-func (s *sink) flush() {
+func (s *Sink) Flush() {
 	if len(s.cur.ends) == 0 {
 		return
 	}
@@ -246,13 +246,13 @@ func (s *sink) flush() {
 	s.cur = next
 }
 
-// close hands on the last batch and waits up to timeout for the writer to
+// Close hands on the last batch and waits up to timeout for the writer to
 // finish. Past it, a pipe write in progress is abandoned (it wrote nothing)
 // and what is left counts as dropped; another output's write cannot be
 // abandoned, and what it still holds counts as dropped.
-func (s *sink) close(timeout time.Duration) {
+func (s *Sink) Close(timeout time.Duration) {
 	s.closed.Do(func() {
-		s.flush()
+		s.Flush()
 		close(s.full)
 		select {
 		case <-s.done:
@@ -273,8 +273,15 @@ func (s *sink) close(timeout time.Duration) {
 }
 
 // Err is the first write error.
-func (s *sink) Err() error {
+func (s *Sink) Err() error {
 	s.errMu.Lock()
 	defer s.errMu.Unlock()
 	return s.err
 }
+
+// Delivered counts the events whose record was written whole.
+func (s *Sink) Delivered() uint64 { return s.delivered.Load() }
+
+// Dropped counts the events not written: the queue was full, the reader
+// went away, or the shutdown's timeout passed.
+func (s *Sink) Dropped() uint64 { return s.dropped.Load() }

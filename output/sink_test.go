@@ -1,4 +1,4 @@
-package pipeline
+package output
 
 import (
 	"bytes"
@@ -49,7 +49,7 @@ func TestSinkPipeWholeLines(t *testing.T) {
 		var got bytes.Buffer
 		done := make(chan struct{})
 		go func() { io.Copy(&got, r); close(done) }()
-		sk := newSink(w, 64<<10, 64, nil)
+		sk := NewSink(w, 64<<10, 64, nil)
 		if sk.pipe == nil {
 			t.Fatal("a pipe was not reopened non-blocking")
 		}
@@ -59,15 +59,15 @@ func TestSinkPipeWholeLines(t *testing.T) {
 		}
 		start := time.Now()
 		for i := range n {
-			sk.add(append(sk.buf(), record(i, size)...), 1)
+			sk.Add(append(sk.Buf(), record(i, size)...), 1)
 			if i%16 == 15 {
-				sk.flush()
+				sk.Flush()
 				for sk.queued.Load() > 32 { // pace to the reader: measure throughput, not the queue
 					time.Sleep(50 * time.Microsecond)
 				}
 			}
 		}
-		sk.close(10 * time.Second)
+		sk.Close(10 * time.Second)
 		took := time.Since(start)
 		w.Close()
 		<-done
@@ -90,17 +90,17 @@ func TestSinkStuckReader(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sk := newSink(w, 64<<10, 64, nil)
+		sk := NewSink(w, 64<<10, 64, nil)
 		const n = 1000
 		for i := range n {
-			sk.add(append(sk.buf(), record(i, size)...), 1)
-			sk.flush()
+			sk.Add(append(sk.Buf(), record(i, size)...), 1)
+			sk.Flush()
 		}
 		// close gives up after its timeout: that it returns at all with a
 		// reader that never reads is what is checked (a minute fails a hang;
 		// how soon after 300 ms it returns is the machine's).
 		closed := make(chan struct{})
-		go func() { sk.close(300 * time.Millisecond); close(closed) }()
+		go func() { sk.Close(300 * time.Millisecond); close(closed) }()
 		select {
 		case <-closed:
 		case <-time.After(time.Minute):
