@@ -43,6 +43,10 @@ type Stats struct {
 	// creating their Event failed, or they were still unsent at stop or
 	// when their key had to make room.
 	Dropped uint64
+	// Unnamed counts failures of a pod that reached no Event because eaddr
+	// did not know the pod's name and namespace (the runtime had not named
+	// it), which an Event is attached to. Not in Dropped.
+	Unnamed uint64
 }
 
 // Reporter turns failures into Events: Report queues without waiting; Run
@@ -55,7 +59,7 @@ type Reporter struct {
 	tokens  float64
 	refill  time.Time
 
-	created, updated, errs, dropped atomic.Uint64
+	created, updated, errs, dropped, unnamed atomic.Uint64
 }
 
 type key struct {
@@ -111,9 +115,14 @@ func (r *Reporter) Report(f Failure) bool {
 	}
 }
 
+// Unnamed counts count failures of a pod whose name is not known: no
+// Event can be attached to it (Stats.Unnamed).
+func (r *Reporter) Unnamed(count int32) { r.unnamed.Add(uint64(max(count, 1))) }
+
 // Stats returns the totals so far; safe from any goroutine.
 func (r *Reporter) Stats() Stats {
-	return Stats{Created: r.created.Load(), Updated: r.updated.Load(), Errors: r.errs.Load(), Dropped: r.dropped.Load()}
+	return Stats{Created: r.created.Load(), Updated: r.updated.Load(), Errors: r.errs.Load(), Dropped: r.dropped.Load(),
+		Unnamed: r.unnamed.Load()}
 }
 
 // tick is how often Run looks for Events to create or update.

@@ -12,16 +12,21 @@ import (
 
 // kubeEvents is the consumer that hands a written failure of a named pod
 // to the Events reporter (--kube-events), unless its program causes it on
-// purpose. It never waits and does not allocate: the strings are the
+// purpose; one of a pod whose names are not known is counted as unnamed. It never waits and does not allocate: the strings are the
 // pod's, the diagnosis's and the catalog's, none of which change.
 type kubeEvents struct{ k *kubeevent.Reporter }
 
 func (c kubeEvents) consume(e *emitted) {
 	ev, g, p := e.ev, e.g, e.ev.Pod
-	if e.expected || ev.NodePort || p == nil || p.UID == "" || p.Name == "" || p.Namespace == "" || ev.PodNamesUnresolved != "" {
+	if e.expected || ev.NodePort || p == nil || p.UID == "" {
+		return // not a pod's failure, or one its program makes on purpose
+	}
+	count := int32(min(1+ev.Suppressed, 1<<30))
+	if p.Name == "" || p.Namespace == "" || ev.PodNamesUnresolved != "" {
+		c.k.Unnamed(count) // a pod's failure, but no Pod to attach the Event to
 		return
 	}
-	f := kubeevent.Failure{PodUID: p.UID, PodName: p.Name, Namespace: p.Namespace, Count: int32(min(1+ev.Suppressed, 1<<30)),
+	f := kubeevent.Failure{PodUID: p.UID, PodName: p.Name, Namespace: p.Namespace, Count: count,
 		At: ev.Time, Syscall: ev.Syscall.String(), Errno: decode.ErrnoName(ev.Errno)}
 	addr := &ev.Remote
 	f.Action = "Connect"

@@ -286,5 +286,8 @@ func (m *metrics) kubeEvents(k *kubeevent.Reporter) {
 		calls("failed", func(s kubeevent.Stats) uint64 { return s.Errors }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eaddr_kube_events_dropped_total",
 			Help: "Failures of pods that reached no Kubernetes Event (--kube-events): the reporter's queue was full, creating the Event failed, or they were unsent at stop."},
-			func() float64 { return float64(k.Stats().Dropped) }))
+			func() float64 { return float64(k.Stats().Dropped) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eaddr_kube_events_unnamed_total",
+			Help: "Failures of pods that reached no Kubernetes Event (--kube-events) because the pod's name was not known: the container runtime had not named it."},
+			func() float64 { return float64(k.Stats().Unnamed) }))
 }
