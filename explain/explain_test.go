@@ -190,12 +190,12 @@ func TestClientMessageFromRecordedEvents(t *testing.T) {
 		t.Run(tc.file, func(t *testing.T) {
 			ev := recorded(t, x, tc.file, tc.bin)
 			var ex Explanation
-			x.Explain(ev, &ex)
-			got, ok := ex.AppendClientMessage(nil)
+			x.Explain(ev, &ex, true)
+			got, ok := ex.ClientMessage, ex.HasClientMessage
 			if !ok || string(got) != tc.want {
 				t.Errorf("predicted %q (ok %v), want %q", got, ok, tc.want)
 			}
-			if ex.Meaning == nil || len(x.Wordings(&ex)) < 10 {
+			if ex.Meaning == nil || len(ex.OtherWordings) < 10 {
 				t.Errorf("no meaning, or fewer than 10 other wordings: %+v", ex)
 			}
 		})
@@ -221,17 +221,17 @@ func TestUnknownProgramClaimsNothing(t *testing.T) {
 		ev := recorded(t, x, "connect-eaddrnotavail-curl-ipv4", tc.bin)
 		ev.ExeName, ev.Comm, ev.Args = []byte("myapp"), []byte("myapp"), []byte("myapp\x00")
 		var ex Explanation
-		x.Explain(ev, &ex)
+		x.Explain(ev, &ex, false)
 		if ex.Client != nil {
 			t.Errorf("%+v: client %q claimed", tc.bin, ex.Client.Name)
 		}
-		if msg, ok := ex.AppendClientMessage(nil); ok || ex.Confidence() != "" {
-			t.Errorf("%+v: predicted %q (%s)", tc.bin, msg, ex.Confidence())
+		if msg, ok := ex.ClientMessage, ex.HasClientMessage; ok || ex.Confidence != "" {
+			t.Errorf("%+v: predicted %q (%s)", tc.bin, msg, ex.Confidence)
 		}
-		if got := ex.Grep(nil); strings.Join(got, "|") != strings.Join(tc.grep, "|") {
+		if got := ex.Grep; strings.Join(got, "|") != strings.Join(tc.grep, "|") {
 			t.Errorf("%+v: grep %q, want %q", tc.bin, got, tc.grep)
 		}
-		if ex.ClientUnknown() == "" {
+		if ex.ClientUnknown == "" {
 			t.Errorf("no reason why the client is unknown")
 		}
 	}
@@ -244,11 +244,8 @@ func TestExplainDoesNotAllocate(t *testing.T) {
 	buf := make([]byte, 0, 16384)
 	for _, full := range []bool{false, true} {
 		n := testing.AllocsPerRun(200, func() {
-			x.Explain(ev, &ex)
-			buf, _ = ex.AppendClientMessage(buf[:0])
-			if full {
-				_ = x.Wordings(&ex)
-			}
+			x.Explain(ev, &ex, full)
+			buf = append(buf[:0], ex.ClientMessage...)
 		})
 		if n != 0 {
 			t.Errorf("explain (wordings %v) allocates %.1f times per event, want 0", full, n)

@@ -27,8 +27,9 @@ func WordingsMarkdown() (string, error) {
 	b.WriteString("The kernel returns a number; each C library and runtime turns it into its own words, and some\n")
 	b.WriteString("clients print their own text instead. One exhausted port range, toward `10.96.0.10:80`:\n\n")
 	b.WriteString("| who | what it prints |\n|---|---|\n")
-	ex := Explanation{Vars: MsgVars{Syscall: decode.Connect, Errno: decode.EADDRNOTAVAIL, IP: netip.MustParseAddr("10.96.0.10"), Port: 80, PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}}
-	for _, w := range x.Wordings(&ex) {
+	v := MsgVars{Syscall: decode.Connect, Errno: decode.EADDRNOTAVAIL, IP: netip.MustParseAddr("10.96.0.10"), Port: 80, PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}
+	var words wordingBufs
+	for _, w := range words.fill(x.Catalog, &v) {
 		fmt.Fprintf(&b, "| %s | `%s` |\n", mdEscape(w.By), mdEscape(w.Text))
 	}
 	b.WriteString("\nThe same errno in the two C libraries found in container images (glibc: Debian, Ubuntu, RHEL;\nmusl: Alpine, busybox images) and in Go's own table:\n\n")
