@@ -65,7 +65,7 @@ func TestDetectorGivesUpOnHostileBinary(t *testing.T) {
 // A binary given up on for time (a slow file system) is looked at again
 // after NegativeTTL, and counted again.
 func TestDetectorRetriesAfterTimeBudget(t *testing.T) {
-	d := NewDetector()
+	d := newDetector()
 	now := time.Now()
 	d.now = func() time.Time { return now }
 	ev := &decode.Event{PID: 1 << 30, PPID: 1 << 30, ExeName: []byte("slow"), ExeIno: 777, ExeDev: 1}
@@ -74,12 +74,12 @@ func TestDetectorRetriesAfterTimeBudget(t *testing.T) {
 		t.Fatal("the time budget's give-up is not retried")
 	}
 	d.cache[exeKey{1, 777}] = e
-	d.Binary(ev)
+	d.binaryOf(ev)
 	if d.Lookups != 0 {
 		t.Errorf("looked again within NegativeTTL")
 	}
 	now = now.Add(d.NegativeTTL)
-	d.Binary(ev)
+	d.binaryOf(ev)
 	if d.Lookups != 1 {
 		t.Errorf("not looked at again after NegativeTTL")
 	}

@@ -19,7 +19,7 @@ type Explanation struct {
 	Binary   *BinaryInfo // nil when the binary could not be analysed
 	Source   string      // how the binary was found: exe, path or cache
 	Client   *Client     // nil when no catalog entry matches
-	Vars     MsgVars
+	vars     msgVars
 	// Program is what an interpreter runs ("-m http.server", "app.js",
 	// "-jar app.jar") or a Go program's main package; empty when unknown
 	// or not an interpreter.
@@ -31,7 +31,7 @@ type Explanation struct {
 	// that no event tells).
 	ClientMessage    []byte
 	HasClientMessage bool
-	// Confidence is how sure ClientMessage is: ConfidenceExact,
+	// Confidence is how sure ClientMessage is: confidenceExact,
 	// ConfidenceTemplate (the parts shown <name> vary), or "" with none.
 	Confidence string
 	// ClientUnknown says why no client is named (Client is nil): eaddr
@@ -54,11 +54,11 @@ type Explanation struct {
 	Full          bool
 	OtherWordings []Wording
 
-	msg *Message // the client's message for this failure (Explain)
+	msg *message // the client's message for this failure (Explain)
 	// notAnalysed is why the binary was not analysed when it was past
 	// binLimits ("" otherwise).
 	notAnalysed string
-	seen        Seen
+	seen        seenAs
 	prog        [64]byte
 	program     [96]byte
 	msgBuf      []byte
@@ -74,11 +74,11 @@ type Explainer struct {
 
 // NewExplainer loads the catalog and makes a Detector on /proc.
 func NewExplainer() (*Explainer, error) {
-	c, err := LoadCatalog()
+	c, err := loadCatalog()
 	if err != nil {
 		return nil, err
 	}
-	return &Explainer{Catalog: c, Detector: NewDetector()}, nil
+	return &Explainer{Catalog: c, Detector: newDetector()}, nil
 }
 
 // Explain fills x for ev, finished, and with wordings (--explain full)
@@ -92,7 +92,7 @@ func (e *Explainer) Explain(ev *decode.Event, x *Explanation, wordings bool) {
 // identify fills what x says of ev's program: the meaning of its failure,
 // its binary, its client and the client's message template.
 func (e *Explainer) identify(ev *decode.Event, x *Explanation) {
-	x.Meaning = e.Catalog.Meaning(ev.Syscall, ev.Errno, ProtoOf(ev))
+	x.Meaning = e.Catalog.meaningOf(ev.Syscall, ev.Errno, protoOf(ev))
 	x.Binary, x.Source, x.notAnalysed = nil, "", ""
 	if b, source := e.Detector.lookup(ev); b != nil {
 		if b.ok {
@@ -100,42 +100,42 @@ func (e *Explainer) identify(ev *decode.Event, x *Explanation) {
 		}
 		x.notAnalysed = b.notAnalysed
 	}
-	x.Vars = MsgVars{Syscall: ev.Syscall, Errno: ev.Errno, PID: ev.PID, FD: ev.FD, Addrlen: 0}
+	x.vars = msgVars{Syscall: ev.Syscall, Errno: ev.Errno, PID: ev.PID, FD: ev.FD, Addrlen: 0}
 	addr := &ev.Remote
 	if ev.Syscall == decode.Bind {
 		addr = &ev.Local
 	}
 	if addr.Valid {
-		x.Vars.Family = addr.Family
+		x.vars.Family = addr.Family
 		if addr.IP.IsValid() {
-			x.Vars.IP, x.Vars.Port = addr.IP.Addr(), addr.IP.Port()
+			x.vars.IP, x.vars.Port = addr.IP.Addr(), addr.IP.Port()
 		}
 	}
-	x.Vars.Addrlen = ev.Addrlen
+	x.vars.Addrlen = ev.Addrlen
 	n := copy(x.prog[:], baseName(argAt(ev.Args, 0)))
-	x.Vars.Prog = x.prog[:n]
+	x.vars.Prog = x.prog[:n]
 	x.Client, x.Program, x.msg = nil, nil, nil
 	if x.Binary == nil {
-		x.Expected = e.Catalog.ExpectedFailure(ev, "")
+		x.Expected = e.Catalog.expectedFailure(ev, "")
 		return
 	}
-	x.Expected = e.Catalog.ExpectedFailure(ev, x.Binary.Runtime)
-	x.Vars.Libc = x.Binary.Libc
+	x.Expected = e.Catalog.expectedFailure(ev, x.Binary.Runtime)
+	x.vars.Libc = x.Binary.Libc
 	applet := ev.Comm
 	if bytes.Equal(applet, []byte("busybox")) || bytes.Equal(applet, ev.ExeName) {
 		applet = argAt(ev.Args, 1)
 	}
-	if p, ok := AppendProgram(x.program[:0], x.Binary.Runtime, ev.Args); ok {
+	if p, ok := appendProgram(x.program[:0], x.Binary.Runtime, ev.Args); ok {
 		x.Program = p
 	} else if x.Binary.GoPath != "" {
 		x.Program = append(x.program[:0], x.Binary.GoPath[:min(len(x.Binary.GoPath), len(x.program))]...)
 	}
-	x.seen = Seen{Exe: ev.ExeName, Applet: applet, Program: x.Program, Argv0: argAt(ev.Args, 0)}
-	x.Client = e.Catalog.Classify(x.Binary, &x.seen, ev.Errno)
-	x.Vars.Applet = applet
+	x.seen = seenAs{Exe: ev.ExeName, Applet: applet, Program: x.Program, Argv0: argAt(ev.Args, 0)}
+	x.Client = e.Catalog.clientOf(x.Binary, &x.seen, ev.Errno)
+	x.vars.Applet = applet
 	// The client's message for this failure, looked up once: none when
 	// eaddr has none, or for an expected failure that nobody prints.
 	if x.Client != nil && x.Expected == "" {
-		x.msg = x.Client.Message(ev.Syscall, ev.Errno, ev.Args, ev.Async)
+		x.msg = x.Client.printed(ev.Syscall, ev.Errno, ev.Args, ev.Async)
 	}
 }

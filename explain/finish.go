@@ -23,7 +23,7 @@ func (x *Explanation) finish(c *Catalog, wordings bool) {
 	x.Grep = x.appendGrep(x.grep[:0])
 	x.Full, x.OtherWordings = wordings, nil
 	if wordings {
-		x.OtherWordings = x.words.fill(c, &x.Vars)
+		x.OtherWordings = x.words.fill(c, &x.vars)
 	}
 }
 
@@ -35,7 +35,7 @@ func (x *Explanation) appendClientMessage(b []byte) ([]byte, bool) {
 		return b, false
 	}
 	n := len(b)
-	b, ok := Render(b, m.Text, &x.Vars)
+	b, ok := render(b, m.Text, &x.vars)
 	if !ok {
 		return b[:n], false
 	}
@@ -45,7 +45,7 @@ func (x *Explanation) appendClientMessage(b []byte) ([]byte, bool) {
 // confidence is how sure the client's line is (x.msg is set).
 func (x *Explanation) confidence() string {
 	m := x.msg
-	if m.Confidence == ConfidenceExact && x.Vars.IP.IsUnspecified() && strings.Contains(m.Text, "{listen_addr}") {
+	if m.Confidence == confidenceExact && x.vars.IP.IsUnspecified() && strings.Contains(m.Text, "{listen_addr}") {
 		return ConfidenceTemplate // the wildcard is shown as given: <host>
 	}
 	return m.Confidence
@@ -60,7 +60,7 @@ func (x *Explanation) retryNote() (note string, rule RetryRule) {
 	}
 	for i := range x.Client.Retries {
 		r := &x.Client.Retries[i]
-		if (r.errno != 0 && r.errno != x.Vars.Errno) || (r.Syscall != "" && r.Syscall != "*" && r.Syscall != x.Vars.Syscall.String()) {
+		if (r.errno != 0 && r.errno != x.vars.Errno) || (r.Syscall != "" && r.Syscall != "*" && r.Syscall != x.vars.Syscall.String()) {
 			continue
 		}
 		if r.WindowMs > 0 {
@@ -87,15 +87,15 @@ func (x *Explanation) clientUnknown() string {
 // strings are the tables' own: nothing is allocated once dst has room
 // (two).
 func (x *Explanation) appendGrep(dst []string) []string {
-	libcs := [...]Libc{x.Vars.Libc, ""}
-	if x.Vars.Libc == LibcUnknown {
-		libcs = [...]Libc{LibcGlibc, LibcMusl}
+	libcs := [...]Libc{x.vars.Libc, ""}
+	if x.vars.Libc == LibcUnknown {
+		libcs = [...]Libc{libcGlibc, libcMusl}
 	}
 	for _, libc := range libcs {
 		if libc == LibcUnknown {
 			continue
 		}
-		s, ok := Strerror(libc, x.Vars.Errno)
+		s, ok := strerror(libc, x.vars.Errno)
 		if ok && (len(dst) == 0 || dst[len(dst)-1] != s) {
 			dst = append(dst, s)
 		}

@@ -14,7 +14,7 @@ func TestExplainFinishesAndForgets(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ex Explanation
-	ev := recorded(t, x, "connect-eaddrnotavail-curl-ipv4", BinaryInfo{Runtime: RuntimeGo, Libc: LibcGo})
+	ev := recorded(t, x, "connect-eaddrnotavail-curl-ipv4", BinaryInfo{Runtime: runtimeGo, Libc: libcGo})
 	x.Explain(ev, &ex, true)
 	if ex.Client == nil || ex.Client.ID != "go" {
 		t.Fatalf("client %v, want Go programs", ex.Client)
@@ -29,7 +29,7 @@ func TestExplainFinishesAndForgets(t *testing.T) {
 		t.Errorf("full %v, %d other wordings, grep %q", ex.Full, len(ex.OtherWordings), ex.Grep)
 	}
 
-	ev = recorded(t, x, "connect-eaddrnotavail-curl-ipv4", BinaryInfo{Runtime: RuntimeC, Libc: LibcMusl})
+	ev = recorded(t, x, "connect-eaddrnotavail-curl-ipv4", BinaryInfo{Runtime: runtimeC, Libc: libcMusl})
 	ev.ExeName, ev.Comm, ev.Args = []byte("myapp"), []byte("myapp"), []byte("myapp\x00")
 	x.Explain(ev, &ex, false)
 	if ex.Client != nil || ex.HasClientMessage || ex.ClientMessage != nil || ex.Confidence != "" {

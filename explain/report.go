@@ -36,7 +36,7 @@ func (ex *Explainer) NewReport(ids []Identification) *Report {
 		}
 	}
 	if r.ID.Errno != 0 {
-		r.Meaning = ex.Catalog.Meaning(r.Syscall, r.ID.Errno, "") // a pasted line does not say the protocol
+		r.Meaning = ex.Catalog.meaningOf(r.Syscall, r.ID.Errno, "") // a pasted line does not say the protocol
 	}
 	ip, port := r.ID.IP, r.ID.Port
 	if !ip.IsValid() {
@@ -47,7 +47,7 @@ func (ex *Explainer) NewReport(ids []Identification) *Report {
 	}
 	r.Addr = netip.AddrPortFrom(ip, port).String()
 	if r.ID.Errno != 0 {
-		v := MsgVars{Syscall: r.Syscall, Errno: r.ID.Errno, IP: ip, Port: port, PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}
+		v := msgVars{Syscall: r.Syscall, Errno: r.ID.Errno, IP: ip, Port: port, PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}
 		if ip.Is6() {
 			v.Family, v.Addrlen = decode.AFInet6, 28
 		}

@@ -38,11 +38,11 @@ type wordingBufs struct {
 // every client of c, each distinct text once. The result and its bytes are
 // reused by the next call. It does not allocate once the buffers have
 // grown.
-func (e *wordingBufs) fill(c *Catalog, v *MsgVars) []Wording {
+func (e *wordingBufs) fill(c *Catalog, v *msgVars) []Wording {
 	ws := wordings{e: e, v: *v}
 	e.text, e.labels, e.spans = e.text[:0], e.labels[:0], e.spans[:0]
-	for _, libc := range []Libc{LibcGlibc, LibcMusl, LibcGo} {
-		if s, ok := Strerror(libc, v.Errno); ok {
+	for _, libc := range []Libc{libcGlibc, libcMusl, libcGo} {
+		if s, ok := strerror(libc, v.Errno); ok {
 			start, lstart := len(e.text), len(e.labels)
 			e.text = append(e.text, s...)
 			e.labels = append(append(e.labels, libc...), " strerror"...)
@@ -69,7 +69,7 @@ func (e *wordingBufs) fill(c *Catalog, v *MsgVars) []Wording {
 // wordings is the state of one fill.
 type wordings struct {
 	e *wordingBufs
-	v MsgVars
+	v msgVars
 }
 
 // emit keeps e.text[start:] labelled e.labels[lstart:], unless that text
@@ -90,14 +90,14 @@ func (w *wordings) try(cl *Client, sys decode.Syscall, errno int, libc Libc, not
 	if len(cl.Match.errnos) > 0 && !containsInt(cl.Match.errnos, errno) {
 		return
 	}
-	tmpl, ok := cl.Template(sys, errno)
+	tmpl, ok := cl.template(sys, errno)
 	if !ok {
 		return
 	}
 	e := w.e
 	w.v.Syscall, w.v.Errno, w.v.Libc, w.v.Prog, w.v.Applet = sys, errno, libc, cl.prog, cl.applet
 	start, lstart := len(e.text), len(e.labels)
-	e.text, ok = Render(e.text, tmpl, &w.v)
+	e.text, ok = render(e.text, tmpl, &w.v)
 	if !ok {
 		e.text = e.text[:start]
 		return
