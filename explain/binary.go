@@ -19,16 +19,16 @@ import (
 
 // Runtime values of BinaryInfo.Runtime.
 const (
-	RuntimeC       = "c"       // a native program that prints libc's strerror text
-	RuntimeGo      = "go"      // a Go program (syscall.Errno.Error, Go's own table)
-	RuntimeBusyBox = "busybox" // BusyBox (libc's strerror, BusyBox's own message framing)
-	RuntimePython  = "python"
-	RuntimeJava    = "java"
-	RuntimeNode    = "node"
-	RuntimePerl    = "perl"
-	RuntimeRuby    = "ruby"
-	RuntimePHP     = "php"
-	RuntimeUnknown = ""
+	runtimeC       = "c"       // a native program that prints libc's strerror text
+	runtimeGo      = "go"      // a Go program (syscall.Errno.Error, Go's own table)
+	runtimeBusyBox = "busybox" // BusyBox (libc's strerror, BusyBox's own message framing)
+	runtimePython  = "python"
+	runtimeJava    = "java"
+	runtimeNode    = "node"
+	runtimePerl    = "perl"
+	runtimeRuby    = "ruby"
+	runtimePHP     = "php"
+	runtimeUnknown = ""
 )
 
 // BinaryInfo is how a program renders errnos: its language runtime and the C
@@ -39,8 +39,8 @@ type BinaryInfo struct {
 	// "busybox", "python", "java", "node", "perl", "ruby", "php", or ""
 	// (unknown).
 	Runtime string
-	// Libc is the errno wording the program prints: LibcGlibc, LibcMusl,
-	// LibcGo (Go's own table), or LibcUnknown.
+	// Libc is the errno wording the program prints: libcGlibc, libcMusl,
+	// libcGo (Go's own table), or LibcUnknown.
 	Libc Libc
 	// Static is true when the ELF file has no PT_INTERP (statically linked,
 	// including static-pie).
@@ -66,9 +66,9 @@ type BinaryInfo struct {
 // maxNeeded bounds BinaryInfo.Needed.
 const maxNeeded = 64
 
-// ErrNotELF is returned (wrapped) by AnalyzeBinary and AnalyzeBinaryFile when
+// errNotELF is returned (wrapped) by analyzeBinaryPath and analyzeBinaryFile when
 // the file is not an ELF executable, e.g. a "#!" script.
-var ErrNotELF = errors.New("not an ELF file")
+var errNotELF = errors.New("not an ELF file")
 
 // Strings searched for in a binary's read-only data. They are matched
 // case-sensitively, so Go's lower-case table ("cannot assign requested
@@ -92,24 +92,24 @@ const (
 	maxInterpLen = 4096
 )
 
-// AnalyzeBinary opens the ELF file at path once and classifies it (see
-// AnalyzeBinaryFile for the rules). path may be /proc/PID/exe (the kernel's
+// analyzeBinaryPath opens the ELF file at path once and classifies it (see
+// analyzeBinaryFile for the rules). path may be /proc/PID/exe (the kernel's
 // link to the running executable) or a path under /proc/PID/root: there,
 // symlinks are resolved inside that root with openat2(RESOLVE_IN_ROOT), so an
 // absolute link such as /usr/bin/python3 -> /usr/bin/python3.11 in a
 // container does not escape to the host's file of the same name (falling back
 // to a plain open where openat2 is unavailable). Name is the base name of the
 // file actually opened, i.e. after all symlinks.
-func AnalyzeBinary(path string) (BinaryInfo, error) {
+func analyzeBinaryPath(path string) (BinaryInfo, error) {
 	f, err := openBinary(path)
 	if err != nil {
 		return BinaryInfo{}, err
 	}
 	defer f.Close()
-	return AnalyzeBinaryFile(f, openedName(f, path))
+	return analyzeBinaryFile(f, openedName(f, path))
 }
 
-// AnalyzeBinaryFile classifies the open ELF file f (for instance an fd the
+// analyzeBinaryFile classifies the open ELF file f (for instance an fd the
 // caller holds on /proc/PID/exe). name is the base name to use for
 // BinaryInfo.Name and the interpreter-by-name rule (a directory part or a
 // " (deleted)" suffix, as readlink of /proc/PID/exe shows, is dropped); when
@@ -126,7 +126,7 @@ func AnalyzeBinary(path string) (BinaryInfo, error) {
 //
 // The rules, in order:
 //
-//  1. Not an ELF file (e.g. a shell script): an error wrapping ErrNotELF.
+//  1. Not an ELF file (e.g. a shell script): an error wrapping errNotELF.
 //  2. Go: if the Go build info is found (as debug/buildinfo.Read finds it),
 //     Runtime "go" and Libc "go" even with cgo, because Go formats syscall
 //     errors (net.Dial, ...) with syscall.Errno.Error and its own errno
@@ -153,7 +153,7 @@ func AnalyzeBinary(path string) (BinaryInfo, error) {
 //     "java"; node, nodejs → "node"; perl, perl5.N → "perl"; ruby, ruby3.N →
 //     "ruby"; php, php8.N → "php". Libc still comes from rules 3 and 4.
 //  7. Otherwise a native program: Runtime "c", with the libc found.
-func AnalyzeBinaryFile(f *os.File, name string) (BinaryInfo, error) {
+func analyzeBinaryFile(f *os.File, name string) (BinaryInfo, error) {
 	if name == "" {
 		name = openedName(f, f.Name())
 	} else {
@@ -166,7 +166,7 @@ func AnalyzeBinaryFile(f *os.File, name string) (BinaryInfo, error) {
 	return analyzeBinary(newBinReader(f, fi.Size(), &defaultBinLimits, time.Now), name)
 }
 
-// analyzeBinary applies AnalyzeBinaryFile's rules to the file r reads,
+// analyzeBinary applies analyzeBinaryFile's rules to the file r reads,
 // within r's limits: past one, the error wraps errGaveUp and nothing of the
 // file is claimed.
 func analyzeBinary(r *binReader, name string) (BinaryInfo, error) {
@@ -186,8 +186,8 @@ func analyzeBinary(r *binReader, name string) (BinaryInfo, error) {
 			return info, fmt.Errorf("analyze %s: %w", name, err)
 		}
 		if ok {
-			info.Runtime = RuntimeGo
-			info.Libc = LibcGo
+			info.Runtime = runtimeGo
+			info.Libc = libcGo
 			info.GoVersion, info.GoPath = vers, path
 			return info, nil
 		}
@@ -223,20 +223,20 @@ func classify(info *BinaryInfo, found []bool) {
 		glibc, musl := found[1], found[2]
 		switch {
 		case glibc && !musl:
-			info.Libc = LibcGlibc
+			info.Libc = libcGlibc
 		case musl && !glibc:
-			info.Libc = LibcMusl
+			info.Libc = libcMusl
 		}
 	} else {
 		info.Libc = libcFromInterp(info.Interp)
 	}
 	switch {
 	case found[0] || info.Name == "busybox":
-		info.Runtime = RuntimeBusyBox
+		info.Runtime = runtimeBusyBox
 	default:
 		info.Runtime = interpreterByName(info.Name) // rule 6
-		if info.Runtime == RuntimeUnknown {
-			info.Runtime = RuntimeC // rule 7
+		if info.Runtime == runtimeUnknown {
+			info.Runtime = runtimeC // rule 7
 		}
 	}
 }
@@ -249,13 +249,13 @@ func openELF(r *binReader, name string) (*elfFile, error) {
 		if err != nil && err != io.EOF {
 			return nil, fmt.Errorf("analyze %s: %w", name, err)
 		}
-		return nil, fmt.Errorf("analyze %s: %w (file too short)", name, ErrNotELF)
+		return nil, fmt.Errorf("analyze %s: %w (file too short)", name, errNotELF)
 	}
 	if string(magic[:]) != elf.ELFMAG {
 		if magic[0] == '#' && magic[1] == '!' {
-			return nil, fmt.Errorf("analyze %s: %w (a #! script)", name, ErrNotELF)
+			return nil, fmt.Errorf("analyze %s: %w (a #! script)", name, errNotELF)
 		}
-		return nil, fmt.Errorf("analyze %s: %w", name, ErrNotELF)
+		return nil, fmt.Errorf("analyze %s: %w", name, errNotELF)
 	}
 	ef, err := parseELF(r)
 	if err != nil {
@@ -269,9 +269,9 @@ func libcFromInterp(interp string) Libc {
 	base := filepath.Base(interp)
 	switch {
 	case strings.Contains(base, "ld-musl"):
-		return LibcMusl
+		return libcMusl
 	case strings.Contains(base, "ld-linux"), strings.Contains(base, "ld64.so"):
-		return LibcGlibc
+		return libcGlibc
 	}
 	return LibcUnknown
 }
@@ -281,21 +281,21 @@ func libcFromInterp(interp string) Libc {
 func interpreterByName(name string) string {
 	switch name {
 	case "java":
-		return RuntimeJava
+		return runtimeJava
 	case "node", "nodejs":
-		return RuntimeNode
+		return runtimeNode
 	}
 	for _, p := range [...]struct{ prefix, runtime string }{
-		{"python", RuntimePython},
-		{"perl", RuntimePerl},
-		{"ruby", RuntimeRuby},
-		{"php", RuntimePHP},
+		{"python", runtimePython},
+		{"perl", runtimePerl},
+		{"ruby", runtimeRuby},
+		{"php", runtimePHP},
 	} {
 		v, ok := strings.CutPrefix(name, p.prefix)
 		if !ok {
 			continue
 		}
-		if p.runtime == RuntimePython {
+		if p.runtime == runtimePython {
 			// ABI flags: python3.13t (free-threaded), python3.11d (debug).
 			v = strings.TrimRight(v, "dmt")
 		}
@@ -303,7 +303,7 @@ func interpreterByName(name string) string {
 			return p.runtime
 		}
 	}
-	return RuntimeUnknown
+	return runtimeUnknown
 }
 
 // isVersionSuffix reports whether s is empty or a dotted version such as "3",
@@ -451,7 +451,7 @@ func openBinary(path string) (*os.File, error) {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
-		return nil, fmt.Errorf("analyze %s: %w (not a regular file)", path, ErrNotELF)
+		return nil, fmt.Errorf("analyze %s: %w (not a regular file)", path, errNotELF)
 	}
 	if err := unix.SetNonblock(fd, false); err != nil {
 		unix.Close(fd)

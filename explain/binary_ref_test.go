@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-// refAnalyze is AnalyzeBinaryFile as it was before the bounded reader:
+// refAnalyze is analyzeBinaryFile as it was before the bounded reader:
 // debug/elf, debug/buildinfo and DynString, unbounded. The tests compare
 // the bounded analysis with it wherever the bounds do not apply: the same
 // answers, the same files rejected. It must only be given files whose
@@ -25,11 +25,11 @@ func refAnalyze(r io.ReaderAt, size int64, name string) (info BinaryInfo, panick
 	info = BinaryInfo{Name: name}
 	var magic [4]byte
 	if n, _ := r.ReadAt(magic[:], 0); n < len(magic) || string(magic[:]) != elf.ELFMAG {
-		return info, false, ErrNotELF
+		return info, false, errNotELF
 	}
 	ef, err := elf.NewFile(r)
 	if err != nil {
-		return info, false, fmt.Errorf("%w: %v", ErrNotELF, err)
+		return info, false, fmt.Errorf("%w: %v", errNotELF, err)
 	}
 	for _, p := range ef.Progs {
 		if p.Type == elf.PT_INTERP {
@@ -47,7 +47,7 @@ func refAnalyze(r io.ReaderAt, size int64, name string) (info BinaryInfo, panick
 	info.Static = !refHasInterp(ef)
 	if refMayBeGo(ef) {
 		if bi, err := buildinfo.Read(r); err == nil {
-			info.Runtime, info.Libc = RuntimeGo, LibcGo
+			info.Runtime, info.Libc = runtimeGo, libcGo
 			info.GoVersion, info.GoPath = bi.GoVersion, bi.Path
 			return info, false, nil
 		}
@@ -145,11 +145,11 @@ func refSafe(ef *elfFile, data []byte) bool {
 func sameAnalysis(got BinaryInfo, gotErr error, want BinaryInfo, refPanicked bool, wantErr error) string {
 	switch {
 	case refPanicked:
-		if !errors.Is(gotErr, ErrNotELF) {
-			return fmt.Sprintf("debug/elf panics (%v) but the analysis returned %+v, %v; want ErrNotELF", wantErr, got, gotErr)
+		if !errors.Is(gotErr, errNotELF) {
+			return fmt.Sprintf("debug/elf panics (%v) but the analysis returned %+v, %v; want errNotELF", wantErr, got, gotErr)
 		}
 		return ""
-	case (gotErr == nil) != (wantErr == nil), errors.Is(gotErr, ErrNotELF) != errors.Is(wantErr, ErrNotELF):
+	case (gotErr == nil) != (wantErr == nil), errors.Is(gotErr, errNotELF) != errors.Is(wantErr, errNotELF):
 		return fmt.Sprintf("error %v, the reference's %v", gotErr, wantErr)
 	case gotErr != nil:
 		return ""

@@ -37,12 +37,12 @@ func binLookTool(t testing.TB, name string) string {
 	return p
 }
 
-// analyze runs AnalyzeBinary and fails the test on error.
+// analyze runs analyzeBinaryPath and fails the test on error.
 func binAnalyze(t *testing.T, path string) BinaryInfo {
 	t.Helper()
-	info, err := AnalyzeBinary(path)
+	info, err := analyzeBinaryPath(path)
 	if err != nil {
-		t.Fatalf("AnalyzeBinary(%s): %v", path, err)
+		t.Fatalf("analyzeBinaryPath(%s): %v", path, err)
 	}
 	t.Logf("%s: %+v", path, info)
 	return info
@@ -53,14 +53,14 @@ func binAnalyze(t *testing.T, path string) BinaryInfo {
 func binCheckInfo(t *testing.T, path string, got, want BinaryInfo) {
 	t.Helper()
 	if got.Runtime != want.Runtime || got.Libc != want.Libc || got.Static != want.Static || got.Name != want.Name {
-		t.Errorf("AnalyzeBinary(%s) = Runtime %q Libc %q Static %v Name %q; want Runtime %q Libc %q Static %v Name %q",
+		t.Errorf("analyzeBinaryPath(%s) = Runtime %q Libc %q Static %v Name %q; want Runtime %q Libc %q Static %v Name %q",
 			path, got.Runtime, got.Libc, got.Static, got.Name, want.Runtime, want.Libc, want.Static, want.Name)
 	}
 	if got.Static != (got.Interp == "") {
-		t.Errorf("AnalyzeBinary(%s): Static %v but Interp %q", path, got.Static, got.Interp)
+		t.Errorf("analyzeBinaryPath(%s): Static %v but Interp %q", path, got.Static, got.Interp)
 	}
-	if (got.Runtime == RuntimeGo) != (got.GoVersion != "") {
-		t.Errorf("AnalyzeBinary(%s): Runtime %q but GoVersion %q", path, got.Runtime, got.GoVersion)
+	if (got.Runtime == runtimeGo) != (got.GoVersion != "") {
+		t.Errorf("analyzeBinaryPath(%s): Runtime %q but GoVersion %q", path, got.Runtime, got.GoVersion)
 	}
 }
 
@@ -70,7 +70,7 @@ func TestAnalyzeBinaryCurl(t *testing.T) {
 		testenv.Missing(t, path, "curl")
 	}
 	got := binAnalyze(t, path)
-	binCheckInfo(t, path, got, BinaryInfo{Runtime: RuntimeC, Libc: LibcGlibc, Name: "curl"})
+	binCheckInfo(t, path, got, BinaryInfo{Runtime: runtimeC, Libc: libcGlibc, Name: "curl"})
 	if !strings.Contains(got.Interp, "ld-linux") {
 		t.Errorf("Interp = %q, want glibc's ld-linux", got.Interp)
 	}
@@ -81,7 +81,7 @@ func TestAnalyzeBinaryCurl(t *testing.T) {
 func TestAnalyzeBinaryBusyBox(t *testing.T) {
 	path := binLookTool(t, "busybox")
 	got := binAnalyze(t, path)
-	binCheckInfo(t, path, got, BinaryInfo{Runtime: RuntimeBusyBox, Libc: LibcGlibc, Static: true, Name: "busybox"})
+	binCheckInfo(t, path, got, BinaryInfo{Runtime: runtimeBusyBox, Libc: libcGlibc, Static: true, Name: "busybox"})
 
 	// The banner alone identifies BusyBox, whatever the file is called.
 	link := filepath.Join(t.TempDir(), "sh")
@@ -93,11 +93,11 @@ func TestAnalyzeBinaryBusyBox(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	got, err = AnalyzeBinaryFile(f, "sh")
+	got, err = analyzeBinaryFile(f, "sh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	binCheckInfo(t, link, got, BinaryInfo{Runtime: RuntimeBusyBox, Libc: LibcGlibc, Static: true, Name: "sh"})
+	binCheckInfo(t, link, got, BinaryInfo{Runtime: runtimeBusyBox, Libc: libcGlibc, Static: true, Name: "sh"})
 }
 
 // TestAnalyzeBinaryPython3 resolves Debian's /usr/bin/python3 symlink to
@@ -111,7 +111,7 @@ func TestAnalyzeBinaryPython3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := BinaryInfo{Runtime: RuntimePython, Libc: LibcGlibc, Name: filepath.Base(resolved)}
+	want := BinaryInfo{Runtime: runtimePython, Libc: libcGlibc, Name: filepath.Base(resolved)}
 	got := binAnalyze(t, path)
 	binCheckInfo(t, path, got, want)
 	if !strings.HasPrefix(got.Name, "python3.") {
@@ -182,7 +182,7 @@ func main() {
 	t.Run("static", func(t *testing.T) {
 		path := binBuildGo(t, t.TempDir(), src, false)
 		got := binAnalyze(t, path)
-		binCheckInfo(t, path, got, BinaryInfo{Runtime: RuntimeGo, Libc: LibcGo, Static: true, Name: "prog"})
+		binCheckInfo(t, path, got, BinaryInfo{Runtime: runtimeGo, Libc: libcGo, Static: true, Name: "prog"})
 		if got.GoVersion != runtime.Version() {
 			t.Errorf("GoVersion = %q, want %q", got.GoVersion, runtime.Version())
 		}
@@ -193,18 +193,18 @@ func main() {
 		if err := os.Symlink(path, link); err != nil {
 			t.Fatal(err)
 		}
-		binCheckInfo(t, link, binAnalyze(t, link), BinaryInfo{Runtime: RuntimeGo, Libc: LibcGo, Static: true, Name: "prog"})
+		binCheckInfo(t, link, binAnalyze(t, link), BinaryInfo{Runtime: runtimeGo, Libc: libcGo, Static: true, Name: "prog"})
 
 		// debug/buildinfo also finds a Go program with no section headers.
 		noSec := binWithoutSectionHeaders(t, path)
-		binCheckInfo(t, noSec, binAnalyze(t, noSec), BinaryInfo{Runtime: RuntimeGo, Libc: LibcGo, Static: true, Name: filepath.Base(noSec)})
+		binCheckInfo(t, noSec, binAnalyze(t, noSec), BinaryInfo{Runtime: runtimeGo, Libc: libcGo, Static: true, Name: filepath.Base(noSec)})
 	})
 	t.Run("cgo", func(t *testing.T) {
 		binLookTool(t, "gcc")
 		path := binBuildGo(t, t.TempDir(), src, true)
 		got := binAnalyze(t, path)
 		// Dynamic (glibc's ld-linux) yet Go's own errno wording.
-		binCheckInfo(t, path, got, BinaryInfo{Runtime: RuntimeGo, Libc: LibcGo, Static: false, Name: "prog"})
+		binCheckInfo(t, path, got, BinaryInfo{Runtime: runtimeGo, Libc: libcGo, Static: false, Name: "prog"})
 	})
 }
 
@@ -217,7 +217,7 @@ func TestAnalyzeBinaryTestBinary(t *testing.T) {
 	}
 	for _, path := range []string{os.Args[0], "/proc/self/exe"} {
 		got := binAnalyze(t, path)
-		binCheckInfo(t, path, got, BinaryInfo{Runtime: RuntimeGo, Libc: LibcGo, Static: got.Static, Name: filepath.Base(exe)})
+		binCheckInfo(t, path, got, BinaryInfo{Runtime: runtimeGo, Libc: libcGo, Static: got.Static, Name: filepath.Base(exe)})
 		if got.GoVersion != runtime.Version() {
 			t.Errorf("%s: GoVersion = %q, want %q", path, got.GoVersion, runtime.Version())
 		}
@@ -249,10 +249,10 @@ func TestAnalyzeBinaryC(t *testing.T) {
 		static   bool
 		strerror string // what the program prints
 	}{
-		{"gcc", "gcc", nil, LibcGlibc, false, string(glibcEADDRNOTAVAIL)},
-		{"gcc-static", "gcc", []string{"-static"}, LibcGlibc, true, string(glibcEADDRNOTAVAIL)},
-		{"musl-gcc", "musl-gcc", nil, LibcMusl, false, string(muslEADDRNOTAVAIL)},
-		{"musl-gcc-static", "musl-gcc", []string{"-static"}, LibcMusl, true, string(muslEADDRNOTAVAIL)},
+		{"gcc", "gcc", nil, libcGlibc, false, string(glibcEADDRNOTAVAIL)},
+		{"gcc-static", "gcc", []string{"-static"}, libcGlibc, true, string(glibcEADDRNOTAVAIL)},
+		{"musl-gcc", "musl-gcc", nil, libcMusl, false, string(muslEADDRNOTAVAIL)},
+		{"musl-gcc-static", "musl-gcc", []string{"-static"}, libcMusl, true, string(muslEADDRNOTAVAIL)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cc := binLookTool(t, tc.cc)
@@ -262,11 +262,11 @@ func TestAnalyzeBinaryC(t *testing.T) {
 				t.Fatalf("%s %v: %v\n%s", tc.cc, args, err, b)
 			}
 			got := binAnalyze(t, out)
-			binCheckInfo(t, out, got, BinaryInfo{Runtime: RuntimeC, Libc: tc.libc, Static: tc.static, Name: tc.name})
+			binCheckInfo(t, out, got, BinaryInfo{Runtime: runtimeC, Libc: tc.libc, Static: tc.static, Name: tc.name})
 			if tc.static {
 				// Without section headers the whole file is searched.
 				noSec := binWithoutSectionHeaders(t, out)
-				binCheckInfo(t, noSec, binAnalyze(t, noSec), BinaryInfo{Runtime: RuntimeC, Libc: tc.libc, Static: true, Name: filepath.Base(noSec)})
+				binCheckInfo(t, noSec, binAnalyze(t, noSec), BinaryInfo{Runtime: runtimeC, Libc: tc.libc, Static: true, Name: filepath.Base(noSec)})
 			}
 
 			// The classification names the wording the program really
@@ -299,29 +299,29 @@ func TestAnalyzeBinaryNotELF(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, path := range []string{script, short, bad, dir} {
-		info, err := AnalyzeBinary(path)
-		if !errors.Is(err, ErrNotELF) {
-			t.Errorf("AnalyzeBinary(%s) = %+v, %v; want an error wrapping ErrNotELF", path, info, err)
+		info, err := analyzeBinaryPath(path)
+		if !errors.Is(err, errNotELF) {
+			t.Errorf("analyzeBinaryPath(%s) = %+v, %v; want an error wrapping errNotELF", path, info, err)
 			continue
 		}
 		t.Logf("%s: %v", filepath.Base(path), err)
 	}
-	if _, err := AnalyzeBinary(script); err == nil || !strings.Contains(err.Error(), "script") {
+	if _, err := analyzeBinaryPath(script); err == nil || !strings.Contains(err.Error(), "script") {
 		t.Errorf("error for a script should say so, got %v", err)
 	}
 }
 
 func TestAnalyzeBinaryMissing(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "missing")
-	if _, err := AnalyzeBinary(path); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("AnalyzeBinary(missing) error = %v, want os.ErrNotExist", err)
+	if _, err := analyzeBinaryPath(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("analyzeBinaryPath(missing) error = %v, want os.ErrNotExist", err)
 	}
-	if _, err := AnalyzeBinary("/proc/self/root" + path); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("AnalyzeBinary(/proc/self/root/missing) error = %v, want os.ErrNotExist", err)
+	if _, err := analyzeBinaryPath("/proc/self/root" + path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("analyzeBinaryPath(/proc/self/root/missing) error = %v, want os.ErrNotExist", err)
 	}
 }
 
-// TestAnalyzeBinaryFileOffset checks that AnalyzeBinaryFile neither moves nor
+// TestAnalyzeBinaryFileOffset checks that analyzeBinaryFile neither moves nor
 // closes the caller's file, and that a path-like name is reduced to its base.
 func TestAnalyzeBinaryFileOffset(t *testing.T) {
 	f, err := os.Open("/proc/self/exe")
@@ -332,20 +332,20 @@ func TestAnalyzeBinaryFileOffset(t *testing.T) {
 	if _, err := f.Seek(3, io.SeekStart); err != nil {
 		t.Fatal(err)
 	}
-	got, err := AnalyzeBinaryFile(f, "/usr/local/bin/thing (deleted)")
+	got, err := analyzeBinaryFile(f, "/usr/local/bin/thing (deleted)")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Runtime != RuntimeGo || got.Name != "thing" {
+	if got.Runtime != runtimeGo || got.Name != "thing" {
 		t.Errorf("got Runtime %q Name %q, want go, thing", got.Runtime, got.Name)
 	}
 	if off, err := f.Seek(0, io.SeekCurrent); err != nil || off != 3 {
-		t.Errorf("offset after AnalyzeBinaryFile = %d, %v; want 3", off, err)
+		t.Errorf("offset after analyzeBinaryFile = %d, %v; want 3", off, err)
 	}
 	// Empty name: taken from the file itself (the test binary).
 	exe, _ := os.Executable()
-	if got, err := AnalyzeBinaryFile(f, ""); err != nil || got.Name != filepath.Base(exe) {
-		t.Errorf("AnalyzeBinaryFile(f, \"\") = Name %q, %v; want %q", got.Name, err, filepath.Base(exe))
+	if got, err := analyzeBinaryFile(f, ""); err != nil || got.Name != filepath.Base(exe) {
+		t.Errorf("analyzeBinaryFile(f, \"\") = Name %q, %v; want %q", got.Name, err, filepath.Base(exe))
 	}
 }
 
@@ -374,14 +374,14 @@ func TestAnalyzeBinaryProcExeDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/exe"
-	want, err := AnalyzeBinary(sleep)
+	want, err := analyzeBinaryPath(sleep)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want.Name = "mysleep"
 	got := binAnalyze(t, path)
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("AnalyzeBinary(%s) = %+v, want %+v", path, got, want)
+		t.Errorf("analyzeBinaryPath(%s) = %+v, want %+v", path, got, want)
 	}
 }
 
@@ -418,11 +418,11 @@ func TestBinaryOpenInRootAbsoluteSymlink(t *testing.T) {
 
 func TestBinaryInterpreterByName(t *testing.T) {
 	for name, want := range map[string]string{
-		"python": RuntimePython, "python3": RuntimePython, "python3.11": RuntimePython,
-		"python3.13t": RuntimePython, "python2.7": RuntimePython,
-		"java": RuntimeJava, "node": RuntimeNode, "nodejs": RuntimeNode,
-		"perl": RuntimePerl, "perl5.36.0": RuntimePerl, "perl5.36": RuntimePerl,
-		"ruby": RuntimeRuby, "ruby3.1": RuntimeRuby,
+		"python": runtimePython, "python3": runtimePython, "python3.11": runtimePython,
+		"python3.13t": runtimePython, "python2.7": runtimePython,
+		"java": runtimeJava, "node": runtimeNode, "nodejs": runtimeNode,
+		"perl": runtimePerl, "perl5.36.0": runtimePerl, "perl5.36": runtimePerl,
+		"ruby": runtimeRuby, "ruby3.1": runtimeRuby,
 		"python3-config": "", "pythonista": "", "javac": "", "perldoc": "",
 		"rubyx": "", "ruby3.": "", "curl": "", "busybox": "", "": "",
 	} {
@@ -434,13 +434,13 @@ func TestBinaryInterpreterByName(t *testing.T) {
 
 func TestBinaryLibcFromInterp(t *testing.T) {
 	for interp, want := range map[string]Libc{
-		"/lib64/ld-linux-x86-64.so.2":                      LibcGlibc,
-		"/lib/ld-linux-aarch64.so.1":                       LibcGlibc,
-		"/lib/ld-linux-armhf.so.3":                         LibcGlibc,
-		"/lib64/ld64.so.2":                                 LibcGlibc,
-		"/nix/store/x-glibc-2.38/lib/ld-linux-x86-64.so.2": LibcGlibc,
-		"/lib/ld-musl-x86_64.so.1":                         LibcMusl,
-		"/lib/ld-musl-aarch64.so.1":                        LibcMusl,
+		"/lib64/ld-linux-x86-64.so.2":                      libcGlibc,
+		"/lib/ld-linux-aarch64.so.1":                       libcGlibc,
+		"/lib/ld-linux-armhf.so.3":                         libcGlibc,
+		"/lib64/ld64.so.2":                                 libcGlibc,
+		"/nix/store/x-glibc-2.38/lib/ld-linux-x86-64.so.2": libcGlibc,
+		"/lib/ld-musl-x86_64.so.1":                         libcMusl,
+		"/lib/ld-musl-aarch64.so.1":                        libcMusl,
 		"/system/bin/linker64":                             LibcUnknown,
 		"/lib/ld-uClibc.so.0":                              LibcUnknown,
 	} {
@@ -496,7 +496,7 @@ func benchmarkAnalyzeBinary(b *testing.B, path, pkg string) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := AnalyzeBinary(path); err != nil {
+		if _, err := analyzeBinaryPath(path); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -522,7 +522,7 @@ func TestBinaryNeededAndGoPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info := binAnalyze(t, self); info.Runtime != RuntimeGo || info.GoPath != "github.com/eaddr/eaddr/explain.test" || info.Needed != nil {
+	if info := binAnalyze(t, self); info.Runtime != runtimeGo || info.GoPath != "github.com/eaddr/eaddr/explain.test" || info.Needed != nil {
 		t.Errorf("this test binary: runtime %q, Go path %q, needed %q", info.Runtime, info.GoPath, info.Needed)
 	}
 }

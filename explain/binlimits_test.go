@@ -62,7 +62,7 @@ func checkAnalysis(t *testing.T, data []byte) {
 	switch {
 	case err == nil:
 		checkInfo(t, info)
-	case errors.Is(err, ErrNotELF), errors.Is(err, errGaveUp),
+	case errors.Is(err, errNotELF), errors.Is(err, errGaveUp),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF): // a PT_INTERP past the end
 		if errors.Is(err, errGaveUp) {
 			return // nothing to compare: the reference is unbounded here
@@ -71,7 +71,7 @@ func checkAnalysis(t *testing.T, data []byte) {
 		t.Fatalf("unexpected error %v", err)
 	}
 	ef, perr := parseELF(newBinReader(bytes.NewReader(data), int64(len(data)), &defaultBinLimits, fixedClock))
-	if perr != nil && !errors.Is(perr, ErrNotELF) {
+	if perr != nil && !errors.Is(perr, errNotELF) {
 		return
 	}
 	if ef != nil && !refSafe(ef, data) {
@@ -87,11 +87,11 @@ func checkAnalysis(t *testing.T, data []byte) {
 func checkInfo(t *testing.T, info BinaryInfo) {
 	t.Helper()
 	switch info.Runtime {
-	case RuntimeC, RuntimeGo, RuntimeBusyBox, RuntimePython, RuntimeJava, RuntimeNode, RuntimePerl, RuntimeRuby, RuntimePHP:
+	case runtimeC, runtimeGo, runtimeBusyBox, runtimePython, runtimeJava, runtimeNode, runtimePerl, runtimeRuby, runtimePHP:
 	default:
 		t.Errorf("runtime %q", info.Runtime)
 	}
-	if (info.Runtime == RuntimeGo) != (info.GoVersion != "") || len(info.GoVersion) > defaultBinLimits.GoVersion {
+	if (info.Runtime == runtimeGo) != (info.GoVersion != "") || len(info.GoVersion) > defaultBinLimits.GoVersion {
 		t.Errorf("runtime %q, Go version %q", info.Runtime, info.GoVersion)
 	}
 	if len(info.Needed) > maxNeeded || len(info.Interp) > maxInterpLen || (info.Static && info.Interp != "") {
@@ -203,7 +203,7 @@ func TestBinLimitDynEntries(t *testing.T) {
 func TestBinLimitNeededLen(t *testing.T) {
 	wantGaveUp(t, craftDynamic("libc.so.6", strings.Repeat("l", 1025)).bytes(), nil, "name longer than the 1024 bytes")
 	info := wantAnalysed(t, craftDynamic("libc.so.6", strings.Repeat("l", 1024)).bytes(), nil)
-	if len(info.Needed) != 2 || len(info.Needed[1]) != 1024 || info.Libc != LibcGlibc || info.Runtime != RuntimeC {
+	if len(info.Needed) != 2 || len(info.Needed[1]) != 1024 || info.Libc != libcGlibc || info.Runtime != runtimeC {
 		t.Errorf("got %+v", info)
 	}
 }
@@ -213,13 +213,13 @@ func TestBinLimitGoVersion(t *testing.T) {
 	vers := func(n int) string { return "go1." + strings.Repeat("2", n-4) }
 	wantGaveUp(t, craftGo(goBuildInfoInline(vers(1025), mod)).bytes(), nil, "version of 1025 bytes, more than the 1024")
 	info := wantAnalysed(t, craftGo(goBuildInfoInline(vers(1024), mod)).bytes(), nil)
-	if info.Runtime != RuntimeGo || info.GoVersion != vers(1024) || info.GoPath != "example.com/prog" {
+	if info.Runtime != runtimeGo || info.GoVersion != vers(1024) || info.GoPath != "example.com/prog" {
 		t.Errorf("got %+v", info)
 	}
 	// Go 1.17 and older: string headers.
 	wantGaveUp(t, craftGo(goBuildInfoPointers(0x500000, vers(1025), mod, 1025, uint64(len(mod)))).bytes(), nil, "version of 1025 bytes")
 	info = wantAnalysed(t, craftGo(goBuildInfoPointers(0x500000, vers(1024), mod, 1024, uint64(len(mod)))).bytes(), nil)
-	if info.Runtime != RuntimeGo || info.GoPath != "example.com/prog" {
+	if info.Runtime != runtimeGo || info.GoPath != "example.com/prog" {
 		t.Errorf("pointers: got %+v", info)
 	}
 }
@@ -230,7 +230,7 @@ func TestBinLimitGoModInfo(t *testing.T) {
 	}
 	wantGaveUp(t, craftGo(goBuildInfoInline("go1.26.8", mod(1<<20+1))).bytes(), nil, "module info of 1048577 bytes, more than the 1048576")
 	info := wantAnalysed(t, craftGo(goBuildInfoInline("go1.26.8", mod(1<<20))).bytes(), nil)
-	if info.Runtime != RuntimeGo || info.GoPath != "example.com/prog" {
+	if info.Runtime != runtimeGo || info.GoPath != "example.com/prog" {
 		t.Errorf("got %+v", info)
 	}
 }
@@ -279,7 +279,7 @@ func TestBinLimitGoSearch(t *testing.T) {
 	t.Logf("%v: %d bytes read", err, br.read)
 	f = craft(16 << 20)
 	info, _, err := analyzeAt(f, f.size, nil)
-	if err != nil || info.Runtime != RuntimeC || !info.Static {
+	if err != nil || info.Runtime != runtimeC || !info.Static {
 		t.Errorf("inside the bound: %+v, %v; want a static C program", info, err)
 	}
 }
@@ -299,7 +299,7 @@ func TestBinLimitRead(t *testing.T) {
 	lim.Read = br.read - 1
 	wantGaveUp(t, data, &lim, "more than the "+strconv.FormatInt(lim.Read, 10)+" bytes eaddr reads of one binary")
 	lim.Read = br.read
-	if info := wantAnalysed(t, data, &lim); info.Runtime != RuntimeBusyBox {
+	if info := wantAnalysed(t, data, &lim); info.Runtime != runtimeBusyBox {
 		t.Errorf("got %+v", info)
 	}
 }
@@ -332,12 +332,12 @@ func TestBinLimitScan(t *testing.T) {
 	ro := make([]byte, 1<<20)
 	copy(ro[900<<10:], glibcEADDRNOTAVAIL)
 	c := &craftELF{sections: []craftSec{{name: ".rodata", typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC, data: ro}}}
-	if info := wantAnalysed(t, c.bytes(), nil); info.Libc != LibcGlibc {
+	if info := wantAnalysed(t, c.bytes(), nil); info.Libc != libcGlibc {
 		t.Errorf("whole .rodata searched: libc %q, want glibc", info.Libc)
 	}
 	lim := defaultBinLimits
 	lim.Scan = 512 << 10
-	if info := wantAnalysed(t, c.bytes(), &lim); info.Libc != LibcUnknown || info.Runtime != RuntimeC {
+	if info := wantAnalysed(t, c.bytes(), &lim); info.Libc != LibcUnknown || info.Runtime != runtimeC {
 		t.Errorf("half of it: %+v, want libc unknown", info)
 	}
 }
@@ -374,7 +374,7 @@ func TestBinExtendedShstrndx(t *testing.T) {
 	wantGaveUp(t, b, nil, "65280 section headers, more than the 4096")
 	lim := defaultBinLimits
 	lim.Sections, lim.HeaderTable = n, 64*n
-	if _, _, err := analyzeBytes(b, &lim); !errors.Is(err, ErrNotELF) || !strings.Contains(err.Error(), "shstrndx 65534 for 65280 sections") {
+	if _, _, err := analyzeBytes(b, &lim); !errors.Is(err, errNotELF) || !strings.Contains(err.Error(), "shstrndx 65534 for 65280 sections") {
 		t.Errorf("got %v, want not an ELF file", err)
 	}
 }
@@ -486,17 +486,17 @@ func TestAnalyzeBinaryClassesAndByteOrders(t *testing.T) {
 	for _, c := range []craftELF{{class32: true}, {class32: true, bigEndian: true}, {bigEndian: true}} {
 		c := c
 		info := wantAnalysed(t, craftDynamicAs(&c, "libcurl.so.4", "libc.so.6").bytes(), nil)
-		if info.Interp != "/lib/ld-linux.so.2" || info.Libc != LibcGlibc || strings.Join(info.Needed, ",") != "libcurl.so.4,libc.so.6" {
+		if info.Interp != "/lib/ld-linux.so.2" || info.Libc != libcGlibc || strings.Join(info.Needed, ",") != "libcurl.so.4,libc.so.6" {
 			t.Errorf("class32 %v big-endian %v: %+v", c.class32, c.bigEndian, info)
 		}
 	}
 	s := &craftELF{class32: true, sections: []craftSec{{name: ".rodata.str1.1", typ: elf.SHT_PROGBITS, data: muslEADDRNOTAVAIL}}}
-	if info := wantAnalysed(t, s.bytes(), nil); !info.Static || info.Libc != LibcMusl {
+	if info := wantAnalysed(t, s.bytes(), nil); !info.Static || info.Libc != libcMusl {
 		t.Errorf("static ELF32: %+v, want static musl", info)
 	}
 	g := craftGo(goBuildInfoInline("go1.26.8", goModInfo("path\texample.com/prog")))
 	g.class32, g.bigEndian = true, true
-	if info := wantAnalysed(t, g.bytes(), nil); info.Runtime != RuntimeGo || info.GoPath != "example.com/prog" {
+	if info := wantAnalysed(t, g.bytes(), nil); info.Runtime != runtimeGo || info.GoPath != "example.com/prog" {
 		t.Errorf("Go ELF32 big-endian: %+v", info)
 	}
 	for name, data := range binHostileSeeds() {

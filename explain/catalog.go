@@ -22,13 +22,13 @@ var catalogJSON []byte
 type Catalog struct {
 	Errnos   []ErrnoInfo `json:"errnos"`
 	Clients  []Client    `json:"clients"`
-	Expected []Expected  `json:"expected"`
+	Expected []expected  `json:"expected"`
 }
 
-// Expected is a failure that programs cause on purpose and nobody prints:
+// expected is a failure that programs cause on purpose and nobody prints:
 // a probe for an optional service, such as glibc asking nscd first on
 // every name lookup. Matched on a unix socket's path and the errno.
-type Expected struct {
+type expected struct {
 	Syscall string   `json:"syscall"`
 	Paths   []string `json:"paths"`
 	// Addrs (ip:port) with Runtime: an inet address one runtime's library
@@ -43,7 +43,7 @@ type Expected struct {
 }
 
 // ErrnoInfo explains one errno for one syscall ("*": either) and one
-// protocol (Proto: ProtoTCP, ProtoUDP, ProtoUnix; "*" or empty: any other,
+// protocol (Proto: protoTCP, protoUDP, protoUnix; "*" or empty: any other,
 // and an unknown one).
 type ErrnoInfo struct {
 	Errno   string   `json:"errno"`
@@ -59,15 +59,15 @@ type ErrnoInfo struct {
 type Client struct {
 	ID       string    `json:"id"`
 	Name     string    `json:"name"`
-	Match    Match     `json:"match"`
+	Match    match     `json:"match"`
 	Libcs    []Libc    `json:"libcs"`
 	Order    string    `json:"order"`
-	Messages []Message `json:"messages"`
+	Messages []message `json:"messages"`
 	Note     string    `json:"note"`
 	Source   string    `json:"source"`
 	// Retries: the client makes several failing calls per printed line
 	// (per syscall and errno).
-	Retries []Retries `json:"retries"`
+	Retries []retries `json:"retries"`
 	// Prog is the program name its messages start with, when they do;
 	// default: the first exe or applet name, else the id.
 	Prog   string `json:"prog"`
@@ -75,10 +75,10 @@ type Client struct {
 	applet []byte // the first applet matched: its name where wordings show one
 }
 
-// Match says how a client is recognised from its binary: by executable
+// match says how a client is recognised from its binary: by executable
 // file name, busybox applet, runtime (BinaryInfo.Runtime), and optionally
 // only for some errnos.
-type Match struct {
+type match struct {
 	Exe     []string `json:"exe"`
 	Applet  []string `json:"applet"`
 	Runtime []string `json:"runtime"`
@@ -89,16 +89,16 @@ type Match struct {
 	// dir), e.g. the helpers apt runs from /usr/lib/apt/methods/.
 	Argv0 []string `json:"argv0"`
 	// Program: with Runtime, only when the interpreter runs this program
-	// (AppendProgram: "-m pip", "app.js", "-jar app.jar", "com.example.Main").
+	// (appendProgram: "-m pip", "app.js", "-jar app.jar", "com.example.Main").
 	Program []string `json:"program"`
 	Errno   []string `json:"errno"`
 	errnos  []int
 }
 
-// Retries says how many failing calls make one printed line: at most Max
+// retries says how many failing calls make one printed line: at most Max
 // (0: not bounded), each within WindowMs of the previous (0: the default,
 // RetryWindowNs), and Note says so in words.
-type Retries struct {
+type retries struct {
 	Max      int    `json:"max"`
 	WindowMs int    `json:"window_ms"`
 	Syscall  string `json:"syscall"` // "" or "*": either
@@ -110,14 +110,14 @@ type Retries struct {
 	errno     int
 }
 
-// Message is a template for one syscall and errno ("*": any).
-type Message struct {
+// message is a template for one syscall and errno ("*": any).
+type message struct {
 	Syscall string   `json:"syscall"`
 	Errno   string   `json:"errno"`
 	Text    string   `json:"text"`
 	Also    []string `json:"also"` // other versions' wordings: recognised, never predicted
 	// Flag, NoFlag: the message applies only when the program was (not)
-	// given this short option, e.g. "v" for -v or -zv (HasFlag).
+	// given this short option, e.g. "v" for -v or -zv (hasFlag).
 	Flag   string `json:"flag"`
 	NoFlag string `json:"no_flag"`
 	// Async: when set, the message applies only to a connect that failed
@@ -128,7 +128,7 @@ type Message struct {
 	// predicted: the client may print it or something else.
 	RecogniseOnly bool `json:"recognise_only"`
 	errno         int  // parsed Errno; 0 for "*"
-	// Confidence is ConfidenceExact when eaddr fills every part of Text
+	// Confidence is confidenceExact when eaddr fills every part of Text
 	// from the event, ConfidenceTemplate when some part is unknowable
 	// (curl's elapsed ms, a host name as typed): those are shown <name>.
 	Confidence string `json:"-"`
@@ -136,7 +136,7 @@ type Message struct {
 
 // Confidence of a predicted line.
 const (
-	ConfidenceExact    = "exact"
+	confidenceExact    = "exact"
 	ConfidenceTemplate = "template"
 )
 
@@ -150,7 +150,7 @@ func confidenceOf(text string) string {
 			return ConfidenceTemplate
 		}
 	}
-	return ConfidenceExact
+	return confidenceExact
 }
 
 var (
@@ -159,9 +159,9 @@ var (
 	catalogErr  error
 )
 
-// LoadCatalog parses the embedded catalog once. It only fails if the
+// loadCatalog parses the embedded catalog once. It only fails if the
 // embedded file is broken, which TestCatalogValid catches.
-func LoadCatalog() (*Catalog, error) {
+func loadCatalog() (*Catalog, error) {
 	catalogOnce.Do(func() {
 		var c Catalog
 		if err := json.Unmarshal(catalogJSON, &c); err != nil {
@@ -259,12 +259,12 @@ func parseErrnos(names []string) ([]int, error) {
 	return out, nil
 }
 
-// Meaning returns what errno means for syscall and proto (ProtoOf; ""
+// meaningOf returns what errno means for syscall and proto (protoOf; ""
 // when unknown), or nil when the catalog does not know it. An entry of the
 // syscall wins over one for either syscall, then one of the protocol over
 // one for any: an unknown protocol gets only an entry for any, which says
 // what the errno means for each.
-func (c *Catalog) Meaning(sys decode.Syscall, errno int, proto string) *ErrnoInfo {
+func (c *Catalog) meaningOf(sys decode.Syscall, errno int, proto string) *ErrnoInfo {
 	var best *ErrnoInfo
 	bestRank := 0
 	for i := range c.Errnos {
@@ -295,10 +295,10 @@ func (c *Catalog) Meaning(sys decode.Syscall, errno int, proto string) *ErrnoInf
 	return best
 }
 
-// ExpectedFailure returns why ev is a failure programs cause on purpose
+// expectedFailure returns why ev is a failure programs cause on purpose
 // (a probe nobody prints), or "". runtime is the program's
 // (BinaryInfo.Runtime), "" when unknown.
-func (c *Catalog) ExpectedFailure(ev *decode.Event, runtime string) string {
+func (c *Catalog) expectedFailure(ev *decode.Event, runtime string) string {
 	addr := &ev.Remote
 	if ev.Syscall == decode.Bind {
 		addr = &ev.Local
@@ -322,19 +322,19 @@ func (c *Catalog) ExpectedFailure(ev *decode.Event, runtime string) string {
 	return ""
 }
 
-// Seen is what identifies a failing process besides its binary's analysis.
-type Seen struct {
+// seenAs is what identifies a failing process besides its binary's analysis.
+type seenAs struct {
 	Exe     []byte // the executable's file name
 	Applet  []byte // busybox applet: comm, or argv[1] of `busybox APPLET`
-	Program []byte // what an interpreter runs (AppendProgram)
+	Program []byte // what an interpreter runs (appendProgram)
 	Argv0   []byte // argv[0] as the program was started
 }
 
-// Classify picks the client for a failing process from its binary's
+// clientOf picks the client for a failing process from its binary's
 // analysis and what else is seen of it. The first entry that matches wins,
 // so specific entries stand before generic ones in catalog.json. nil when
 // none matches.
-func (c *Catalog) Classify(bin *BinaryInfo, seen *Seen, errno int) *Client {
+func (c *Catalog) clientOf(bin *BinaryInfo, seen *seenAs, errno int) *Client {
 	for i := range c.Clients {
 		cl := &c.Clients[i]
 		if cl.matches(bin, seen, errno) {
@@ -344,20 +344,20 @@ func (c *Catalog) Classify(bin *BinaryInfo, seen *Seen, errno int) *Client {
 	return nil
 }
 
-func (cl *Client) matches(bin *BinaryInfo, seen *Seen, errno int) bool {
+func (cl *Client) matches(bin *BinaryInfo, seen *seenAs, errno int) bool {
 	m := &cl.Match
 	if len(m.errnos) > 0 && !containsInt(m.errnos, errno) {
 		return false
 	}
 	switch {
 	case len(m.Applet) > 0:
-		return bin.Runtime == RuntimeBusyBox && containsBytes(m.Applet, seen.Applet)
+		return bin.Runtime == runtimeBusyBox && containsBytes(m.Applet, seen.Applet)
 	case len(m.Argv0) > 0:
-		return bin.Runtime == RuntimeC && matchesProgram(m.Argv0, seen.Argv0)
+		return bin.Runtime == runtimeC && matchesProgram(m.Argv0, seen.Argv0)
 	case len(m.Exe) > 0:
-		return bin.Runtime != RuntimeBusyBox && bin.Runtime != RuntimeGo && containsBytes(m.Exe, seen.Exe)
+		return bin.Runtime != runtimeBusyBox && bin.Runtime != runtimeGo && containsBytes(m.Exe, seen.Exe)
 	case len(m.Needed) > 0:
-		return bin.Runtime == RuntimeC && linksAny(bin.Needed, m.Needed)
+		return bin.Runtime == runtimeC && linksAny(bin.Needed, m.Needed)
 	case len(m.Runtime) > 0:
 		if !contains(m.Runtime, bin.Runtime) {
 			return false
@@ -421,34 +421,34 @@ func containsInt(list []int, n int) bool {
 	return false
 }
 
-// Template returns the client's message template for syscall and errno,
+// template returns the client's message template for syscall and errno,
 // preferring an exact errno over "*".
-func (cl *Client) Template(sys decode.Syscall, errno int) (string, bool) {
+func (cl *Client) template(sys decode.Syscall, errno int) (string, bool) {
 	if m := cl.messageFor(sys, errno, nil, false, false); m != nil {
 		return m.Text, true
 	}
 	return "", false
 }
 
-// Message returns the message the client prints for syscall and errno,
+// printed returns the message the client prints for syscall and errno,
 // preferring an exact errno over "*"; nil when eaddr does not know it.
 // args (argv, NUL-separated) decide the messages that depend on an option:
 // with none, only those that do not.
-func (cl *Client) Message(sys decode.Syscall, errno int, args []byte, async bool) *Message {
+func (cl *Client) printed(sys decode.Syscall, errno int, args []byte, async bool) *message {
 	return cl.messageFor(sys, errno, args, async, true)
 }
 
-// messageFor is Message; without predict, a wording of the client for
+// messageFor is printed; without predict, a wording of the client for
 // sys and errno whatever the options (for the lists of wordings).
-func (cl *Client) messageFor(sys decode.Syscall, errno int, args []byte, async, predict bool) *Message {
-	var best *Message
+func (cl *Client) messageFor(sys decode.Syscall, errno int, args []byte, async, predict bool) *message {
+	var best *message
 	for i := range cl.Messages {
 		m := &cl.Messages[i]
 		if m.Syscall != "*" && m.Syscall != sys.String() {
 			continue
 		}
-		if predict && (m.RecogniseOnly || (m.Async != nil && *m.Async != async) || (m.Flag != "" && !HasFlag(args, m.Flag[0])) ||
-			(m.NoFlag != "" && (len(args) == 0 || HasFlag(args, m.NoFlag[0])))) {
+		if predict && (m.RecogniseOnly || (m.Async != nil && *m.Async != async) || (m.Flag != "" && !hasFlag(args, m.Flag[0])) ||
+			(m.NoFlag != "" && (len(args) == 0 || hasFlag(args, m.NoFlag[0])))) {
 			continue
 		}
 		if m.Errno == "*" {
@@ -464,9 +464,9 @@ func (cl *Client) messageFor(sys decode.Syscall, errno int, args []byte, async, 
 	return best
 }
 
-// HasFlag reports whether argv (NUL-separated, argv[0] first) has the
+// hasFlag reports whether argv (NUL-separated, argv[0] first) has the
 // short option c alone or among others ("-v", "-zv"), before a "--".
-func HasFlag(args []byte, c byte) bool {
+func hasFlag(args []byte, c byte) bool {
 	first := true
 	for len(args) > 0 {
 		a := args

@@ -37,35 +37,35 @@ func TestDetectorGivesUpOnHostileBinary(t *testing.T) {
 	now := time.Now()
 	d.now = func() time.Time { return now }
 	var ex Explanation
-	x.Explain(ev, &ex)
+	x.Explain(ev, &ex, false)
 	const why = "the program's binary was not analysed: it has 2000 program headers, more than the 1024 eaddr reads"
-	if ex.Binary != nil || ex.Client != nil || !strings.HasPrefix(ex.ClientUnknown(), why) {
-		t.Errorf("binary %+v, client %v, client_unknown %q; want none, and %q", ex.Binary, ex.Client, ex.ClientUnknown(), why)
+	if ex.Binary != nil || ex.Client != nil || !strings.HasPrefix(ex.ClientUnknown, why) {
+		t.Errorf("binary %+v, client %v, client_unknown %q; want none, and %q", ex.Binary, ex.Client, ex.ClientUnknown, why)
 	}
-	t.Logf("client_unknown: %s", ex.ClientUnknown())
+	t.Logf("client_unknown: %s", ex.ClientUnknown)
 	now = now.Add(time.Hour) // past NegativeTTL
-	if n := testing.AllocsPerRun(100, func() { x.Explain(ev, &ex) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { x.Explain(ev, &ex, false) }); n != 0 {
 		t.Errorf("explaining its events allocates %.1f times, want 0", n)
 	}
 	// The file is found under two roots (this process's, and "/"): it is
 	// analysed under the first only.
-	if d.Lookups != 1 || d.analyses != 1 || d.BinariesGivenUp() != 1 || !strings.HasPrefix(ex.ClientUnknown(), why) {
+	if d.Lookups != 1 || d.analyses != 1 || d.BinariesGivenUp() != 1 || !strings.HasPrefix(ex.ClientUnknown, why) {
 		t.Errorf("%d lookups, %d analyses, %d given up, client_unknown %q; want it looked at, analysed and counted once",
-			d.Lookups, d.analyses, d.BinariesGivenUp(), ex.ClientUnknown())
+			d.Lookups, d.analyses, d.BinariesGivenUp(), ex.ClientUnknown)
 	}
 
 	// An unreadable binary still says so.
 	var none Explanation
-	x.Explain(&decode.Event{PID: 1 << 30, ExeIno: 1, ExeDev: 1, ExeName: []byte("gone")}, &none)
-	if !strings.HasPrefix(none.ClientUnknown(), "the program's binary could not be read") {
-		t.Errorf("unreadable binary: %q", none.ClientUnknown())
+	x.Explain(&decode.Event{PID: 1 << 30, ExeIno: 1, ExeDev: 1, ExeName: []byte("gone")}, &none, false)
+	if !strings.HasPrefix(none.ClientUnknown, "the program's binary could not be read") {
+		t.Errorf("unreadable binary: %q", none.ClientUnknown)
 	}
 }
 
 // A binary given up on for time (a slow file system) is looked at again
 // after NegativeTTL, and counted again.
 func TestDetectorRetriesAfterTimeBudget(t *testing.T) {
-	d := NewDetector()
+	d := newDetector()
 	now := time.Now()
 	d.now = func() time.Time { return now }
 	ev := &decode.Event{PID: 1 << 30, PPID: 1 << 30, ExeName: []byte("slow"), ExeIno: 777, ExeDev: 1}
@@ -74,12 +74,12 @@ func TestDetectorRetriesAfterTimeBudget(t *testing.T) {
 		t.Fatal("the time budget's give-up is not retried")
 	}
 	d.cache[exeKey{1, 777}] = e
-	d.Binary(ev)
+	d.binaryOf(ev)
 	if d.Lookups != 0 {
 		t.Errorf("looked again within NegativeTTL")
 	}
 	now = now.Add(d.NegativeTTL)
-	d.Binary(ev)
+	d.binaryOf(ev)
 	if d.Lookups != 1 {
 		t.Errorf("not looked at again after NegativeTTL")
 	}

@@ -52,7 +52,7 @@ type elfHeader struct {
 }
 
 // parseELF reads the headers of the ELF file in r. A file debug/elf would
-// reject is an error wrapping ErrNotELF; one past r's limits wraps errGaveUp.
+// reject is an error wrapping errNotELF; one past r's limits wraps errGaveUp.
 func parseELF(r *binReader) (*elfFile, error) {
 	var ident [elf.EI_NIDENT]byte
 	if err := r.readFull(ident[:], 0); err != nil {
@@ -97,7 +97,7 @@ func notELF(err error) error {
 	if errors.Is(err, errGaveUp) {
 		return err
 	}
-	return fmt.Errorf("%w: %v", ErrNotELF, err)
+	return fmt.Errorf("%w: %v", errNotELF, err)
 }
 
 // header reads the ELF header after e_ident and checks it as debug/elf does.
@@ -144,7 +144,7 @@ func (f *elfFile) header() (elfHeader, error) {
 }
 
 // table reads n entries of entsize bytes at off: an error wrapping
-// ErrNotELF when the file does not hold them, errGaveUp when it holds more
+// errNotELF when the file does not hold them, errGaveUp when it holds more
 // than max entries or lim.HeaderTable bytes of them.
 func (f *elfFile) table(what string, off int64, n, entsize, max int) ([]byte, error) {
 	size := uint64(n) * uint64(entsize)

@@ -17,12 +17,12 @@ import (
 )
 
 func TestCatalogValid(t *testing.T) {
-	c, err := LoadCatalog()
+	c, err := loadCatalog()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ids := map[string]bool{}
-	v := MsgVars{Syscall: decode.Connect, Errno: decode.EADDRNOTAVAIL, IP: netip.MustParseAddr("10.0.0.1"), Port: 80, Prog: []byte("x"), PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}
+	v := msgVars{Syscall: decode.Connect, Errno: decode.EADDRNOTAVAIL, IP: netip.MustParseAddr("10.0.0.1"), Port: 80, Prog: []byte("x"), PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}
 	for _, cl := range c.Clients {
 		if cl.ID == "" || ids[cl.ID] {
 			t.Errorf("client id %q empty or repeated", cl.ID)
@@ -35,7 +35,7 @@ func TestCatalogValid(t *testing.T) {
 			t.Errorf("%s: no way to recognise it", cl.ID)
 		}
 		for _, l := range cl.Libcs {
-			if l != LibcGlibc && l != LibcMusl && l != LibcGo {
+			if l != libcGlibc && l != libcMusl && l != libcGo {
 				t.Errorf("%s: libc %q", cl.ID, l)
 			}
 		}
@@ -48,7 +48,7 @@ func TestCatalogValid(t *testing.T) {
 			}
 			for _, text := range append([]string{m.Text}, m.Also...) {
 				v.Libc, v.Applet = cl.Libcs[0], []byte("telnet")
-				out, ok := Render(nil, text, &v)
+				out, ok := render(nil, text, &v)
 				if !ok || (strings.ContainsAny(string(out), "{}") && !strings.Contains(text, "{lbrace}")) {
 					t.Errorf("%s: template %q renders as %q (ok %v)", cl.ID, text, out, ok)
 				}
@@ -71,7 +71,7 @@ func TestCatalogValid(t *testing.T) {
 // Every wording people paste is recognised as the right errno, syscall,
 // client and libc; the three lines at the top of the issue verbatim.
 func TestIdentify(t *testing.T) {
-	c, _ := LoadCatalog()
+	c, _ := loadCatalog()
 	for _, tc := range []struct {
 		in     string
 		errno  int
@@ -81,48 +81,48 @@ func TestIdentify(t *testing.T) {
 		ip     string
 		port   uint16
 	}{
-		{"can't connect to remote host (1.1.1.1): Address not available", decode.EADDRNOTAVAIL, decode.Connect, "busybox wget", LibcMusl, "1.1.1.1", 0},
-		{"wget: can't connect to remote host (1.1.1.1): Address not available", decode.EADDRNOTAVAIL, decode.Connect, "busybox wget", LibcMusl, "1.1.1.1", 0},
+		{"can't connect to remote host (1.1.1.1): Address not available", decode.EADDRNOTAVAIL, decode.Connect, "busybox wget", libcMusl, "1.1.1.1", 0},
+		{"wget: can't connect to remote host (1.1.1.1): Address not available", decode.EADDRNOTAVAIL, decode.Connect, "busybox wget", libcMusl, "1.1.1.1", 0},
 		{"(7) Couldn't connect to server", 0, decode.Connect, "curl", "", "", 0},
 		{"curl: (7) Failed to connect to 10.96.0.10 port 80 after 0 ms: Couldn't connect to server", 0, decode.Connect, "curl", "", "10.96.0.10", 80},
-		{"curl: (7) Failed to connect to 10.96.0.10 port 80: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "curl", LibcGlibc, "10.96.0.10", 80},
-		{"bind: Address in use", decode.EADDRINUSE, decode.Bind, "busybox nc", LibcMusl, "", 0},
-		{"nc: bind: Address in use", decode.EADDRINUSE, decode.Bind, "busybox nc", LibcMusl, "", 0},
-		{"Cannot assign requested address", decode.EADDRNOTAVAIL, 0, "", LibcGlibc, "", 0},
-		{"Address not available", decode.EADDRNOTAVAIL, 0, "", LibcMusl, "", 0},
-		{"cannot assign requested address", decode.EADDRNOTAVAIL, 0, "", LibcGo, "", 0},
-		{"Address already in use", decode.EADDRINUSE, 0, "", LibcGlibc, "", 0},
+		{"curl: (7) Failed to connect to 10.96.0.10 port 80: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "curl", libcGlibc, "10.96.0.10", 80},
+		{"bind: Address in use", decode.EADDRINUSE, decode.Bind, "busybox nc", libcMusl, "", 0},
+		{"nc: bind: Address in use", decode.EADDRINUSE, decode.Bind, "busybox nc", libcMusl, "", 0},
+		{"Cannot assign requested address", decode.EADDRNOTAVAIL, 0, "", libcGlibc, "", 0},
+		{"Address not available", decode.EADDRNOTAVAIL, 0, "", libcMusl, "", 0},
+		{"cannot assign requested address", decode.EADDRNOTAVAIL, 0, "", libcGo, "", 0},
+		{"Address already in use", decode.EADDRINUSE, 0, "", libcGlibc, "", 0},
 		{"99", decode.EADDRNOTAVAIL, 0, "", "", "", 0},
 		{"EADDRNOTAVAIL", decode.EADDRNOTAVAIL, 0, "", "", "", 0},
 		{"eaddrinuse", decode.EADDRINUSE, 0, "", "", "", 0},
-		{"Connecting to 10.96.0.10:80... failed: Cannot assign requested address.", decode.EADDRNOTAVAIL, decode.Connect, "GNU wget", LibcGlibc, "10.96.0.10", 80},
-		{"nc: connect to 10.96.0.10 port 80 (tcp) failed: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "OpenBSD nc", LibcGlibc, "10.96.0.10", 80},
-		{"Ncat: Cannot assign requested address.", decode.EADDRNOTAVAIL, decode.Connect, "Ncat (nmap)", LibcGlibc, "", 0},
-		{"2026/11/30 05:00:00 socat[42] E connect(5, AF=2 10.96.0.10:80, 16): Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "socat", LibcGlibc, "10.96.0.10", 80},
-		{"OSError: [Errno 99] Cannot assign requested address", decode.EADDRNOTAVAIL, 0, "Python", LibcGlibc, "", 0},
-		{"OSError: [Errno 99] Address not available", decode.EADDRNOTAVAIL, 0, "Python", LibcMusl, "", 0},
-		{"ConnectionRefusedError: [Errno 111] Connection refused", 111, decode.Connect, "Python", LibcGlibc, "", 0},
-		{"dial tcp 10.96.0.10:80: connect: cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "Go programs", LibcGo, "10.96.0.10", 80},
-		{"listen tcp 0.0.0.0:8080: bind: address already in use", decode.EADDRINUSE, decode.Bind, "Go programs", LibcGo, "0.0.0.0", 8080},
-		{"java.net.BindException: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "Java", LibcGlibc, "", 0},
+		{"Connecting to 10.96.0.10:80... failed: Cannot assign requested address.", decode.EADDRNOTAVAIL, decode.Connect, "GNU wget", libcGlibc, "10.96.0.10", 80},
+		{"nc: connect to 10.96.0.10 port 80 (tcp) failed: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "OpenBSD nc", libcGlibc, "10.96.0.10", 80},
+		{"Ncat: Cannot assign requested address.", decode.EADDRNOTAVAIL, decode.Connect, "Ncat (nmap)", libcGlibc, "", 0},
+		{"2026/11/30 05:00:00 socat[42] E connect(5, AF=2 10.96.0.10:80, 16): Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "socat", libcGlibc, "10.96.0.10", 80},
+		{"OSError: [Errno 99] Cannot assign requested address", decode.EADDRNOTAVAIL, 0, "Python", libcGlibc, "", 0},
+		{"OSError: [Errno 99] Address not available", decode.EADDRNOTAVAIL, 0, "Python", libcMusl, "", 0},
+		{"ConnectionRefusedError: [Errno 111] Connection refused", 111, decode.Connect, "Python", libcGlibc, "", 0},
+		{"dial tcp 10.96.0.10:80: connect: cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "Go programs", libcGo, "10.96.0.10", 80},
+		{"listen tcp 0.0.0.0:8080: bind: address already in use", decode.EADDRINUSE, decode.Bind, "Go programs", libcGo, "0.0.0.0", 8080},
+		{"java.net.BindException: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "Java", libcGlibc, "", 0},
 		{"Error: connect EADDRNOTAVAIL 10.0.0.1:80 - Local (0.0.0.0:0)", decode.EADDRNOTAVAIL, decode.Connect, "Node.js", "", "10.0.0.1", 80},
-		{"IO::Socket::INET: connect: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "Perl", LibcGlibc, "", 0},
-		{`Cannot assign requested address - connect(2) for "10.96.0.10" port 80 (Errno::EADDRNOTAVAIL)`, decode.EADDRNOTAVAIL, decode.Connect, "Ruby", LibcGlibc, "10.96.0.10", 80},
-		{"2026/11/30 05:00:00 [crit] 7#7: *1 connect() to 10.96.0.10:80 failed (99: Cannot assign requested address) while connecting to upstream", decode.EADDRNOTAVAIL, decode.Connect, "nginx upstream", LibcGlibc, "10.96.0.10", 80},
-		{"upstream connect error or disconnect/reset before headers. reset reason: connection failure, transport failure reason: immediate connect error: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "Envoy upstream", LibcGlibc, "", 0},
-		{"ssh: connect to host 10.96.0.10 port 22: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "OpenSSH ssh", LibcGlibc, "10.96.0.10", 22},
-		{"Could not connect to Redis at 10.96.0.10:6379: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "redis-cli", LibcGlibc, "10.96.0.10", 6379},
-		{`psql: error: connection to server at "10.96.0.10", port 5432 failed: Cannot assign requested address`, decode.EADDRNOTAVAIL, decode.Connect, "psql (libpq)", LibcGlibc, "10.96.0.10", 5432},
+		{"IO::Socket::INET: connect: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "Perl", libcGlibc, "", 0},
+		{`Cannot assign requested address - connect(2) for "10.96.0.10" port 80 (Errno::EADDRNOTAVAIL)`, decode.EADDRNOTAVAIL, decode.Connect, "Ruby", libcGlibc, "10.96.0.10", 80},
+		{"2026/11/30 05:00:00 [crit] 7#7: *1 connect() to 10.96.0.10:80 failed (99: Cannot assign requested address) while connecting to upstream", decode.EADDRNOTAVAIL, decode.Connect, "nginx upstream", libcGlibc, "10.96.0.10", 80},
+		{"upstream connect error or disconnect/reset before headers. reset reason: connection failure, transport failure reason: immediate connect error: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "Envoy upstream", libcGlibc, "", 0},
+		{"ssh: connect to host 10.96.0.10 port 22: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "OpenSSH ssh", libcGlibc, "10.96.0.10", 22},
+		{"Could not connect to Redis at 10.96.0.10:6379: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "redis-cli", libcGlibc, "10.96.0.10", 6379},
+		{`psql: error: connection to server at "10.96.0.10", port 5432 failed: Cannot assign requested address`, decode.EADDRNOTAVAIL, decode.Connect, "psql (libpq)", libcGlibc, "10.96.0.10", 5432},
 		{"Can't grab 0.0.0.0:8080 with bind", decode.EADDRINUSE, decode.Bind, "netcat-traditional", "", "0.0.0.0", 8080},
-		{"(UNKNOWN) [10.96.0.10] 80 (http) : Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "netcat-traditional", LibcGlibc, "10.96.0.10", 80},
-		{"[Tue Dec  1 16:18:03 2026] Failed to listen on 127.0.0.1:8080 (reason: Address already in use)", decode.EADDRINUSE, decode.Bind, "PHP built-in web server", LibcGlibc, "127.0.0.1", 8080},
-		{"PHP Warning:  fsockopen(): Unable to connect to 10.96.0.10:80 (Cannot assign requested address) in x.php on line 3", decode.EADDRNOTAVAIL, decode.Connect, "PHP", LibcGlibc, "10.96.0.10", 80},
-		{"500 Can't connect to 10.96.0.10:80 (Cannot assign requested address)", decode.EADDRNOTAVAIL, decode.Connect, "Perl LWP", LibcGlibc, "10.96.0.10", 80},
-		{"curl: (45) bind failed with errno 98: Address already in use", decode.EADDRINUSE, decode.Bind, "curl", LibcGlibc, "", 0},
-		{"listen tcp :8080: bind: address already in use", decode.EADDRINUSE, decode.Bind, "Go programs", LibcGo, "", 8080},
-		{"2026/12/01 16:18:02 socat[19963] E bind(5, {AF=2 127.0.0.1:8080}, 16): Address already in use", decode.EADDRINUSE, decode.Bind, "socat", LibcGlibc, "127.0.0.1", 8080},
+		{"(UNKNOWN) [10.96.0.10] 80 (http) : Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "netcat-traditional", libcGlibc, "10.96.0.10", 80},
+		{"[Tue Dec  1 16:18:03 2026] Failed to listen on 127.0.0.1:8080 (reason: Address already in use)", decode.EADDRINUSE, decode.Bind, "PHP built-in web server", libcGlibc, "127.0.0.1", 8080},
+		{"PHP Warning:  fsockopen(): Unable to connect to 10.96.0.10:80 (Cannot assign requested address) in x.php on line 3", decode.EADDRNOTAVAIL, decode.Connect, "PHP", libcGlibc, "10.96.0.10", 80},
+		{"500 Can't connect to 10.96.0.10:80 (Cannot assign requested address)", decode.EADDRNOTAVAIL, decode.Connect, "Perl LWP", libcGlibc, "10.96.0.10", 80},
+		{"curl: (45) bind failed with errno 98: Address already in use", decode.EADDRINUSE, decode.Bind, "curl", libcGlibc, "", 0},
+		{"listen tcp :8080: bind: address already in use", decode.EADDRINUSE, decode.Bind, "Go programs", libcGo, "", 8080},
+		{"2026/12/01 16:18:02 socat[19963] E bind(5, {AF=2 127.0.0.1:8080}, 16): Address already in use", decode.EADDRINUSE, decode.Bind, "socat", libcGlibc, "127.0.0.1", 8080},
 		// No client claims a bare perror() line: only the errno text is known.
-		{"connect: Address not available", decode.EADDRNOTAVAIL, 0, "", LibcMusl, "", 0},
+		{"connect: Address not available", decode.EADDRNOTAVAIL, 0, "", libcMusl, "", 0},
 	} {
 		ids := c.Identify(tc.in)
 		if len(ids) == 0 {
@@ -170,7 +170,7 @@ func TestClientMessageFromRecordedEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := BinaryInfo{Runtime: "c", Libc: LibcGlibc}
+	c := BinaryInfo{Runtime: "c", Libc: libcGlibc}
 	for _, tc := range []struct {
 		file string
 		bin  BinaryInfo
@@ -178,24 +178,24 @@ func TestClientMessageFromRecordedEvents(t *testing.T) {
 	}{
 		{"connect-eaddrnotavail-curl-ipv4", c, "curl: (7) Failed to connect to <host> port 8080 after <ms> ms: Couldn't connect to server"},
 		{"connect-eaddrnotavail-wget-ipv6", c, "Connecting to <host>... failed: Cannot assign requested address."},
-		{"connect-eaddrnotavail-busybox-wget-ipv4", BinaryInfo{Runtime: "busybox", Libc: LibcGlibc}, "wget: can't connect to remote host (127.0.0.1): Cannot assign requested address"},
-		{"connect-eaddrnotavail-busybox-nc-ipv4", BinaryInfo{Runtime: "busybox", Libc: LibcGlibc}, "nc: can't connect to remote host (127.0.0.1): Cannot assign requested address"},
+		{"connect-eaddrnotavail-busybox-wget-ipv4", BinaryInfo{Runtime: "busybox", Libc: libcGlibc}, "wget: can't connect to remote host (127.0.0.1): Cannot assign requested address"},
+		{"connect-eaddrnotavail-busybox-nc-ipv4", BinaryInfo{Runtime: "busybox", Libc: libcGlibc}, "nc: can't connect to remote host (127.0.0.1): Cannot assign requested address"},
 		{"connect-eaddrnotavail-openbsd-nc-ipv4", c, "nc.openbsd: connect to 127.0.0.1 port 8080 (tcp) failed: Cannot assign requested address"},
-		{"connect-eaddrnotavail-python3-ipv4", BinaryInfo{Runtime: "python", Libc: LibcGlibc}, "OSError: [Errno 99] Cannot assign requested address"},
-		{"bind-eaddrinuse-python3-ipv4", BinaryInfo{Runtime: "python", Libc: LibcGlibc}, "OSError: [Errno 98] <rest>"},
-		{"connect-econnrefused-python3-ipv4", BinaryInfo{Runtime: "python", Libc: LibcGlibc}, "ConnectionRefusedError: [Errno 111] Connection refused"},
+		{"connect-eaddrnotavail-python3-ipv4", BinaryInfo{Runtime: "python", Libc: libcGlibc}, "OSError: [Errno 99] Cannot assign requested address"},
+		{"bind-eaddrinuse-python3-ipv4", BinaryInfo{Runtime: "python", Libc: libcGlibc}, "OSError: [Errno 98] <rest>"},
+		{"connect-econnrefused-python3-ipv4", BinaryInfo{Runtime: "python", Libc: libcGlibc}, "ConnectionRefusedError: [Errno 111] Connection refused"},
 		// The same busybox event, had the image been Alpine's (musl).
-		{"connect-eaddrnotavail-busybox-wget-ipv4", BinaryInfo{Runtime: "busybox", Libc: LibcMusl}, "wget: can't connect to remote host (127.0.0.1): Address not available"},
+		{"connect-eaddrnotavail-busybox-wget-ipv4", BinaryInfo{Runtime: "busybox", Libc: libcMusl}, "wget: can't connect to remote host (127.0.0.1): Address not available"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			ev := recorded(t, x, tc.file, tc.bin)
 			var ex Explanation
-			x.Explain(ev, &ex)
-			got, ok := ex.AppendClientMessage(nil)
+			x.Explain(ev, &ex, true)
+			got, ok := ex.ClientMessage, ex.HasClientMessage
 			if !ok || string(got) != tc.want {
 				t.Errorf("predicted %q (ok %v), want %q", got, ok, tc.want)
 			}
-			if ex.Meaning == nil || len(x.Wordings(&ex)) < 10 {
+			if ex.Meaning == nil || len(ex.OtherWordings) < 10 {
 				t.Errorf("no meaning, or fewer than 10 other wordings: %+v", ex)
 			}
 		})
@@ -214,24 +214,24 @@ func TestUnknownProgramClaimsNothing(t *testing.T) {
 		bin  BinaryInfo
 		grep []string
 	}{
-		{BinaryInfo{Runtime: RuntimeC, Libc: LibcGlibc}, []string{"Cannot assign requested address"}},
-		{BinaryInfo{Runtime: RuntimeC, Libc: LibcMusl}, []string{"Address not available"}},
-		{BinaryInfo{Runtime: RuntimeC}, []string{"Cannot assign requested address", "Address not available"}},
+		{BinaryInfo{Runtime: runtimeC, Libc: libcGlibc}, []string{"Cannot assign requested address"}},
+		{BinaryInfo{Runtime: runtimeC, Libc: libcMusl}, []string{"Address not available"}},
+		{BinaryInfo{Runtime: runtimeC}, []string{"Cannot assign requested address", "Address not available"}},
 	} {
 		ev := recorded(t, x, "connect-eaddrnotavail-curl-ipv4", tc.bin)
 		ev.ExeName, ev.Comm, ev.Args = []byte("myapp"), []byte("myapp"), []byte("myapp\x00")
 		var ex Explanation
-		x.Explain(ev, &ex)
+		x.Explain(ev, &ex, false)
 		if ex.Client != nil {
 			t.Errorf("%+v: client %q claimed", tc.bin, ex.Client.Name)
 		}
-		if msg, ok := ex.AppendClientMessage(nil); ok || ex.Confidence() != "" {
-			t.Errorf("%+v: predicted %q (%s)", tc.bin, msg, ex.Confidence())
+		if msg, ok := ex.ClientMessage, ex.HasClientMessage; ok || ex.Confidence != "" {
+			t.Errorf("%+v: predicted %q (%s)", tc.bin, msg, ex.Confidence)
 		}
-		if got := ex.Grep(nil); strings.Join(got, "|") != strings.Join(tc.grep, "|") {
+		if got := ex.Grep; strings.Join(got, "|") != strings.Join(tc.grep, "|") {
 			t.Errorf("%+v: grep %q, want %q", tc.bin, got, tc.grep)
 		}
-		if ex.ClientUnknown() == "" {
+		if ex.ClientUnknown == "" {
 			t.Errorf("no reason why the client is unknown")
 		}
 	}
@@ -239,16 +239,13 @@ func TestUnknownProgramClaimsNothing(t *testing.T) {
 
 func TestExplainDoesNotAllocate(t *testing.T) {
 	x, _ := NewExplainer()
-	ev := recorded(t, x, "connect-eaddrnotavail-busybox-wget-ipv4", BinaryInfo{Runtime: "busybox", Libc: LibcGlibc})
+	ev := recorded(t, x, "connect-eaddrnotavail-busybox-wget-ipv4", BinaryInfo{Runtime: "busybox", Libc: libcGlibc})
 	var ex Explanation
 	buf := make([]byte, 0, 16384)
 	for _, full := range []bool{false, true} {
 		n := testing.AllocsPerRun(200, func() {
-			x.Explain(ev, &ex)
-			buf, _ = ex.AppendClientMessage(buf[:0])
-			if full {
-				_ = x.Wordings(&ex)
-			}
+			x.Explain(ev, &ex, full)
+			buf = append(buf[:0], ex.ClientMessage...)
 		})
 		if n != 0 {
 			t.Errorf("explain (wordings %v) allocates %.1f times per event, want 0", full, n)
@@ -289,12 +286,12 @@ func testDetectorAfterExit(t *testing.T, path, runtime, pkg string) {
 	}
 	ev := &decode.Event{PID: uint32(pid), PPID: uint32(os.Getpid()), ExeName: []byte(filepath.Base(real)),
 		ExeIno: st.Ino, ExeDev: st.Dev, Args: []byte(path + "\x00--version")}
-	d := NewDetector()
-	info, source, ok := d.Binary(ev)
-	if !ok || info.Runtime != runtime || info.Libc != LibcGlibc || source != "path" {
+	d := newDetector()
+	info, source, ok := d.binaryOf(ev)
+	if !ok || info.Runtime != runtime || info.Libc != libcGlibc || source != "path" {
 		t.Errorf("%s after exit: %+v from %q (ok %v), want runtime %s glibc from path", path, info, source, ok, runtime)
 	}
-	if _, source, ok := d.Binary(ev); !ok || source != "cache" || d.Lookups != 1 {
+	if _, source, ok := d.binaryOf(ev); !ok || source != "cache" || d.Lookups != 1 {
 		t.Errorf("second event: source %q ok %v lookups %d, want the cache and 1 lookup", source, ok, d.Lookups)
 	}
 	if runtime != "python" {
@@ -307,18 +304,18 @@ func testDetectorAfterExit(t *testing.T, path, runtime, pkg string) {
 	}
 	t.Cleanup(func() { live.Process.Kill(); live.Wait() })
 	ev.PID = uint32(live.Process.Pid)
-	d2 := NewDetector()
-	if info, source, ok := d2.Binary(ev); !ok || source != "exe" || info.Runtime != "python" {
+	d2 := newDetector()
+	if info, source, ok := d2.binaryOf(ev); !ok || source != "exe" || info.Runtime != "python" {
 		t.Errorf("live process: %+v from %q (ok %v)", info, source, ok)
 	}
 }
 
 // An unknown binary (gone and not findable) is not retried within NegativeTTL.
 func TestDetectorNegativeCache(t *testing.T) {
-	d := NewDetector()
+	d := newDetector()
 	ev := &decode.Event{PID: 1 << 30, PPID: 1 << 30, ExeName: []byte("no-such-binary"), ExeIno: 12345, ExeDev: 1}
 	for range 3 {
-		if _, _, ok := d.Binary(ev); ok {
+		if _, _, ok := d.binaryOf(ev); ok {
 			t.Fatal("found a binary that does not exist")
 		}
 	}
@@ -331,7 +328,7 @@ func TestDetectorNegativeCache(t *testing.T) {
 // words a failed connect as libcurl does; curl itself stays curl; a Go
 // program never matches a library rule.
 func TestClassifyByLinkedLibrary(t *testing.T) {
-	c, err := LoadCatalog()
+	c, err := loadCatalog()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,13 +337,13 @@ func TestClassifyByLinkedLibrary(t *testing.T) {
 		exe  string
 		want string
 	}{
-		{BinaryInfo{Runtime: RuntimeC, Libc: LibcGlibc, Needed: []string{"libcurl-gnutls.so.4", "libz.so.1"}}, "git-remote-http", "libcurl"},
-		{BinaryInfo{Runtime: RuntimeC, Libc: LibcGlibc, Needed: []string{"libcurl.so.4"}}, "curl", "curl"},
-		{BinaryInfo{Runtime: RuntimeC, Libc: LibcGlibc, Needed: []string{"libz.so.1"}}, "myapp", ""},
-		{BinaryInfo{Runtime: RuntimeGo, Libc: LibcGo, Needed: []string{"libcurl.so.4"}}, "app", "go"},
+		{BinaryInfo{Runtime: runtimeC, Libc: libcGlibc, Needed: []string{"libcurl-gnutls.so.4", "libz.so.1"}}, "git-remote-http", "libcurl"},
+		{BinaryInfo{Runtime: runtimeC, Libc: libcGlibc, Needed: []string{"libcurl.so.4"}}, "curl", "curl"},
+		{BinaryInfo{Runtime: runtimeC, Libc: libcGlibc, Needed: []string{"libz.so.1"}}, "myapp", ""},
+		{BinaryInfo{Runtime: runtimeGo, Libc: libcGo, Needed: []string{"libcurl.so.4"}}, "app", "go"},
 	} {
 		got := ""
-		if cl := c.Classify(&tc.bin, &Seen{Exe: []byte(tc.exe)}, decode.EADDRNOTAVAIL); cl != nil {
+		if cl := c.clientOf(&tc.bin, &seenAs{Exe: []byte(tc.exe)}, decode.EADDRNOTAVAIL); cl != nil {
 			got = cl.ID
 		}
 		if got != tc.want {
@@ -358,16 +355,16 @@ func TestClassifyByLinkedLibrary(t *testing.T) {
 // Matching an interpreter's program (php -S, perl -MLWP...) is on the
 // per-event path: it must not allocate.
 func TestClassifyProgramDoesNotAllocate(t *testing.T) {
-	c, err := LoadCatalog()
+	c, err := loadCatalog()
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := BinaryInfo{Runtime: RuntimePerl, Libc: LibcGlibc}
-	seen := Seen{Exe: []byte("perl"), Program: []byte("-MLWP::UserAgent -e")}
-	if cl := c.Classify(&bin, &seen, 111); cl == nil || cl.ID != "perl-lwp" {
+	bin := BinaryInfo{Runtime: runtimePerl, Libc: libcGlibc}
+	seen := seenAs{Exe: []byte("perl"), Program: []byte("-MLWP::UserAgent -e")}
+	if cl := c.clientOf(&bin, &seen, 111); cl == nil || cl.ID != "perl-lwp" {
 		t.Fatalf("classified as %v, want perl-lwp", cl)
 	}
-	if n := testing.AllocsPerRun(100, func() { c.Classify(&bin, &seen, 111) }); n != 0 {
-		t.Errorf("Classify allocates %.0f times", n)
+	if n := testing.AllocsPerRun(100, func() { c.clientOf(&bin, &seen, 111) }); n != 0 {
+		t.Errorf("clientOf allocates %.0f times", n)
 	}
 }

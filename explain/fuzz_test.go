@@ -16,7 +16,7 @@ func FuzzIdentify(f *testing.F) {
 		}
 		fh.Close()
 	}
-	c, err := LoadCatalog()
+	c, err := loadCatalog()
 	if err != nil {
 		f.Fatal(err)
 	}

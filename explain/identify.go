@@ -26,7 +26,7 @@ type Identification struct {
 
 type compiled struct {
 	client  *Client
-	msg     Message
+	msg     message
 	re      *regexp.Regexp
 	literal int // literal characters: more is more specific
 }
@@ -153,8 +153,8 @@ func (c *Catalog) Identify(input string) []Identification {
 			}
 			id.Errno, id.Libc = n, libc
 			id.score += len(strerr)
-		} else if len(cp.client.Libcs) == 1 && cp.client.Libcs[0] == LibcGo {
-			id.Libc = LibcGo
+		} else if len(cp.client.Libcs) == 1 && cp.client.Libcs[0] == libcGo {
+			id.Libc = libcGo
 		}
 		out = append(out, id)
 	}
@@ -199,11 +199,11 @@ func syscallByName(s string) decode.Syscall {
 // libcs first, then all. Case matters first (it tells Go from glibc).
 func errnoByText(text string, prefer []Libc) (int, Libc, bool) {
 	text = strings.TrimRight(strings.TrimSpace(text), ".")
-	libcs := append(append([]Libc(nil), prefer...), LibcGlibc, LibcMusl, LibcGo)
+	libcs := append(append([]Libc(nil), prefer...), libcGlibc, libcMusl, libcGo)
 	for _, fold := range []bool{false, true} {
 		for _, libc := range libcs {
 			for n := 1; n <= strerrorMax; n++ {
-				s, ok := Strerror(libc, n)
+				s, ok := strerror(libc, n)
 				if !ok {
 					continue
 				}
@@ -219,9 +219,9 @@ func errnoByText(text string, prefer []Libc) (int, Libc, bool) {
 // findErrnoText looks for the longest errno text or errno name inside input.
 func findErrnoText(input string) (int, Libc, string, bool) {
 	best, bestLibc, bestText := 0, Libc(""), ""
-	for _, libc := range []Libc{LibcGlibc, LibcMusl, LibcGo} {
+	for _, libc := range []Libc{libcGlibc, libcMusl, libcGo} {
 		for n := 1; n <= strerrorMax; n++ {
-			s, ok := Strerror(libc, n)
+			s, ok := strerror(libc, n)
 			if !ok || len(s) <= len(bestText) || len(s) < 8 {
 				continue
 			}
@@ -231,9 +231,9 @@ func findErrnoText(input string) (int, Libc, string, bool) {
 			}
 			// Case tells Go's table from glibc's.
 			l := libc
-			if libc != LibcMusl && input[i:i+len(s)] != s {
-				if gs, _ := Strerror(LibcGo, n); input[i:i+len(s)] == gs {
-					l = LibcGo
+			if libc != libcMusl && input[i:i+len(s)] != s {
+				if gs, _ := strerror(libcGo, n); input[i:i+len(s)] == gs {
+					l = libcGo
 				}
 			}
 			best, bestLibc, bestText = n, l, input[i:i+len(s)]
@@ -323,14 +323,14 @@ func (c *Catalog) Closest(input string, n int) []Wording {
 		score float64
 	}
 	var all []scored
-	v := MsgVars{IP: netip.MustParseAddr("10.96.0.10"), Port: 80, PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}
+	v := msgVars{IP: netip.MustParseAddr("10.96.0.10"), Port: 80, PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}
 	for i := range c.Clients {
 		cl := &c.Clients[i]
 		for _, m := range cl.Messages {
 			for _, errno := range []int{decode.EADDRNOTAVAIL, decode.EADDRINUSE, 111} {
 				for _, libc := range cl.Libcs {
 					v.Syscall, v.Errno, v.Libc, v.Prog, v.Applet = syscallOr(m.Syscall), errno, libc, cl.prog, cl.applet
-					text, ok := Render(nil, m.Text, &v)
+					text, ok := render(nil, m.Text, &v)
 					if !ok {
 						continue
 					}

@@ -13,7 +13,7 @@ import (
 // protocol; an unknown protocol gets the entry for any, which names the
 // protocols' meanings side by side.
 func TestMeaningByProtocol(t *testing.T) {
-	c, err := LoadCatalog()
+	c, err := loadCatalog()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,24 +23,24 @@ func TestMeaningByProtocol(t *testing.T) {
 		proto    string
 		has, not []string
 	}{
-		{decode.Connect, int(unix.EAGAIN), ProtoUDP, []string{"autobind", "bound by UDP sockets"}, []string{"backlog"}},
-		{decode.Connect, int(unix.EAGAIN), ProtoUnix, []string{"backlog is full"}, []string{"autobind"}},
+		{decode.Connect, int(unix.EAGAIN), protoUDP, []string{"autobind", "bound by UDP sockets"}, []string{"backlog"}},
+		{decode.Connect, int(unix.EAGAIN), protoUnix, []string{"backlog is full"}, []string{"autobind"}},
 		{decode.Connect, int(unix.EAGAIN), "", []string{"unix", "UDP"}, nil},
-		{decode.Connect, int(unix.EAGAIN), ProtoTCP, []string{"old kernels"}, nil},
-		{decode.Bind, decode.EADDRINUSE, ProtoUDP, []string{"UDP socket", "udp_lib_get_port"}, []string{"listener"}},
-		{decode.Bind, decode.EADDRINUSE, ProtoTCP, []string{"TCP socket", "listener"}, []string{"udp_lib_get_port"}},
-		{decode.Bind, decode.EADDRINUSE, ProtoUnix, []string{"path"}, []string{"ip_local_port_range"}},
+		{decode.Connect, int(unix.EAGAIN), protoTCP, []string{"old kernels"}, nil},
+		{decode.Bind, decode.EADDRINUSE, protoUDP, []string{"UDP socket", "udp_lib_get_port"}, []string{"listener"}},
+		{decode.Bind, decode.EADDRINUSE, protoTCP, []string{"TCP socket", "listener"}, []string{"udp_lib_get_port"}},
+		{decode.Bind, decode.EADDRINUSE, protoUnix, []string{"path"}, []string{"ip_local_port_range"}},
 		{decode.Bind, decode.EADDRINUSE, "", []string{"TCP", "UDP"}, nil},
 		// Not "no free local port" as the cause: one of three, named.
-		{decode.Connect, decode.EADDRNOTAVAIL, ProtoTCP, []string{"could not give this connect() a local address and port", "4-tuple", "no longer"}, []string{"found no free local port"}},
+		{decode.Connect, decode.EADDRNOTAVAIL, protoTCP, []string{"could not give this connect() a local address and port", "4-tuple", "no longer"}, []string{"found no free local port"}},
 		{decode.Connect, decode.EADDRNOTAVAIL, "", []string{"4-tuple"}, nil},
-		{decode.Connect, decode.EADDRNOTAVAIL, ProtoUDP, []string{"UDP", "EAGAIN"}, []string{"4-tuple"}},
-		{decode.Connect, int(unix.ECONNREFUSED), ProtoTCP, []string{"reset"}, []string{"unix"}},
-		{decode.Connect, int(unix.ECONNREFUSED), ProtoUnix, []string{"unix socket path"}, []string{"reset"}},
+		{decode.Connect, decode.EADDRNOTAVAIL, protoUDP, []string{"UDP", "EAGAIN"}, []string{"4-tuple"}},
+		{decode.Connect, int(unix.ECONNREFUSED), protoTCP, []string{"reset"}, []string{"unix"}},
+		{decode.Connect, int(unix.ECONNREFUSED), protoUnix, []string{"unix socket path"}, []string{"reset"}},
 		// Entries for either syscall and any protocol still answer.
-		{decode.Bind, int(unix.EINVAL), ProtoUDP, []string{"invalid arguments"}, nil},
+		{decode.Bind, int(unix.EINVAL), protoUDP, []string{"invalid arguments"}, nil},
 	} {
-		m := c.Meaning(tc.sys, tc.errno, tc.proto)
+		m := c.meaningOf(tc.sys, tc.errno, tc.proto)
 		name := tc.sys.String() + " " + decode.ErrnoName(tc.errno) + " " + tc.proto
 		if m == nil {
 			t.Errorf("%s: no meaning", name)
@@ -57,7 +57,7 @@ func TestMeaningByProtocol(t *testing.T) {
 			}
 		}
 	}
-	if m := c.Meaning(decode.Connect, 200, ProtoTCP); m != nil {
+	if m := c.meaningOf(decode.Connect, 200, protoTCP); m != nil {
 		t.Errorf("errno 200: meaning %+v, want none", m)
 	}
 }
@@ -65,11 +65,11 @@ func TestMeaningByProtocol(t *testing.T) {
 // Each entry names a known protocol, and no two entries share a syscall,
 // errno and protocol: the first would hide the other.
 func TestMeaningEntriesDistinct(t *testing.T) {
-	c, _ := LoadCatalog()
+	c, _ := loadCatalog()
 	seen := map[string]bool{}
 	for _, e := range c.Errnos {
 		switch e.Proto {
-		case "", "*", ProtoTCP, ProtoUDP, ProtoUnix:
+		case "", "*", protoTCP, protoUDP, protoUnix:
 		default:
 			t.Errorf("%s %s: protocol %q is none of tcp, udp, unix, *", e.Syscall, e.Errno, e.Proto)
 		}
@@ -85,23 +85,23 @@ func TestMeaningEntriesDistinct(t *testing.T) {
 	}
 }
 
-// ProtoOf reads the socket fields of the event, and says "" when it
+// protoOf reads the socket fields of the event, and says "" when it
 // cannot tell.
 func TestProtoOf(t *testing.T) {
 	for _, tc := range []struct {
 		ev   decode.Event
 		want string
 	}{
-		{decode.Event{HasSocket: true, Family: decode.AFInet, Protocol: 17}, ProtoUDP},
-		{decode.Event{HasSocket: true, Family: decode.AFInet6, Protocol: 136}, ProtoUDP},
-		{decode.Event{HasSocket: true, Family: decode.AFInet, Protocol: 6}, ProtoTCP},
-		{decode.Event{HasSocket: true, Family: decode.AFInet6, Protocol: 262}, ProtoTCP},
-		{decode.Event{HasSocket: true, Family: decode.AFUnix, Protocol: 0}, ProtoUnix},
+		{decode.Event{HasSocket: true, Family: decode.AFInet, Protocol: 17}, protoUDP},
+		{decode.Event{HasSocket: true, Family: decode.AFInet6, Protocol: 136}, protoUDP},
+		{decode.Event{HasSocket: true, Family: decode.AFInet, Protocol: 6}, protoTCP},
+		{decode.Event{HasSocket: true, Family: decode.AFInet6, Protocol: 262}, protoTCP},
+		{decode.Event{HasSocket: true, Family: decode.AFUnix, Protocol: 0}, protoUnix},
 		{decode.Event{HasSocket: true, Family: decode.AFInet, Protocol: 132}, ""},
 		{decode.Event{HasSocket: false, Family: decode.AFInet, Protocol: 17}, ""},
 	} {
-		if got := ProtoOf(&tc.ev); got != tc.want {
-			t.Errorf("ProtoOf(family %d protocol %d socket %v) = %q, want %q", tc.ev.Family, tc.ev.Protocol, tc.ev.HasSocket, got, tc.want)
+		if got := protoOf(&tc.ev); got != tc.want {
+			t.Errorf("protoOf(family %d protocol %d socket %v) = %q, want %q", tc.ev.Family, tc.ev.Protocol, tc.ev.HasSocket, got, tc.want)
 		}
 	}
 }

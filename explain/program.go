@@ -18,12 +18,12 @@ type interpFlags struct {
 }
 
 var interpreters = map[string]interpFlags{
-	RuntimePython: {withValue: bs("-X", "-W"), names: bs("-m"), inline: bs("-c")},
-	RuntimeNode:   {withValue: bs("-r", "--require", "--import", "--loader"), inline: bs("-e", "--eval", "-p", "--print")},
-	RuntimePerl:   {withValue: bs("-I", "-M", "-m"), inline: bs("-e", "-E")},
-	RuntimeRuby:   {withValue: bs("-I", "-r", "-C"), inline: bs("-e")},
-	RuntimePHP:    {withValue: bs("-d", "-c", "-z"), names: bs("-f", "-S"), inline: bs("-r")},
-	RuntimeJava: {
+	runtimePython: {withValue: bs("-X", "-W"), names: bs("-m"), inline: bs("-c")},
+	runtimeNode:   {withValue: bs("-r", "--require", "--import", "--loader"), inline: bs("-e", "--eval", "-p", "--print")},
+	runtimePerl:   {withValue: bs("-I", "-M", "-m"), inline: bs("-e", "-E")},
+	runtimeRuby:   {withValue: bs("-I", "-r", "-C"), inline: bs("-e")},
+	runtimePHP:    {withValue: bs("-d", "-c", "-z"), names: bs("-f", "-S"), inline: bs("-r")},
+	runtimeJava: {
 		withValue: bs("-cp", "-classpath", "--class-path", "-p", "--module-path", "--add-opens",
 			"--add-exports", "--add-modules", "--add-reads", "--enable-native-access"),
 		names: bs("-jar", "-m", "--module"),
@@ -38,12 +38,12 @@ func bs(s ...string) [][]byte {
 	return out
 }
 
-// AppendProgram appends what the interpreter runtime runs, from args (argv,
+// appendProgram appends what the interpreter runtime runs, from args (argv,
 // NUL-separated, as the kernel gave it: possibly cut short): "-m
 // http.server", "server.js", "-jar app.jar", "com.example.Main", "-c"
 // (inline code). ok is false when runtime is not an interpreter or args do
 // not say (cut short before the program).
-func AppendProgram(b []byte, runtime string, args []byte) ([]byte, bool) {
+func appendProgram(b []byte, runtime string, args []byte) ([]byte, bool) {
 	fl, ok := interpreters[runtime]
 	if !ok {
 		return b, false
@@ -85,7 +85,7 @@ func AppendProgram(b []byte, runtime string, args []byte) ([]byte, bool) {
 			return appendBase(b, v, vwhole || complete), true
 		case has(fl.withValue, a):
 			next()
-		case runtime == RuntimePerl && len(a) > 2 && a[0] == '-' && a[1] == 'M' && whole:
+		case runtime == runtimePerl && len(a) > 2 && a[0] == '-' && a[1] == 'M' && whole:
 			// perl -MLWP::Simple -e ...: the modules loaded say what runs.
 			b = append(append(b, a...), ' ')
 		case len(a) > 0 && a[0] == '-':

@@ -15,25 +15,25 @@ func TestAppendProgram(t *testing.T) {
 		runtime, argv, want string
 		ok                  bool
 	}{
-		{RuntimePython, "python3\x00-u\x00-m\x00http.server\x008080\x00", "-m http.server", true},
-		{RuntimePython, "python3\x00-X\x00dev\x00/srv/app/main.py\x00", "main.py", true},
-		{RuntimePython, "python3\x00-c\x00import socket\x00", "-c", true},
-		{RuntimeNode, "node\x00--require\x00./tracing.js\x00server.js\x00", "server.js", true},
-		{RuntimeNode, "node\x00-e\x00fetch()\x00", "-e", true},
-		{RuntimeJava, "java\x00-cp\x00/app/lib/*\x00-Xmx1g\x00com.example.Main\x00", "com.example.Main", true},
-		{RuntimeJava, "java\x00-Dx=y\x00-jar\x00/opt/app/app.jar\x00", "-jar app.jar", true},
-		{RuntimeRuby, "ruby\x00-e\x00TCPServer.new(8080)\x00", "-e", true},
-		{RuntimePHP, "php\x00-d\x00x=1\x00artisan\x00", "artisan", true},
-		{RuntimePerl, "perl\x00-MLWP::UserAgent\x00-e\x00...\x00", "-MLWP::UserAgent -e", true},
+		{runtimePython, "python3\x00-u\x00-m\x00http.server\x008080\x00", "-m http.server", true},
+		{runtimePython, "python3\x00-X\x00dev\x00/srv/app/main.py\x00", "main.py", true},
+		{runtimePython, "python3\x00-c\x00import socket\x00", "-c", true},
+		{runtimeNode, "node\x00--require\x00./tracing.js\x00server.js\x00", "server.js", true},
+		{runtimeNode, "node\x00-e\x00fetch()\x00", "-e", true},
+		{runtimeJava, "java\x00-cp\x00/app/lib/*\x00-Xmx1g\x00com.example.Main\x00", "com.example.Main", true},
+		{runtimeJava, "java\x00-Dx=y\x00-jar\x00/opt/app/app.jar\x00", "-jar app.jar", true},
+		{runtimeRuby, "ruby\x00-e\x00TCPServer.new(8080)\x00", "-e", true},
+		{runtimePHP, "php\x00-d\x00x=1\x00artisan\x00", "artisan", true},
+		{runtimePerl, "perl\x00-MLWP::UserAgent\x00-e\x00...\x00", "-MLWP::UserAgent -e", true},
 		// Cut by the 64-byte limit inside the script's name.
-		{RuntimePython, "python3\x00/very/long/path/to/the/applicat", "applicat...", true},
+		{runtimePython, "python3\x00/very/long/path/to/the/applicat", "applicat...", true},
 		// Cut inside an option: nothing is claimed.
-		{RuntimePython, "python3\x00--chec", "", false},
-		{RuntimePython, "python3\x00", "", false},
-		{RuntimeC, "curl\x00http://x/\x00", "", false},
-		{RuntimeGo, "app\x00", "", false},
+		{runtimePython, "python3\x00--chec", "", false},
+		{runtimePython, "python3\x00", "", false},
+		{runtimeC, "curl\x00http://x/\x00", "", false},
+		{runtimeGo, "app\x00", "", false},
 	} {
-		got, ok := AppendProgram(nil, tc.runtime, []byte(tc.argv))
+		got, ok := appendProgram(nil, tc.runtime, []byte(tc.argv))
 		if string(got) != tc.want || ok != tc.ok {
 			t.Errorf("%s %q: %q %v, want %q %v", tc.runtime, strings.ReplaceAll(tc.argv, "\x00", " "), got, ok, tc.want, tc.ok)
 		}
@@ -57,8 +57,8 @@ func TestHasFlag(t *testing.T) {
 		{"nc\x00-l\x00-p\x008080", 'l', true},
 		{"", 'v', false},
 	} {
-		if got := HasFlag([]byte(tc.argv), tc.c); got != tc.want {
-			t.Errorf("HasFlag(%q, %c) = %v, want %v", tc.argv, tc.c, got, tc.want)
+		if got := hasFlag([]byte(tc.argv), tc.c); got != tc.want {
+			t.Errorf("hasFlag(%q, %c) = %v, want %v", tc.argv, tc.c, got, tc.want)
 		}
 	}
 }
@@ -79,12 +79,12 @@ func TestRenderShapedAddresses(t *testing.T) {
 		{"bind(5, {lbrace}AF=2 {addr}{rbrace}, 16)", "10.0.0.1", 80, "bind(5, {AF=2 10.0.0.1:80}, 16)"},
 	} {
 		ip := netip.MustParseAddr(tc.ip)
-		v := MsgVars{IP: ip, Port: tc.port, Family: decode.AFInet}
+		v := msgVars{IP: ip, Port: tc.port, Family: decode.AFInet}
 		if ip.Is6() {
 			v.Family = decode.AFInet6
 		}
-		if got, ok := Render(nil, tc.tmpl, &v); !ok || string(got) != tc.want {
-			t.Errorf("Render(%q, %s) = %q %v, want %q", tc.tmpl, tc.ip, got, ok, tc.want)
+		if got, ok := render(nil, tc.tmpl, &v); !ok || string(got) != tc.want {
+			t.Errorf("render(%q, %s) = %q %v, want %q", tc.tmpl, tc.ip, got, ok, tc.want)
 		}
 	}
 }

@@ -4,9 +4,9 @@ import "github.com/eaddr/eaddr/decode"
 
 // The protocols the catalog's meanings tell apart (ErrnoInfo.Proto).
 const (
-	ProtoTCP  = "tcp"  // TCP, and MPTCP, which binds and connects its TCP subflow
-	ProtoUDP  = "udp"  // UDP and UDP-Lite: both take ports with udp_lib_get_port
-	ProtoUnix = "unix" // AF_UNIX sockets of any type
+	protoTCP  = "tcp"  // TCP, and MPTCP, which binds and connects its TCP subflow
+	protoUDP  = "udp"  // UDP and UDP-Lite: both take ports with udp_lib_get_port
+	protoUnix = "unix" // AF_UNIX sockets of any type
 )
 
 // IP protocol numbers (include/uapi/linux/in.h).
@@ -17,21 +17,21 @@ const (
 	ipprotoMPTCP   = 262
 )
 
-// ProtoOf is the protocol of ev's socket as the catalog tells them apart,
+// protoOf is the protocol of ev's socket as the catalog tells them apart,
 // or "" when it is unknown (the fd's socket could not be read) or another.
-func ProtoOf(ev *decode.Event) string {
+func protoOf(ev *decode.Event) string {
 	if !ev.HasSocket {
 		return ""
 	}
 	switch ev.Family {
 	case decode.AFUnix:
-		return ProtoUnix
+		return protoUnix
 	case decode.AFInet, decode.AFInet6:
 		switch ev.Protocol {
 		case ipprotoTCP, ipprotoMPTCP:
-			return ProtoTCP
+			return protoTCP
 		case ipprotoUDP, ipprotoUDPLite:
-			return ProtoUDP
+			return protoUDP
 		}
 	}
 	return ""

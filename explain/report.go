@@ -16,6 +16,10 @@ type Report struct {
 	Meaning  *ErrnoInfo
 	Other    []Wording
 	Addr     string // ip:port for the commands
+	// ClientName is the client the text was recognised as, or "".
+	ClientName string
+	// Confirm are the commands that confirm the cause on the node.
+	Confirm []string
 }
 
 // NewReport reads ids (best first; at least one) as a Report.
@@ -32,7 +36,7 @@ func (ex *Explainer) NewReport(ids []Identification) *Report {
 		}
 	}
 	if r.ID.Errno != 0 {
-		r.Meaning = ex.Catalog.Meaning(r.Syscall, r.ID.Errno, "") // a pasted line does not say the protocol
+		r.Meaning = ex.Catalog.meaningOf(r.Syscall, r.ID.Errno, "") // a pasted line does not say the protocol
 	}
 	ip, port := r.ID.IP, r.ID.Port
 	if !ip.IsValid() {
@@ -43,27 +47,24 @@ func (ex *Explainer) NewReport(ids []Identification) *Report {
 	}
 	r.Addr = netip.AddrPortFrom(ip, port).String()
 	if r.ID.Errno != 0 {
-		x := Explanation{Vars: MsgVars{Syscall: r.Syscall, Errno: r.ID.Errno, IP: ip, Port: port, PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}}
+		v := msgVars{Syscall: r.Syscall, Errno: r.ID.Errno, IP: ip, Port: port, PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}
 		if ip.Is6() {
-			x.Vars.Family, x.Vars.Addrlen = decode.AFInet6, 28
+			v.Family, v.Addrlen = decode.AFInet6, 28
 		}
-		for _, w := range ex.Wordings(&x) {
+		var words wordingBufs
+		for _, w := range words.fill(ex.Catalog, &v) {
 			r.Other = append(r.Other, Wording{By: append([]byte(nil), w.By...), Text: append([]byte(nil), w.Text...)})
 		}
 	}
+	if r.ID.Client != nil {
+		r.ClientName = r.ID.Client.Name
+	}
+	r.Confirm = r.confirm()
 	return r
 }
 
-// ClientName is the client the text was recognised as, or "".
-func (r *Report) ClientName() string {
-	if r.ID.Client == nil {
-		return ""
-	}
-	return r.ID.Client.Name
-}
-
-// Confirm are the commands that confirm the cause on the node.
-func (r *Report) Confirm() []string {
+// confirm are the commands that confirm the cause on the node.
+func (r *Report) confirm() []string {
 	var out []string
 	if r.Meaning != nil {
 		for _, c := range r.Meaning.Confirm {

@@ -56,15 +56,15 @@ type Detector struct {
 	analyses int // files analysed (for tests)
 }
 
-// NewDetector returns a Detector on /proc.
-func NewDetector() *Detector {
+// newDetector returns a Detector on /proc.
+func newDetector() *Detector {
 	return &Detector{Proc: "/proc", MaxEntries: 4096, NegativeTTL: 10 * time.Second,
 		cache: make(map[exeKey]*binEntry), now: time.Now, byMntNS: map[uint32]int{}}
 }
 
-// Binary returns the analysis of ev's executable and how it was found
+// binaryOf returns the analysis of ev's executable and how it was found
 // ("exe", "path", or "cache:" + either). ok is false when it is unknown.
-func (d *Detector) Binary(ev *decode.Event) (info *BinaryInfo, source string, ok bool) {
+func (d *Detector) binaryOf(ev *decode.Event) (info *BinaryInfo, source string, ok bool) {
 	e, source := d.lookup(ev)
 	if e == nil || !e.ok {
 		return nil, "", false
@@ -72,7 +72,7 @@ func (d *Detector) Binary(ev *decode.Event) (info *BinaryInfo, source string, ok
 	return &e.info, source, true
 }
 
-// lookup returns ev's entry and how it was found (as Binary), from the
+// lookup returns ev's entry and how it was found (as binaryOf), from the
 // cache or the file system; nil when ev names no executable. It does not
 // allocate on a hit.
 func (d *Detector) lookup(ev *decode.Event) (*binEntry, string) {
@@ -116,7 +116,7 @@ func (d *Detector) find(ev *decode.Event, key exeKey, e *binEntry) (BinaryInfo, 
 		var st unix.Stat_t
 		if unix.Fstat(int(f.Fd()), &st) == nil && st.Ino == key.ino && st.Dev == key.dev {
 			d.analyses++
-			info, err := AnalyzeBinaryFile(f, name)
+			info, err := analyzeBinaryFile(f, name)
 			if err == nil {
 				return info, "exe", true
 			}
@@ -150,7 +150,7 @@ func (d *Detector) find(ev *decode.Event, key exeKey, e *binEntry) (BinaryInfo, 
 				continue
 			}
 			d.analyses++
-			info, err := AnalyzeBinary(full)
+			info, err := analyzeBinaryPath(full)
 			if err == nil {
 				info.Name = name
 				return info, "path", true

@@ -13,9 +13,9 @@ import (
 type Libc string
 
 const (
-	LibcGlibc   Libc = "glibc"
-	LibcMusl    Libc = "musl"
-	LibcGo      Libc = "go" // Go's syscall.Errno.Error(): glibc's words, lower case
+	libcGlibc   Libc = "glibc"
+	libcMusl    Libc = "musl"
+	libcGo      Libc = "go" // Go's syscall.Errno.Error(): glibc's words, lower case
 	LibcUnknown Libc = ""
 )
 
@@ -36,7 +36,7 @@ var goStrerror = func() (t [strerrorMax + 1]string) {
 	return t
 }()
 
-// Strerror returns the text libc prints for errno n (as strerror(3) and
+// strerror returns the text libc prints for errno n (as strerror(3) and
 // perror(3) would), and false when that libc has no text for n or libc is
 // unknown. It does not allocate.
 //
@@ -44,18 +44,18 @@ var goStrerror = func() (t [strerrorMax + 1]string) {
 // strerror_musl.go) from the C libraries themselves; errnos for which the C
 // library only has a placeholder ("Unknown error N", "No error information")
 // report false.
-func Strerror(libc Libc, n int) (string, bool) {
+func strerror(libc Libc, n int) (string, bool) {
 	var s string
 	switch libc {
-	case LibcGlibc:
+	case libcGlibc:
 		if n > 0 && n < len(glibcStrerror) {
 			s = glibcStrerror[n]
 		}
-	case LibcMusl:
+	case libcMusl:
 		if n > 0 && n < len(muslStrerror) {
 			s = muslStrerror[n]
 		}
-	case LibcGo:
+	case libcGo:
 		if n > 0 && n < len(goStrerror) {
 			s = goStrerror[n]
 		}

@@ -20,31 +20,31 @@ func TestStrerror(t *testing.T) {
 		n    int
 		want string // "" means no text (ok == false)
 	}{
-		{LibcGlibc, 98, "Address already in use"},
-		{LibcMusl, 98, "Address in use"},
-		{LibcGo, 98, "address already in use"},
-		{LibcGlibc, 99, "Cannot assign requested address"},
-		{LibcMusl, 99, "Address not available"},
-		{LibcGo, 99, "cannot assign requested address"},
-		{LibcGlibc, 111, "Connection refused"},
-		{LibcMusl, 111, "Connection refused"},
-		{LibcGo, 111, "connection refused"},
-		{LibcGlibc, 110, "Connection timed out"},
-		{LibcMusl, 110, "Operation timed out"},
-		{LibcGo, 110, "connection timed out"},
-		{LibcGlibc, 1, "Operation not permitted"},
-		{LibcMusl, 1, "Operation not permitted"},
-		{LibcGo, 1, "operation not permitted"},
-		{LibcGlibc, 133, "Memory page has hardware error"},
-		{LibcMusl, 133, ""}, // musl has no text for EHWPOISON
+		{libcGlibc, 98, "Address already in use"},
+		{libcMusl, 98, "Address in use"},
+		{libcGo, 98, "address already in use"},
+		{libcGlibc, 99, "Cannot assign requested address"},
+		{libcMusl, 99, "Address not available"},
+		{libcGo, 99, "cannot assign requested address"},
+		{libcGlibc, 111, "Connection refused"},
+		{libcMusl, 111, "Connection refused"},
+		{libcGo, 111, "connection refused"},
+		{libcGlibc, 110, "Connection timed out"},
+		{libcMusl, 110, "Operation timed out"},
+		{libcGo, 110, "connection timed out"},
+		{libcGlibc, 1, "Operation not permitted"},
+		{libcMusl, 1, "Operation not permitted"},
+		{libcGo, 1, "operation not permitted"},
+		{libcGlibc, 133, "Memory page has hardware error"},
+		{libcMusl, 133, ""}, // musl has no text for EHWPOISON
 		// 41 is not an errno on Linux: every table leaves it empty.
-		{LibcGlibc, 41, ""},
-		{LibcMusl, 41, ""},
-		{LibcGo, 41, ""},
+		{libcGlibc, 41, ""},
+		{libcMusl, 41, ""},
+		{libcGo, 41, ""},
 		{LibcUnknown, 98, ""},
 		{Libc("uclibc"), 98, ""},
 	}
-	for _, libc := range []Libc{LibcGlibc, LibcMusl, LibcGo, LibcUnknown} {
+	for _, libc := range []Libc{libcGlibc, libcMusl, libcGo, LibcUnknown} {
 		for _, n := range []int{-1, 0, 134, 200, 1 << 20} {
 			tests = append(tests, struct {
 				libc Libc
@@ -54,9 +54,9 @@ func TestStrerror(t *testing.T) {
 		}
 	}
 	for _, tt := range tests {
-		got, ok := Strerror(tt.libc, tt.n)
+		got, ok := strerror(tt.libc, tt.n)
 		if got != tt.want || ok != (tt.want != "") {
-			t.Errorf("Strerror(%q, %d) = %q, %v; want %q, %v", tt.libc, tt.n, got, ok, tt.want, tt.want != "")
+			t.Errorf("strerror(%q, %d) = %q, %v; want %q, %v", tt.libc, tt.n, got, ok, tt.want, tt.want != "")
 		}
 	}
 }
@@ -68,9 +68,9 @@ func TestStrerrorTables(t *testing.T) {
 		}
 	}
 	for n := 1; n <= strerrorMax; n++ {
-		for _, libc := range []Libc{LibcGlibc, LibcMusl} {
-			if s, _ := Strerror(libc, n); strings.Contains(s, "Unknown error") || s == "No error information" {
-				t.Errorf("Strerror(%q, %d) = placeholder %q; the generator should have left it empty", libc, n, s)
+		for _, libc := range []Libc{libcGlibc, libcMusl} {
+			if s, _ := strerror(libc, n); strings.Contains(s, "Unknown error") || s == "No error information" {
+				t.Errorf("strerror(%q, %d) = placeholder %q; the generator should have left it empty", libc, n, s)
 			}
 		}
 	}
@@ -81,8 +81,8 @@ func TestStrerrorTables(t *testing.T) {
 // glibc's for a few other errnos, so this does not check every n.)
 func TestStrerrorGoMatchesGlibc(t *testing.T) {
 	for _, n := range []int{decode.EADDRINUSE, decode.EADDRNOTAVAIL, int(syscall.ECONNREFUSED)} {
-		g, gok := Strerror(LibcGlibc, n)
-		o, ook := Strerror(LibcGo, n)
+		g, gok := strerror(libcGlibc, n)
+		o, ook := strerror(libcGo, n)
 		if !gok || !ook || !strings.EqualFold(g, o) {
 			t.Errorf("errno %d: glibc %q (%v), go %q (%v); want the same words up to case", n, g, gok, o, ook)
 			continue
@@ -94,18 +94,18 @@ func TestStrerrorGoMatchesGlibc(t *testing.T) {
 }
 
 func TestStrerrorAllocs(t *testing.T) {
-	libcs := []Libc{LibcGlibc, LibcMusl, LibcGo, LibcUnknown}
+	libcs := []Libc{libcGlibc, libcMusl, libcGo, LibcUnknown}
 	var sink int
 	allocs := testing.AllocsPerRun(100, func() {
 		for _, libc := range libcs {
 			for n := -1; n <= strerrorMax+2; n++ {
-				s, _ := Strerror(libc, n)
+				s, _ := strerror(libc, n)
 				sink += len(s)
 			}
 		}
 	})
 	if allocs != 0 {
-		t.Errorf("Strerror allocates %v times per run, want 0", allocs)
+		t.Errorf("strerror allocates %v times per run, want 0", allocs)
 	}
 	_ = sink
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/eaddr/eaddr/decode"
 )
 
-// MsgVars are the values a template is filled with.
-type MsgVars struct {
+// msgVars are the values a template is filled with.
+type msgVars struct {
 	Syscall decode.Syscall
 	Errno   int
 	Libc    Libc
@@ -26,11 +26,11 @@ type MsgVars struct {
 	Addrlen int
 }
 
-// Render appends tmpl filled with v. ok is false when the template needs a
+// render appends tmpl filled with v. ok is false when the template needs a
 // value that is unknown (the libc's strerror when the libc is unknown, or
 // the address), so that a guess is never shown as a prediction. The parts
 // no event can tell (see unknowable) are written <name>.
-func Render(b []byte, tmpl string, v *MsgVars) (_ []byte, ok bool) {
+func render(b []byte, tmpl string, v *msgVars) (_ []byte, ok bool) {
 	ok = true
 	for len(tmpl) > 0 {
 		i := strings.IndexByte(tmpl, '{')
@@ -51,7 +51,7 @@ func Render(b []byte, tmpl string, v *MsgVars) (_ []byte, ok bool) {
 	return b, ok
 }
 
-func appendVar(b []byte, name string, v *MsgVars) ([]byte, bool) {
+func appendVar(b []byte, name string, v *msgVars) ([]byte, bool) {
 	switch name {
 	case "ip":
 		if !v.IP.IsValid() {
@@ -73,7 +73,7 @@ func appendVar(b []byte, name string, v *MsgVars) ([]byte, bool) {
 		}
 		return b, v.IP.IsValid()
 	case "strerror":
-		s, ok := Strerror(v.Libc, v.Errno)
+		s, ok := strerror(v.Libc, v.Errno)
 		return append(b, s...), ok
 	case "strerror_uv":
 		// libuv's uv_strerror: glibc's words in lower case, but for these.
@@ -81,7 +81,7 @@ func appendVar(b []byte, name string, v *MsgVars) ([]byte, bool) {
 		case decode.EADDRNOTAVAIL:
 			return append(b, "address not available"...), true
 		}
-		s, ok := Strerror(LibcGo, v.Errno)
+		s, ok := strerror(libcGo, v.Errno)
 		return append(b, s...), ok
 	case "errno":
 		return append(b, decode.ErrnoName(v.Errno)...), true
@@ -117,7 +117,7 @@ func appendVar(b []byte, name string, v *MsgVars) ([]byte, bool) {
 }
 
 // appendShapedAddr writes the address the way some clients shape it.
-func appendShapedAddr(b []byte, name string, v *MsgVars) ([]byte, bool) {
+func appendShapedAddr(b []byte, name string, v *msgVars) ([]byte, bool) {
 	switch name {
 	case "listen_addr":
 		// The address as the program was given it: known only when it is

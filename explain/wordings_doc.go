@@ -11,8 +11,8 @@ import (
 
 // Markers around the README section that WordingsMarkdown generates.
 const (
-	WordingsBegin = "<!-- BEGIN wordings: generated from explain/catalog.json by `go generate ./explain`; do not edit -->"
-	WordingsEnd   = "<!-- END wordings -->"
+	wordingsBegin = "<!-- BEGIN wordings: generated from explain/catalog.json by `go generate ./explain`; do not edit -->"
+	wordingsEnd   = "<!-- END wordings -->"
 )
 
 // WordingsMarkdown renders, from the catalog, how one failure (connect()
@@ -27,16 +27,17 @@ func WordingsMarkdown() (string, error) {
 	b.WriteString("The kernel returns a number; each C library and runtime turns it into its own words, and some\n")
 	b.WriteString("clients print their own text instead. One exhausted port range, toward `10.96.0.10:80`:\n\n")
 	b.WriteString("| who | what it prints |\n|---|---|\n")
-	ex := Explanation{Vars: MsgVars{Syscall: decode.Connect, Errno: decode.EADDRNOTAVAIL, IP: netip.MustParseAddr("10.96.0.10"), Port: 80, PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}}
-	for _, w := range x.Wordings(&ex) {
+	v := msgVars{Syscall: decode.Connect, Errno: decode.EADDRNOTAVAIL, IP: netip.MustParseAddr("10.96.0.10"), Port: 80, PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}
+	var words wordingBufs
+	for _, w := range words.fill(x.Catalog, &v) {
 		fmt.Fprintf(&b, "| %s | `%s` |\n", mdEscape(w.By), mdEscape(w.Text))
 	}
 	b.WriteString("\nThe same errno in the two C libraries found in container images (glibc: Debian, Ubuntu, RHEL;\nmusl: Alpine, busybox images) and in Go's own table:\n\n")
 	b.WriteString("| errno | glibc | musl | Go |\n|---|---|---|---|\n")
 	for _, n := range []int{decode.EADDRINUSE, decode.EADDRNOTAVAIL, 101, 110, 111, 113} {
-		g, _ := Strerror(LibcGlibc, n)
-		m, _ := Strerror(LibcMusl, n)
-		o, _ := Strerror(LibcGo, n)
+		g, _ := strerror(libcGlibc, n)
+		m, _ := strerror(libcMusl, n)
+		o, _ := strerror(libcGo, n)
 		fmt.Fprintf(&b, "| %s (%d) | %s | %s | %s |\n", decode.ErrnoName(n), n, g, m, o)
 	}
 	b.WriteString("\n`<host>`, `<ms>`, `<timestamp>` and `<service>` vary: the host as typed, how long the client tried, when.\n")
@@ -54,10 +55,10 @@ func mdEscape(b []byte) string {
 
 // ReplaceWordings returns readme with the generated section replaced.
 func ReplaceWordings(readme, section string) (string, error) {
-	i := strings.Index(readme, WordingsBegin)
-	j := strings.Index(readme, WordingsEnd)
+	i := strings.Index(readme, wordingsBegin)
+	j := strings.Index(readme, wordingsEnd)
 	if i < 0 || j < i {
-		return "", fmt.Errorf("README has no %q ... %q section", WordingsBegin, WordingsEnd)
+		return "", fmt.Errorf("README has no %q ... %q section", wordingsBegin, wordingsEnd)
 	}
-	return readme[:i+len(WordingsBegin)] + "\n" + section + readme[j:], nil
+	return readme[:i+len(wordingsBegin)] + "\n" + section + readme[j:], nil
 }

@@ -14,21 +14,22 @@ func benchEvent(b *testing.B, explained bool) {
 	decodeRecorded(b, "../testdata/events/connect-eaddrnotavail-busybox-wget-ipv4.bin", &ev)
 	var w Events
 	var ex explain.Explanation
+	var explainer *explain.Explainer
 	if explained {
 		x, err := explain.NewExplainer()
 		if err != nil {
 			b.Fatal(err)
 		}
-		w.Explainer = x
+		explainer = x
 	}
 	buf := make([]byte, 0, 16384)
 	b.ReportAllocs()
 	for b.Loop() {
 		if explained {
-			w.Explainer.Explain(&ev, &ex)
-			buf = w.Append(buf[:0], &ev, "node-a", &ex, false, nil)
+			explainer.Explain(&ev, &ex, false)
+			buf = w.Append(buf[:0], &ev, "node-a", &ex, nil)
 		} else {
-			buf = w.Append(buf[:0], &ev, "node-a", nil, false, nil)
+			buf = w.Append(buf[:0], &ev, "node-a", nil, nil)
 		}
 	}
 	b.SetBytes(int64(len(buf)))

@@ -34,7 +34,7 @@ func decodeRecorded(t testing.TB, path string, ev *decode.Event) {
 var plain Events
 
 func appendJSON(b []byte, ev *decode.Event, node string) []byte {
-	return plain.Append(b, ev, node, nil, false, nil)
+	return plain.Append(b, ev, node, nil, nil)
 }
 
 // TestGolden decodes every event recorded from the real kernel (see
@@ -109,13 +109,13 @@ func TestEventExplainedDoesNotAllocate(t *testing.T) {
 	}
 	var ev decode.Event
 	decodeRecorded(t, "../testdata/events/connect-eaddrnotavail-busybox-wget-ipv4.bin", &ev)
-	w := Events{Explainer: x}
+	var w Events
 	var ex explain.Explanation
 	g := &diagnose.Diagnosis{Verdict: "v", RangeLo: 1, RangeHi: 2, Usable: 2, InUse: 2, At: bootZero}
 	buf := make([]byte, 0, 16384)
 	for _, full := range []bool{false, true} {
-		x.Explain(&ev, &ex)
-		line := w.Append(nil, &ev, "node-a", &ex, full, g)
+		x.Explain(&ev, &ex, full)
+		line := w.Append(nil, &ev, "node-a", &ex, g)
 		testenv.ValidateLine(t, string(line))
 		var m map[string]any
 		if err := json.Unmarshal(line, &m); err != nil {
@@ -125,8 +125,8 @@ func TestEventExplainedDoesNotAllocate(t *testing.T) {
 			t.Errorf("explain object %v (full %v)", m["explain"], full)
 		}
 		n := testing.AllocsPerRun(200, func() {
-			x.Explain(&ev, &ex)
-			buf = w.Append(buf[:0], &ev, "node-a", &ex, full, g)
+			x.Explain(&ev, &ex, full)
+			buf = w.Append(buf[:0], &ev, "node-a", &ex, g)
 		})
 		if n != 0 {
 			t.Errorf("explained event (wordings %v) allocates %.1f times, want 0", full, n)

@@ -6,22 +6,18 @@ import (
 	"github.com/eaddr/eaddr/explain"
 )
 
-// Events writes event records, reusing its buffers: with the explain object
-// of an Explanation (when Explainer is set) and a diagnosis. Not safe for
-// concurrent use; it does not allocate once its buffers have grown.
-type Events struct {
-	Explainer *explain.Explainer // nil: no explain objects
-	msg       []byte
-	grep      []string
-}
+// Events writes event records: with the explain object of an Explanation,
+// as explain finished it, and a diagnosis. It holds no state and does not
+// allocate once the caller's buffer has grown.
+type Events struct{}
 
 // Append appends ev as one JSON object with, when they are not nil, the
-// explain object of x and the diagnosis g. With wordings, the explain object
+// explain object of x and the diagnosis g. With x.Full, the explain object
 // lists how every other client and libc words the same failure.
-func (w *Events) Append(b []byte, ev *decode.Event, node string, x *explain.Explanation, wordings bool, g *diagnose.Diagnosis) []byte {
+func (w *Events) Append(b []byte, ev *decode.Event, node string, x *explain.Explanation, g *diagnose.Diagnosis) []byte {
 	b = appendEventFields(b, ev, node)
-	if w != nil && w.Explainer != nil && x != nil {
-		b = w.appendExplain(b, x, wordings, g)
+	if x != nil {
+		b = appendExplain(b, x, g)
 	}
 	b = AppendDiagnosisJSON(b, g)
 	return append(b, '}')
@@ -29,7 +25,7 @@ func (w *Events) Append(b []byte, ev *decode.Event, node string, x *explain.Expl
 
 // appendExplain appends the explain object; the diagnosis's own meaning of
 // the failure, when it has one, replaces the catalog's general one.
-func (w *Events) appendExplain(b []byte, x *explain.Explanation, wordings bool, g *diagnose.Diagnosis) []byte {
+func appendExplain(b []byte, x *explain.Explanation, g *diagnose.Diagnosis) []byte {
 	b = append(b, `,"explain":{`...)
 	comma := false
 	if x.Expected != "" {
@@ -57,10 +53,10 @@ func (w *Events) appendExplain(b []byte, x *explain.Explanation, wordings bool, 
 			b = appendBytesString(b, x.Program)
 		}
 	}
-	b = w.appendClient(b, &comma, x)
-	if wordings {
+	b = appendClient(b, &comma, x)
+	if x.Full {
 		b = appendField(b, &comma, "other_wordings")
-		b = appendWordingArray(b, w.Explainer.Wordings(x))
+		b = appendWordingArray(b, x.OtherWordings)
 	}
 	return append(b, '}')
 }
@@ -68,31 +64,28 @@ func (w *Events) appendExplain(b []byte, x *explain.Explanation, wordings bool, 
 // appendClient appends the client, the line it printed when eaddr knows
 // its wording, and the errno texts to grep for. A program whose wording
 // eaddr does not know is "unknown", with why: never a guessed line.
-func (w *Events) appendClient(b []byte, comma *bool, x *explain.Explanation) []byte {
+func appendClient(b []byte, comma *bool, x *explain.Explanation) []byte {
 	b = appendField(b, comma, "client")
 	if x.Client == nil {
 		b = AppendString(b, "unknown")
 		b = appendField(b, comma, "client_unknown")
-		b = AppendString(b, x.ClientUnknown())
+		b = AppendString(b, x.ClientUnknown)
 	} else {
-		var ok bool
 		b = AppendString(b, x.Client.Name)
-		w.msg, ok = x.AppendClientMessage(w.msg[:0])
-		if ok {
+		if x.HasClientMessage {
 			b = appendField(b, comma, "client_message")
-			b = appendBytesString(b, w.msg)
+			b = appendBytesString(b, x.ClientMessage)
 			b = appendField(b, comma, "confidence")
-			b = AppendString(b, x.Confidence())
+			b = AppendString(b, x.Confidence)
 		}
 	}
-	if note, _ := x.RetryNote(); note != "" {
+	if x.Retries != "" {
 		b = appendField(b, comma, "retries")
-		b = AppendString(b, note)
+		b = AppendString(b, x.Retries)
 	}
-	w.grep = x.Grep(w.grep[:0])
-	if len(w.grep) > 0 {
+	if len(x.Grep) > 0 {
 		b = appendField(b, comma, "grep")
-		b = appendStringArray(b, w.grep)
+		b = appendStringArray(b, x.Grep)
 	}
 	return b
 }
@@ -114,18 +107,15 @@ func AppendTableExplained(b []byte, x *explain.Explanation) []byte {
 		b = append(b, x.Binary.Libc...)
 		b = append(b, ')')
 	}
-	n := len(b)
-	b = append(b, " printed: "...)
-	b, ok := x.AppendClientMessage(b)
-	if ok {
-		if x.Confidence() == explain.ConfidenceTemplate {
+	if x.HasClientMessage {
+		b = append(b, " printed: "...)
+		b = append(b, x.ClientMessage...)
+		if x.Confidence == explain.ConfidenceTemplate {
 			b = append(b, " (<...> varies)"...)
 		}
 		return b
 	}
-	b = b[:n]
-	var g [2]string
-	for i, s := range x.Grep(g[:0]) {
+	for i, s := range x.Grep {
 		if i == 0 {
 			b = append(b, ": wording unknown, grep for "...)
 		} else {

@@ -14,7 +14,7 @@ func WriteExplainText(w io.Writer, r *explain.Report) {
 	if r.ID.Errno != 0 {
 		p("errno:    %s (%d)\n", decode.ErrnoName(r.ID.Errno), r.ID.Errno)
 	} else {
-		p("errno:    not in the text: %s says only that connect() failed\n", r.ClientName())
+		p("errno:    not in the text: %s says only that connect() failed\n", r.ClientName)
 	}
 	if r.SysGuess {
 		p("syscall:  %s (most likely; the text does not say)\n", r.Syscall)
@@ -58,7 +58,7 @@ func WriteExplainText(w io.Writer, r *explain.Report) {
 		}
 	}
 	p("\nconfirm on the node:\n")
-	for _, c := range r.Confirm() {
+	for _, c := range r.Confirm {
 		p("  %s\n", c)
 	}
 }

@@ -22,7 +22,7 @@ func FuzzDecodeRaw(f *testing.F) {
 	}
 	d := decode.NewDecoder(nil)
 	x, _ := explain.NewExplainer()
-	w := Events{Explainer: x}
+	var w Events
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var raw tracer.RawEvent
 		if err := raw.UnmarshalBinary(b); err != nil {
@@ -31,8 +31,8 @@ func FuzzDecodeRaw(f *testing.F) {
 		var ev decode.Event
 		d.Decode(&raw, &ev)
 		var ex explain.Explanation
-		x.Explain(&ev, &ex)
-		out := w.Append(nil, &ev, "n", &ex, true, nil)
+		x.Explain(&ev, &ex, true)
+		out := w.Append(nil, &ev, "n", &ex, nil)
 		if !json.Valid(out) {
 			t.Fatalf("invalid JSON from %x: %s", b, out)
 		}

@@ -31,10 +31,10 @@ func TestReleasedLocalAndCookie(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ex explain.Explanation
-	x.Explain(&ev, &ex)
-	w := Events{Explainer: x}
+	x.Explain(&ev, &ex, false)
+	var w Events
 	g := &diagnose.Diagnosis{Verdict: "v", Meaning: "the reply was likely caught by a NodePort rule", At: bootZero}
-	line := w.Append(nil, &ev, "node-a", &ex, false, g)
+	line := w.Append(nil, &ev, "node-a", &ex, g)
 	testenv.ValidateLine(t, string(line))
 	var m struct {
 		Local struct {

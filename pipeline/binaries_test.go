@@ -45,7 +45,7 @@ func TestBinariesGivenUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.r.explainer, g.r.events.Explainer, g.r.c.Explain = x, x, 1
+	g.r.explainer, g.r.c.Explain = x, 1
 	g.r.names = kube.NewResolver("unix:///nonexistent", false, nil)
 	t.Cleanup(func() { g.r.names.Close() })
 	g.r.pods = pod.NewPodMapper(g.r.names, 0)

@@ -241,7 +241,6 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 			r.close()
 			return nil, err
 		}
-		r.events.Explainer = r.explainer
 	}
 	if c.DiagnoseEvery > 0 {
 		d := diagnose.NewDiagnoser()

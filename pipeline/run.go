@@ -129,8 +129,8 @@ func (r *traceRun) emit(ev *decode.Event, g *diagnose.Diagnosis) {
 	explained := r.explainer != nil && !ev.NodePort
 	var rule explain.RetryRule
 	if explained {
-		r.explainer.Explain(ev, &r.x)
-		_, rule = r.x.RetryNote()
+		r.explainer.Explain(ev, &r.x, r.c.Explain == 2)
+		rule = r.x.RetryRule
 	}
 	expected := explained && r.x.Expected != ""
 	if expected && g != nil && len(g.Fix) > 0 {
@@ -187,9 +187,9 @@ func (r *traceRun) render(buf []byte, ev *decode.Event, explained bool, g *diagn
 			buf = append(buf, g.Verdict...)
 		}
 	case explained:
-		buf = r.events.Append(buf, ev, r.c.Node, &r.x, r.c.Explain == 2, g)
+		buf = r.events.Append(buf, ev, r.c.Node, &r.x, g)
 	default:
-		buf = r.events.Append(buf, ev, r.c.Node, nil, false, g)
+		buf = r.events.Append(buf, ev, r.c.Node, nil, g)
 	}
 	return append(buf, '\n')
 }

@@ -174,8 +174,8 @@ func startDemoTrace(ctx context.Context, f DemoFlags, ns *netns.NS, log *slog.Lo
 
 func (w *demoWatch) record(ev *decode.Event, x *explain.Explanation, line []byte) {
 	de := demoEvent{line: strings.TrimRight(string(line), "\n"), client: "unknown program"}
-	if msg, ok := x.AppendClientMessage(nil); ok {
-		de.predicted = string(msg)
+	if x.HasClientMessage {
+		de.predicted = string(x.ClientMessage)
 	}
 	if x.Client != nil {
 		de.client = x.Client.Name

@@ -157,7 +157,7 @@ func (e quietError) Error() string { return e.s }
 func explainResult(r *explain.Report, in explainInput) *output.ExplainResult {
 	res := &output.ExplainResult{Input: in.excerpt(), InputBytes: in.total, InputCut: in.cut, Recognised: true,
 		Errno: r.ID.Errno, Syscall: r.Syscall, SyscallInferred: r.SysGuess, Libc: string(r.ID.Libc),
-		Other: r.Other, Confirm: r.Confirm()}
+		Other: r.Other, Confirm: r.Confirm}
 	if r.ID.Client != nil {
 		res.Client, res.ClientSource = r.ID.Client.Name, r.ID.Client.Source
 	}
