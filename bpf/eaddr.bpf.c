@@ -57,6 +57,13 @@ const volatile __u16 nodeport_hi = 32767;
  * the verifier removes the code. */
 const volatile __u64 limit_interval_ns = 0;
 const volatile __u64 limit_tolerance_ns = 0;
+/* The limit's clock: jiffies times this, the length of a jiffy in ns (1e9 /
+ * HZ), which user space measures while the programs load and sets before it
+ * attaches them (tracer/hz.go); 0: bpf_ktime_get_boot_ns, when HZ could not
+ * be told for sure. GCRA at 100/s needs milliseconds: bpf_jiffies64 is one
+ * load (the verifier inlines it), the fine clock a helper call and a
+ * clocksource read (kvm-clock in a guest), on every suppressed failure. */
+__u64 limit_tick_ns = 0;
 /* Report non-blocking connects that fail later (their errno wanted). */
 const volatile bool async_on = false;
 /* Record how failing TCP connects ended (conn_ends): some socket error
@@ -483,6 +490,16 @@ static __always_inline bool over_budget(struct limit_state *s, __u64 now, __u64 
 	return false;
 }
 
+/* Now on the limit's clock (limit_tick_ns): the buckets' tat and the CPUs'
+ * until are on it, nothing else is. */
+static __always_inline __u64 limit_now(void)
+{
+	__u64 tick = limit_tick_ns;
+	if (tick)
+		return bpf_jiffies64() * tick;
+	return bpf_ktime_get_boot_ns();
+}
+
 /* Moves what this CPU held back for its cached key into limit_counts. */
 static __always_inline void flush_held(struct limit_cpu *c)
 {
@@ -512,7 +529,7 @@ static __always_inline bool limited(struct limit_key *k, __u64 *id)
 	struct limit_cpu *c = bpf_map_lookup_elem(&limit_cpus, &zero);
 	if (!c)
 		return false;
-	__u64 now = bpf_ktime_get_boot_ns();
+	__u64 now = limit_now();
 	bool cached = c->id && same_key(&c->key, k);
 	if (cached && now < c->until) {
 		c->held++;
