@@ -635,9 +635,9 @@ static __always_inline __u64 wakeup_flags(void)
 }
 
 /* The current task, unless --pid or --netns leave it out (NULL). */
-static __always_inline struct task_struct *kept_task(__u64 pid_tgid, struct net **task_net)
+static __always_inline struct task_struct *kept_task(struct net **task_net)
 {
-	if (filter_tgid && (pid_tgid >> 32) != filter_tgid)
+	if (filter_tgid && (bpf_get_current_pid_tgid() >> 32) != filter_tgid)
 		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
 	*task_net = task->nsproxy->net_ns;
@@ -648,9 +648,8 @@ static __always_inline struct task_struct *kept_task(__u64 pid_tgid, struct net 
 
 static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, struct sock *nodeport)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct net *task_net;
-	struct task_struct *task = kept_task(pid_tgid, &task_net);
+	struct task_struct *task = kept_task(&task_net);
 	if (!task)
 		return 0;
 
@@ -684,7 +683,7 @@ static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, stru
 	e->flags = (nodeport ? EADDR_F_NODEPORT : 0) | (limit_id ? EADDR_F_LIMITED : 0);
 	e->limit_id = limit_id;
 	e->async_ns = 0;
-	fill_task(e, task, task_net, pid_tgid, true);
+	fill_task(e, task, task_net, bpf_get_current_pid_tgid(), true); /* not before: a suppressed failure needs no ids */
 	fill_call(e, task, regs, uaddr, addrlen);
 	bpf_ringbuf_submit(e, wakeup_flags());
 	return 0;
@@ -786,9 +785,8 @@ static __always_inline bool reported_async(long ret)
  * until the socket fails or connects. */
 static __always_inline int track_pending(void)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct net *task_net;
-	struct task_struct *task = kept_task(pid_tgid, &task_net);
+	struct task_struct *task = kept_task(&task_net);
 	if (!task)
 		return 0;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
@@ -810,7 +808,7 @@ static __always_inline int track_pending(void)
 	e->async_ns = 0;
 	/* Not recorded in procs: most of these connects succeed, and the
 	 * facts must be in the event that is read first. */
-	fill_task(e, task, task_net, pid_tgid, false);
+	fill_task(e, task, task_net, bpf_get_current_pid_tgid(), false);
 	fill_call(e, task, regs, (const void *)PT_REGS_PARM2_SYSCALL(regs), (int)PT_REGS_PARM3_SYSCALL(regs));
 	__u64 key = (__u64)sk;
 	bpf_map_update_elem(&pending, &key, e, BPF_ANY);
