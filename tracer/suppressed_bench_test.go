@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testenv"
 )
 
@@ -31,6 +32,10 @@ import (
 //
 // Figures of one run compare with each other only; `-benchtime 1x` is enough
 // (each round runs for a fixed time).
+//
+// Sub-benchmarks: bind, as above; connect, the storm's call (one thread,
+// one reused socket, connect() to 127.0.0.1:8080 in a netns whose two local
+// ports are taken: EADDRNOTAVAIL).
 func BenchmarkSuppressedPath(b *testing.B) {
 	testenv.RequireRoot(b)
 	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
@@ -38,15 +43,39 @@ func BenchmarkSuppressedPath(b *testing.B) {
 		b.Fatalf("enabling BPF statistics: %v", err)
 	}
 	defer stats.Close()
+	b.Run("bind", func(b *testing.B) { suppressedRounds(b, SysBind, bindLoop) })
+	b.Run("connect", func(b *testing.B) {
+		ns, err := netns.New()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ns.Close()
+		ex, err := netns.Exhaust(ns, "tcp4", "127.0.0.1:8080", 40000, 40001)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ex.Close()
+		suppressedRounds(b, SysConnect, func(b *testing.B, p *ebpf.Program) (r suppressedRun) {
+			if err := ns.Do(func() error { r = connectLoop(b, p); return nil }); err != nil {
+				b.Fatal(err)
+			}
+			return r
+		})
+	})
+}
+
+// suppressedRounds alternates eaddr and the floor on syscall sys, loop
+// making the failures.
+func suppressedRounds(b *testing.B, sys uint8, loop func(*testing.B, *ebpf.Program) suppressedRun) {
 	const rounds = 7
 	var bpfNs, floorNs, over []float64
 	for range b.N {
 		for r := range rounds {
 			var e, f suppressedRun
 			if r%2 == 0 {
-				f, e = suppressedFloor(b), suppressedEaddr(b)
+				f, e = suppressedFloor(b, sys, loop), suppressedEaddr(b, sys, loop)
 			} else {
-				e, f = suppressedEaddr(b), suppressedFloor(b)
+				e, f = suppressedEaddr(b, sys, loop), suppressedFloor(b, sys, loop)
 			}
 			bpfNs, floorNs, over = append(bpfNs, e.bpf), append(floorNs, f.bpf), append(over, e.call-f.call)
 		}
@@ -66,17 +95,20 @@ func medianOf(v []float64) float64 {
 }
 
 // suppressedEaddr is one round with eaddr at the default limit.
-func suppressedEaddr(b *testing.B) suppressedRun {
-	tr, err := New(Options{Rate: 100, WakeupBytes: 1 << 20, Syscalls: []uint8{SysBind}})
+func suppressedEaddr(b *testing.B, sys uint8, loop func(*testing.B, *ebpf.Program) suppressedRun) suppressedRun {
+	tr, err := New(Options{Rate: 100, WakeupBytes: 1 << 20, Syscalls: []uint8{sys}})
 	if err != nil {
 		b.Fatalf("New: %+v", err)
 	}
 	defer tr.Close()
-	return bindLoop(b, tr.objs.ExitBind)
+	if sys == SysConnect {
+		return loop(b, tr.objs.ExitConnect)
+	}
+	return loop(b, tr.objs.ExitBind)
 }
 
 // suppressedFloor is one round with the empty program.
-func suppressedFloor(b *testing.B) suppressedRun {
+func suppressedFloor(b *testing.B, sys uint8, loop func(*testing.B, *ebpf.Program) suppressedRun) suppressedRun {
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Type: ebpf.TracePoint, License: "GPL",
 		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
@@ -85,31 +117,47 @@ func suppressedFloor(b *testing.B) suppressedRun {
 		b.Fatal(err)
 	}
 	defer prog.Close()
-	l, err := link.Tracepoint("syscalls", "sys_exit_bind", prog, nil)
+	tp := "sys_exit_bind"
+	if sys == SysConnect {
+		tp = "sys_exit_connect"
+	}
+	l, err := link.Tracepoint("syscalls", tp, prog, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	return bindLoop(b, prog)
+	return loop(b, prog)
 }
 
 // bindLoop fails bind() for 300 ms and returns prog's run time per call
 // and the call's time.
 func bindLoop(b *testing.B, prog *ebpf.Program) suppressedRun {
+	sa := &unix.SockaddrInet4{Port: 4242, Addr: [4]byte{198, 18, 0, 1}}
+	return callLoop(b, prog, func(fd int) error { return unix.Bind(fd, sa) })
+}
+
+// connectLoop is bindLoop for connect() to 127.0.0.1:8080, in the
+// exhausted netns.
+func connectLoop(b *testing.B, prog *ebpf.Program) suppressedRun {
+	sa := &unix.SockaddrInet4{Port: 8080, Addr: [4]byte{127, 0, 0, 1}}
+	return callLoop(b, prog, func(fd int) error { return unix.Connect(fd, sa) })
+}
+
+// callLoop makes call fail with EADDRNOTAVAIL on one socket for 300 ms.
+func callLoop(b *testing.B, prog *ebpf.Program, call func(fd int) error) suppressedRun {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer unix.Close(fd)
-	sa := &unix.SockaddrInet4{Port: 4242, Addr: [4]byte{198, 18, 0, 1}}
 	rt0, n0 := progRun(b, prog)
 	var batches []float64
 	calls := 0
 	for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
 		t0 := time.Now()
 		for range 256 {
-			if err := unix.Bind(fd, sa); !errors.Is(err, unix.EADDRNOTAVAIL) {
-				b.Fatalf("bind: %v, want EADDRNOTAVAIL", err)
+			if err := call(fd); !errors.Is(err, unix.EADDRNOTAVAIL) {
+				b.Fatalf("%v, want EADDRNOTAVAIL", err)
 			}
 		}
 		batches = append(batches, float64(time.Since(t0).Nanoseconds())/256)
