@@ -20,13 +20,16 @@ import (
 // (the configured count plus one at most, at every moment), and the last one
 // no later than its turn plus one (minus one at least). With the tick
 // doubled or halved (a wrong HZ), the limit's time runs twice as fast or half
-// as fast, and the same check must fail.
+// as fast, and the same check must fail. With the tick at 0, the fallback
+// when HZ is not told for sure, the limit is on bpf_ktime_get_boot_ns and
+// the schedule holds.
 func TestRateLimitCoarseClock(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		num, den uint64 // the tick is set to measured × num / den
 		holds    bool
-	}{{"measured HZ", 1, 1, true}, {"tick doubled", 2, 1, false}, {"tick halved", 1, 2, false}} {
+	}{{"measured HZ", 1, 1, true}, {"tick doubled", 2, 1, false}, {"tick halved", 1, 2, false},
+		{"fine clock", 0, 1, true}} { // tick 0: what New leaves when HZ is not told for sure
 		t.Run(c.name, func(t *testing.T) {
 			tr := newTracer(t, Options{PID: uint32(os.Getpid()), Rate: 10, RingSize: 1 << 20})
 			if tr.limitTick == 0 {
