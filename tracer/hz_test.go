@@ -27,14 +27,17 @@ func TestChooseHZ(t *testing.T) {
 		{36, 120 * time.Millisecond, 300},
 		{12, 120 * time.Millisecond, 100},
 		{120, 120 * time.Millisecond, 1000},
-		{28, 120 * time.Millisecond, 250},  // two behind
-		{38, 120 * time.Millisecond, 300},  // two ahead
-		{33, 120 * time.Millisecond, 0},    // between 250 and 300: neither for sure
-		{24, 120 * time.Millisecond, 0},    // HZ 200: no choice of x86 or arm64
-		{614, 600 * time.Millisecond, 0},   // HZ 1024: 2.4% off 1000, not taken for it
-		{3, 10 * time.Millisecond, 0},      // too short to tell 250 from 300
-		{30, 0, 0},                         // no time gone: nothing fits
-		{150, 600 * time.Millisecond, 250}, // the long window
+		{28, 120 * time.Millisecond, 250},   // two behind
+		{38, 120 * time.Millisecond, 300},   // two ahead
+		{33, 120 * time.Millisecond, 0},     // between 250 and 300: neither for sure
+		{24, 120 * time.Millisecond, 0},     // HZ 200: no choice of x86 or arm64
+		{640, 600 * time.Millisecond, 0},    // 6.7% off 1000: nothing fits
+		{590, 600 * time.Millisecond, 1000}, // ten ticks behind in the long window
+		{485, 2 * time.Second, 250},         // 15 ticks behind, in the longest window
+		{535, 2 * time.Second, 0},           // between 250 and 300, even there
+		{3, 10 * time.Millisecond, 0},       // too short to tell 250 from 300
+		{30, 0, 0},                          // no time gone: nothing fits
+		{150, 600 * time.Millisecond, 250},  // the long window
 	} {
 		hz, err := chooseHZ(c.dj, c.dt)
 		if hz != c.want || (err == nil) != (c.want != 0) {
