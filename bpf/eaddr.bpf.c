@@ -57,6 +57,13 @@ const volatile __u16 nodeport_hi = 32767;
  * the verifier removes the code. */
 const volatile __u64 limit_interval_ns = 0;
 const volatile __u64 limit_tolerance_ns = 0;
+/* The limit's clock: jiffies times this, the length of a jiffy in ns (1e9 /
+ * HZ), which user space measures while the programs load and sets before it
+ * attaches them (tracer/hz.go); 0: bpf_ktime_get_boot_ns, when HZ could not
+ * be told for sure. GCRA at 100/s needs milliseconds: bpf_jiffies64 is one
+ * load (the verifier inlines it), the fine clock a helper call and a
+ * clocksource read (kvm-clock in a guest), on every suppressed failure. */
+__u64 limit_tick_ns = 0;
 /* Report non-blocking connects that fail later (their errno wanted). */
 const volatile bool async_on = false;
 /* Record how failing TCP connects ended (conn_ends): some socket error
@@ -305,6 +312,15 @@ static __always_inline void read_socket(struct event *e, struct task_struct *tas
 		fill_ended(e);
 }
 
+/* The task's cgroup v2 id: what bpf_get_current_cgroup_id returns
+ * (task_dfl_cgroup, then cgroup_id: kn->id), read through BTF pointers
+ * without the helper's call, which costs a suppressed failure more than
+ * the four loads (the programs run under RCU, as the helper's lock is). */
+static __always_inline __u64 task_cgroup_id(struct task_struct *task)
+{
+	return task->cgroups->dfl_cgrp->kn->id;
+}
+
 static __always_inline struct kernfs_node *kn_parent(struct kernfs_node *kn)
 {
 	if (bpf_core_field_exists(kn->__parent))
@@ -483,6 +499,16 @@ static __always_inline bool over_budget(struct limit_state *s, __u64 now, __u64 
 	return false;
 }
 
+/* Now on the limit's clock (limit_tick_ns): the buckets' tat and the CPUs'
+ * until are on it, nothing else is. */
+static __always_inline __u64 limit_now(void)
+{
+	__u64 tick = limit_tick_ns;
+	if (tick)
+		return bpf_jiffies64() * tick;
+	return bpf_ktime_get_boot_ns();
+}
+
 /* Moves what this CPU held back for its cached key into limit_counts. */
 static __always_inline void flush_held(struct limit_cpu *c)
 {
@@ -512,7 +538,7 @@ static __always_inline bool limited(struct limit_key *k, __u64 *id)
 	struct limit_cpu *c = bpf_map_lookup_elem(&limit_cpus, &zero);
 	if (!c)
 		return false;
-	__u64 now = bpf_ktime_get_boot_ns();
+	__u64 now = limit_now();
 	bool cached = c->id && same_key(&c->key, k);
 	if (cached && now < c->until) {
 		c->held++;
@@ -609,9 +635,9 @@ static __always_inline __u64 wakeup_flags(void)
 }
 
 /* The current task, unless --pid or --netns leave it out (NULL). */
-static __always_inline struct task_struct *kept_task(__u64 pid_tgid, struct net **task_net)
+static __always_inline struct task_struct *kept_task(struct net **task_net)
 {
-	if (filter_tgid && (pid_tgid >> 32) != filter_tgid)
+	if (filter_tgid && (bpf_get_current_pid_tgid() >> 32) != filter_tgid)
 		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
 	*task_net = task->nsproxy->net_ns;
@@ -622,16 +648,15 @@ static __always_inline struct task_struct *kept_task(__u64 pid_tgid, struct net 
 
 static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, struct sock *nodeport)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct net *task_net;
-	struct task_struct *task = kept_task(pid_tgid, &task_net);
+	struct task_struct *task = kept_task(&task_net);
 	if (!task)
 		return 0;
 
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	const void *uaddr = (const void *)PT_REGS_PARM2_SYSCALL(regs);
 	int addrlen = (int)PT_REGS_PARM3_SYSCALL(regs);
-	__u64 cgroup_id = bpf_get_current_cgroup_id();
+	__u64 cgroup_id = task_cgroup_id(task);
 	__s32 err = nodeport ? 0 : (__s32)-ctx->ret;
 
 	__u64 limit_id = 0;
@@ -658,7 +683,7 @@ static __always_inline int emit(struct syscall_exit_ctx *ctx, __u8 syscall, stru
 	e->flags = (nodeport ? EADDR_F_NODEPORT : 0) | (limit_id ? EADDR_F_LIMITED : 0);
 	e->limit_id = limit_id;
 	e->async_ns = 0;
-	fill_task(e, task, task_net, pid_tgid, true);
+	fill_task(e, task, task_net, bpf_get_current_pid_tgid(), true); /* not before: a suppressed failure needs no ids */
 	fill_call(e, task, regs, uaddr, addrlen);
 	bpf_ringbuf_submit(e, wakeup_flags());
 	return 0;
@@ -760,9 +785,8 @@ static __always_inline bool reported_async(long ret)
  * until the socket fails or connects. */
 static __always_inline int track_pending(void)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct net *task_net;
-	struct task_struct *task = kept_task(pid_tgid, &task_net);
+	struct task_struct *task = kept_task(&task_net);
 	if (!task)
 		return 0;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
@@ -773,7 +797,7 @@ static __always_inline int track_pending(void)
 	struct event *e = bpf_map_lookup_elem(&pending_scratch, &zero);
 	if (!e)
 		return 0;
-	__u64 cgroup_id = bpf_get_current_cgroup_id();
+	__u64 cgroup_id = task_cgroup_id(task);
 	e->boot_ns = bpf_ktime_get_boot_ns();
 	e->cgroup_id = cgroup_id;
 	record_cgroup(task, cgroup_id);
@@ -784,7 +808,7 @@ static __always_inline int track_pending(void)
 	e->async_ns = 0;
 	/* Not recorded in procs: most of these connects succeed, and the
 	 * facts must be in the event that is read first. */
-	fill_task(e, task, task_net, pid_tgid, false);
+	fill_task(e, task, task_net, bpf_get_current_pid_tgid(), false);
 	fill_call(e, task, regs, (const void *)PT_REGS_PARM2_SYSCALL(regs), (int)PT_REGS_PARM3_SYSCALL(regs));
 	__u64 key = (__u64)sk;
 	bpf_map_update_elem(&pending, &key, e, BPF_ANY);

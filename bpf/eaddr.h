@@ -195,7 +195,7 @@ struct limit_key {
 
 struct limit_state {
 	__u64 id;  /* (keys created on that CPU) << 16 | CPU, from 1 << 16: unique while eaddr runs */
-	__u64 tat; /* GCRA's theoretical arrival time, ns since boot */
+	__u64 tat; /* GCRA's theoretical arrival time, ns on the limit's clock (jiffies x limit_tick_ns, or since boot) */
 };
 
 /* Per CPU, in the one-entry per-CPU array `limit_cpus`. */
@@ -204,7 +204,7 @@ struct limit_cpu {
 	__u64 keys;            /* keys this CPU created: more than the map holds means some were evicted */
 	struct limit_key key;  /* the last key looked up ... */
 	__u64 id;              /* ... its id (0: none yet) */
-	__u64 until;           /* ... over budget until then (ns since boot) */
+	__u64 until;           /* ... over budget until then (ns on the limit's clock, as tat) */
 	__u64 held;            /* ... failures held back here and not yet in limit_counts */
 };
 

@@ -180,6 +180,7 @@ const (
 	eaddrVarFilterNetns      = "filter_netns"
 	eaddrVarFilterTgid       = "filter_tgid"
 	eaddrVarLimitIntervalNs  = "limit_interval_ns"
+	eaddrVarLimitTickNs      = "limit_tick_ns"
 	eaddrVarLimitToleranceNs = "limit_tolerance_ns"
 	eaddrVarNodeportHi       = "nodeport_hi"
 	eaddrVarNodeportLo       = "nodeport_lo"
@@ -274,6 +275,7 @@ type eaddrVariableSpecs struct {
 	FilterNetns      *ebpf.VariableSpec `ebpf:"filter_netns"`
 	FilterTgid       *ebpf.VariableSpec `ebpf:"filter_tgid"`
 	LimitIntervalNs  *ebpf.VariableSpec `ebpf:"limit_interval_ns"`
+	LimitTickNs      *ebpf.VariableSpec `ebpf:"limit_tick_ns"`
 	LimitToleranceNs *ebpf.VariableSpec `ebpf:"limit_tolerance_ns"`
 	NodeportHi       *ebpf.VariableSpec `ebpf:"nodeport_hi"`
 	NodeportLo       *ebpf.VariableSpec `ebpf:"nodeport_lo"`
@@ -353,6 +355,7 @@ type eaddrVariables struct {
 	FilterNetns      *ebpf.Variable `ebpf:"filter_netns"`
 	FilterTgid       *ebpf.Variable `ebpf:"filter_tgid"`
 	LimitIntervalNs  *ebpf.Variable `ebpf:"limit_interval_ns"`
+	LimitTickNs      *ebpf.Variable `ebpf:"limit_tick_ns"`
 	LimitToleranceNs *ebpf.Variable `ebpf:"limit_tolerance_ns"`
 	NodeportHi       *ebpf.Variable `ebpf:"nodeport_hi"`
 	NodeportLo       *ebpf.Variable `ebpf:"nodeport_lo"`

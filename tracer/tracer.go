@@ -121,7 +121,8 @@ type Tracer struct {
 	rec   ringbuf.Record
 	log   *slog.Logger
 
-	procs *procCache
+	procs     *procCache
+	limitTick uint64 // the rate limit's clock: ns per jiffy, 0 for the fine clock (hz.go)
 	// LimitStates' batch buffers.
 	ncpu                  int
 	limitIDs, limitPerCPU []uint64
@@ -169,12 +170,27 @@ func New(opts Options) (*Tracer, error) {
 	}
 	t := &Tracer{log: log}
 	t.procs = newProcCache(procsKept, t.lookupProc)
+	var jp *jiffyProbe
+	if opts.Rate > 0 { // HZ is measured while the programs load (hz.go)
+		if jp, err = startJiffyProbe(); err != nil {
+			log.Warn("the rate limit keeps the fine clock (bpf_ktime_get_boot_ns)", "why", err)
+		}
+	}
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
+		if jp != nil {
+			jp.prog.Close()
+		}
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("the kernel verifier rejected eaddr's BPF program: %+v", ve)
 		}
 		return nil, fmt.Errorf("loading eaddr's BPF objects: %w", err)
+	}
+	if jp != nil {
+		if err := t.setLimitClock(jp); err != nil {
+			t.Close()
+			return nil, err
+		}
 	}
 	for _, a := range []struct {
 		sys  uint8
@@ -205,6 +221,22 @@ func New(opts Options) (*Tracer, error) {
 		return nil, fmt.Errorf("opening the ring buffer: %w", err)
 	}
 	return t, nil
+}
+
+// setLimitClock gives the rate limit the jiffies clock when the probe could
+// tell HZ, before the programs are attached; otherwise it keeps the fine one.
+func (t *Tracer) setLimitClock(jp *jiffyProbe) error {
+	tick, err := jp.tickNs()
+	if err != nil {
+		t.log.Warn("the rate limit keeps the fine clock (bpf_ktime_get_boot_ns): HZ not told for sure", "why", err)
+		return nil
+	}
+	if err := t.objs.LimitTickNs.Set(tick); err != nil {
+		return fmt.Errorf("setting the rate limit's clock: %w", err)
+	}
+	t.limitTick = tick
+	t.log.Debug("the rate limit counts jiffies", "hz", time.Second/time.Duration(tick), "tick_ns", tick)
+	return nil
 }
 
 func configure(spec *ebpf.CollectionSpec, opts Options) error {
