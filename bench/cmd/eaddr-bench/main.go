@@ -498,89 +498,57 @@ func (b *bench) sustain(ctx context.Context, c int) error {
 		b.logf("sustain %-8s generator ceiling %.0f failures/s (host CPUs %.0f%% busy)", name, g.Rate(), 100*g.HostBusy)
 		return nil
 	}
-	step := func(rate float64) (ok bool, g genResult, err error) {
-		if err := b.waitQuiet(ctx); err != nil {
-			return false, g, err
-		}
-		fr, _ := foreignTracers(b.own)
-		var s session
+	start := func() (session, error) {
 		if c == cfgEaddr {
-			s, err = startEaddr(ctx, b.o.eaddr, b.o.sustainArgs, b.devnull)
-		} else {
-			s, err = b.startCfg(ctx, c)
+			return startEaddr(ctx, b.o.eaddr, b.o.sustainArgs, b.devnull)
 		}
-		if err != nil {
-			return false, g, err
-		}
-		b.noteOwn(s)
-		g, err = generate(ctx, b.ns, b.o.workers, rate, b.o.sustainStep)
-		if err != nil {
-			s.Stop()
-			return false, g, err
-		}
-		t, err := s.Stop()
-		if err != nil {
-			return false, g, err
-		}
-		if !t.Known {
-			return false, g, fmt.Errorf("%s reported no totals", name)
-		}
-		ok = t.Lost == 0
-		sr.steps = append(sr.steps, sustainStep{target: rate, got: g.Rate(), lost: t.Lost, events: t.Events, failures: g.Failures, busy: g.HostBusy, foreign: strings.Join(fr, " ")})
-		b.logf("sustain %-8s target %7.0f/s achieved %7.0f/s  events %d (ours %d)  lost %d  host CPUs %.0f%% busy",
-			name, rate, g.Rate(), t.Events, g.Failures, t.Lost, 100*g.HostBusy)
-		if ok && g.Rate() > sr.best {
-			sr.best, sr.busy = g.Rate(), g.HostBusy
-		}
-		return ok, g, nil
+		return b.startCfg(ctx, c)
 	}
-	var good, bad float64
-	for _, rate := range b.o.sustainRates {
-		ok, g, err := step(rate)
-		if err == nil && ok && g.Rate() < 0.9*rate {
-			// The generator fell short: the host may just have been busy
-			// for a moment. Once more before calling it the ceiling.
-			ok, g, err = step(rate)
-		}
+	l := newLadder(b.o.sustainRates, b.o.refine, sr)
+	for rate, more := l.next(); more; rate, more = l.next() {
+		ok, g, err := b.sustainStep(ctx, name, start, sr, rate, func(t totals) uint64 { return t.Lost })
 		if err != nil {
 			return err
 		}
-		if !ok {
-			bad = rate
-			break
-		}
-		good = rate
-		if g.Rate() < 0.9*rate { // the generator cannot go faster
-			sr.generatorBound = true
-			break
-		}
-	}
-	if bad == 0 && !sr.generatorBound {
-		sr.neverLost = true // the ladder ended without a loss
-		return nil
-	}
-	if bad == 0 {
-		return nil
-	}
-	sr.firstLoss = bad
-	lo, hi := good, bad
-	for i := 0; i < b.o.refine; i++ {
-		mid := (lo + hi) / 2
-		if lo == 0 {
-			mid = hi / 2
-		}
-		ok, _, err := step(mid)
-		if err != nil {
-			return err
-		}
-		if ok {
-			lo = mid
-		} else {
-			hi = mid
-			sr.firstLoss = mid
-		}
+		l.record(rate, ok, g.Rate())
 	}
 	return nil
+}
+
+// sustainStep is one step of a zero-loss search: a fresh tracer from start
+// while the generator runs at rate for -sustain-step. ok: loss(its totals)
+// is 0. The step is recorded in sr, and sr.best raised when ok.
+func (b *bench) sustainStep(ctx context.Context, name string, start func() (session, error), sr *sustainResult, rate float64, loss func(totals) uint64) (ok bool, g genResult, err error) {
+	if err := b.waitQuiet(ctx); err != nil {
+		return false, g, err
+	}
+	fr, _ := foreignTracers(b.own)
+	s, err := start()
+	if err != nil {
+		return false, g, err
+	}
+	b.noteOwn(s)
+	g, err = generate(ctx, b.ns, b.o.workers, rate, b.o.sustainStep)
+	if err != nil {
+		s.Stop()
+		return false, g, err
+	}
+	t, err := s.Stop()
+	if err != nil {
+		return false, g, err
+	}
+	if !t.Known {
+		return false, g, fmt.Errorf("%s reported no totals", name)
+	}
+	lost := loss(t)
+	ok = lost == 0
+	sr.steps = append(sr.steps, sustainStep{target: rate, got: g.Rate(), lost: lost, events: t.Events, failures: g.Failures, busy: g.HostBusy, foreign: strings.Join(fr, " ")})
+	b.logf("sustain %-8s target %7.0f/s achieved %7.0f/s  events %d (ours %d)  lost %d  host CPUs %.0f%% busy",
+		name, rate, g.Rate(), t.Events, g.Failures, lost, 100*g.HostBusy)
+	if ok && g.Rate() > sr.best {
+		sr.best, sr.busy = g.Rate(), g.HostBusy
+	}
+	return ok, g, nil
 }
 
 // bpfStats measures what the BPF programs of session s take per call, with
