@@ -65,11 +65,15 @@ type options struct {
 	storm        bool
 	latency      bool
 	stormTime    time.Duration
+	perEvent     bool
+	perEventArgs []string
+	perEventTime time.Duration
+	base         string
 }
 
 func main() {
 	var o options
-	var cpuRates, sustainRates, eaddrArgs, sustainArgs string
+	var cpuRates, sustainRates, eaddrArgs, sustainArgs, perEventArgs string
 	flag.IntVar(&o.rounds, "rounds", 5, "rounds: every configuration is measured once per round, in rotating order; figures are medians over rounds")
 	flag.DurationVar(&o.micro, "micro", 300*time.Millisecond, "how long each per-call loop (success, failing, getppid) runs per configuration and round")
 	flag.Float64Var(&o.batchQ, "batch-quantile", 0.1, "per-call loops run in batches of a few ms; a round's figure is this quantile over the batches (noise only adds time; 0.5 is the median)")
@@ -93,6 +97,10 @@ func main() {
 	flag.BoolVar(&o.storm, "storm", true, "after the rounds, the storm section: eaddr at default flags (trace) against no tracer and the floor while two threads fail connect() flat out, -rounds times, with its own targets table")
 	flag.BoolVar(&o.latency, "latency", true, "after the storm, the latency section: how long after its failure an event's line reaches eaddr's stdout, with a CRI socket that never answers and a storm from a pod cgroup, -rounds times, with eaddr's own record of its waits")
 	flag.DurationVar(&o.stormTime, "storm-time", 3*time.Second, "how long each storm measurement runs per configuration and round")
+	flag.BoolVar(&o.perEvent, "per-event", true, "the per-event section (issue 24): eaddr with every failure an event (-per-event-args), stdout a pipe this driver drains, user and sys CPU per line and % of a core at each -cpu-rates entry, -rounds times, and the zero-loss search (unless -skip-sustain); beside -base's binary when given")
+	flag.StringVar(&perEventArgs, "per-event-args", "trace --rate-limit off", "eaddr's arguments in the per-event section; --netns with the bench netns's inode is added")
+	flag.DurationVar(&o.perEventTime, "per-event-time", 3*time.Second, "how long each per-event measurement runs per binary, rate and round")
+	flag.StringVar(&o.base, "base", "", "a git revision (e.g. 37cdb5e): the per-event section also measures bin/eaddr built at it (in a temporary git worktree, removed after the build), alternating with -eaddr, and gives new/base")
 	flag.Float64Var(&o.genRate, "generate", -1, "only generate failing connect() calls at this rate (0: as fast as possible) in a throwaway exhausted netns for -for, e.g. to profile a tracer by hand; no table")
 	flag.DurationVar(&o.genFor, "for", 10*time.Second, "with -generate: for how long")
 	flag.Usage = func() {
@@ -109,6 +117,7 @@ func main() {
 	}
 	o.eaddrArgs = strings.Fields(eaddrArgs)
 	o.sustainArgs = strings.Fields(sustainArgs)
+	o.perEventArgs = strings.Fields(perEventArgs)
 	if o.rounds < 1 {
 		fatalf("-rounds must be at least 1")
 	}
@@ -172,6 +181,7 @@ type bench struct {
 	res        results
 	stormRes   []*stormRound           // the storm section, one per round
 	latencyRes []*latencyRound         // the latency section, one per round
+	pe         *peState                // the per-event section; nil when not run
 	own        map[ebpf.ProgramID]bool // this driver's programs (floor, its eaddr's and bpftrace's)
 	logf       func(format string, a ...any)
 }
@@ -220,6 +230,14 @@ func run(ctx context.Context, o options) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+	}
+
+	if o.genRate < 0 && o.perEvent && b.have[cfgEaddr] {
+		remove, err := b.setupPerEvent(ctx)
+		if err != nil {
+			return err
+		}
+		defer remove()
 	}
 
 	// The netns whose two-port range is exhausted toward 127.0.0.1:8080.
@@ -275,6 +293,11 @@ func run(ctx context.Context, o options) error {
 			}
 		}
 	}
+	if b.pe != nil {
+		if err := b.perEvent(ctx); err != nil {
+			return err
+		}
+	}
 	if o.storm && b.have[cfgEaddr] {
 		if err := b.storm(ctx); err != nil {
 			return err
@@ -287,6 +310,9 @@ func run(ctx context.Context, o options) error {
 	}
 	b.res.wall = time.Since(start)
 	b.report(os.Stdout)
+	if b.pe != nil {
+		b.reportPerEvent(os.Stdout)
+	}
 	if o.storm {
 		b.reportStorm(os.Stdout)
 	}

@@ -272,14 +272,8 @@ func (b *bench) report(w io.Writer) {
 			switch {
 			case c == cfgNone || c == cfgFloor:
 				return fmt.Sprintf("(generator max %s)", rate(s.ceiling))
-			case s.best == 0 && s.firstLoss > 0:
-				return fmt.Sprintf("< %s (lost at every step)", rate(s.firstLoss))
-			case s.generatorBound || s.neverLost:
-				return fmt.Sprintf(">= %s (generator max)", rate(s.best))
-			case s.best > 0:
-				return fmt.Sprintf("%s (lost at %s)", rate(s.best), rate(s.firstLoss))
 			}
-			return "?"
+			return sustainCell(s)
 		})
 	}
 	for i, t := range r.cpuTargets {
@@ -437,6 +431,19 @@ func (b *bench) report(w io.Writer) {
 	for _, n := range r.notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
+}
+
+// sustainCell is a tracer's zero-loss search result.
+func sustainCell(s sustainResult) string {
+	switch {
+	case s.best == 0 && s.firstLoss > 0:
+		return fmt.Sprintf("< %s (lost at every step)", rate(s.firstLoss))
+	case s.generatorBound || s.neverLost:
+		return fmt.Sprintf(">= %s (generator max)", rate(s.best))
+	case s.best > 0:
+		return fmt.Sprintf("%s (lost at %s)", rate(s.best), rate(s.firstLoss))
+	}
+	return "?"
 }
 
 // verdict formats one target line.
