@@ -550,7 +550,9 @@ func (b *bench) targets(w io.Writer) {
 	}
 }
 
-var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(?:\s+[\d.]+ MB/s)?\s+([\d.]+) B/op\s+([\d.]+) allocs/op`)
+// benchLine is a benchmark's result line; metrics of its own (MB/s,
+// dropped/op) may stand between ns/op and B/op.
+var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(?:\s+[\d.e+-]+ \S+)*?\s+([\d.]+) B/op\s+([\d.]+) allocs/op`)
 
 // goBenches are the Go benchmarks `make bench` runs: user space per event
 // (the record alone, and pipeline's whole steady path: decode, attribution,
