@@ -103,10 +103,12 @@ clean:
 # Benchmarks, not timed tests (docs/performance.md): eaddr next to no tracer, an empty BPF
 # program on the same tracepoints and bench/eaddr.bt under bpftrace, alternating, medians.
 # Needs root; a few minutes. Flags: BENCH_FLAGS='-rounds 3 -micro 200ms' (./bin/eaddr-bench -h).
+# BENCH_BASE=37cdb5e: the per-event section also measures bin/eaddr of that revision beside it.
+BENCH_BASE ?=
 .PHONY: bench
 bench: build
 	CGO_ENABLED=0 $(GO) build -o bin/eaddr-bench ./bench/cmd/eaddr-bench
-	./bin/eaddr-bench -eaddr $(BIN) -go '$(GO)' $(BENCH_FLAGS)
+	./bin/eaddr-bench -eaddr $(BIN) -go '$(GO)' $(if $(BENCH_BASE),-base '$(BENCH_BASE)') $(BENCH_FLAGS)
 
 # The container image (the Dockerfile's twin) as an OCI archive, built with buildah and no
 # Docker engine or registry: deploy/build-image.sh says how, and cleans up after itself.

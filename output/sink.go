@@ -279,6 +279,10 @@ func (s *Sink) Err() error {
 	return s.err
 }
 
+// Spare is how many batches the queue may still make: each is made when
+// stdout falls behind, until depth batches wait.
+func (s *Sink) Spare() int { return s.spare }
+
 // Delivered counts the events whose record was written whole.
 func (s *Sink) Delivered() uint64 { return s.delivered.Load() }
 

@@ -65,11 +65,15 @@ type options struct {
 	storm        bool
 	latency      bool
 	stormTime    time.Duration
+	perEvent     bool
+	perEventArgs []string
+	perEventTime time.Duration
+	base         string
 }
 
 func main() {
 	var o options
-	var cpuRates, sustainRates, eaddrArgs, sustainArgs string
+	var cpuRates, sustainRates, eaddrArgs, sustainArgs, perEventArgs string
 	flag.IntVar(&o.rounds, "rounds", 5, "rounds: every configuration is measured once per round, in rotating order; figures are medians over rounds")
 	flag.DurationVar(&o.micro, "micro", 300*time.Millisecond, "how long each per-call loop (success, failing, getppid) runs per configuration and round")
 	flag.Float64Var(&o.batchQ, "batch-quantile", 0.1, "per-call loops run in batches of a few ms; a round's figure is this quantile over the batches (noise only adds time; 0.5 is the median)")
@@ -89,10 +93,14 @@ func main() {
 	flag.StringVar(&o.bpftrace, "bpftrace", "bpftrace", "the bpftrace binary; its column says 'bpftrace not installed' when it is not found")
 	flag.StringVar(&o.script, "script", "bench/eaddr.bt", "the bpftrace script equivalent to eaddr's kernel side")
 	flag.StringVar(&o.goTool, "go", "go", "the go command, for the per-event user-space benchmark (empty: skip it)")
-	flag.BoolVar(&o.goBench, "gobench", true, "run the Go benchmarks: user-space cost per event (./decode BenchmarkEventJSON), and what naming a cgroup costs (./decode BenchmarkCgroupPath, ./tracer BenchmarkCgroupRecord and BenchmarkLookupCgroup)")
+	flag.BoolVar(&o.goBench, "gobench", true, "run the Go benchmarks: user-space cost per event (./output BenchmarkEventJSON, ./pipeline BenchmarkSteadyEvent), and what naming a cgroup costs (./decode BenchmarkCgroupPath, ./tracer BenchmarkCgroupRecord and BenchmarkLookupCgroup)")
 	flag.BoolVar(&o.storm, "storm", true, "after the rounds, the storm section: eaddr at default flags (trace) against no tracer and the floor while two threads fail connect() flat out, -rounds times, with its own targets table")
 	flag.BoolVar(&o.latency, "latency", true, "after the storm, the latency section: how long after its failure an event's line reaches eaddr's stdout, with a CRI socket that never answers and a storm from a pod cgroup, -rounds times, with eaddr's own record of its waits")
 	flag.DurationVar(&o.stormTime, "storm-time", 3*time.Second, "how long each storm measurement runs per configuration and round")
+	flag.BoolVar(&o.perEvent, "per-event", true, "the per-event section (issue 24): eaddr with every failure an event (-per-event-args), stdout a pipe this driver drains, user and sys CPU per line and % of a core at each -cpu-rates entry, -rounds times, and the zero-loss search (unless -skip-sustain); beside -base's binary when given")
+	flag.StringVar(&perEventArgs, "per-event-args", "trace --rate-limit off", "eaddr's arguments in the per-event section; --netns with the bench netns's inode is added")
+	flag.DurationVar(&o.perEventTime, "per-event-time", 3*time.Second, "how long each per-event measurement runs per binary, rate and round")
+	flag.StringVar(&o.base, "base", "", "a git revision (e.g. 37cdb5e): the per-event section also measures bin/eaddr built at it (in a temporary git worktree, removed after the build), alternating with -eaddr, and gives new/base")
 	flag.Float64Var(&o.genRate, "generate", -1, "only generate failing connect() calls at this rate (0: as fast as possible) in a throwaway exhausted netns for -for, e.g. to profile a tracer by hand; no table")
 	flag.DurationVar(&o.genFor, "for", 10*time.Second, "with -generate: for how long")
 	flag.Usage = func() {
@@ -109,6 +117,7 @@ func main() {
 	}
 	o.eaddrArgs = strings.Fields(eaddrArgs)
 	o.sustainArgs = strings.Fields(sustainArgs)
+	o.perEventArgs = strings.Fields(perEventArgs)
 	if o.rounds < 1 {
 		fatalf("-rounds must be at least 1")
 	}
@@ -172,6 +181,7 @@ type bench struct {
 	res        results
 	stormRes   []*stormRound           // the storm section, one per round
 	latencyRes []*latencyRound         // the latency section, one per round
+	pe         *peState                // the per-event section; nil when not run
 	own        map[ebpf.ProgramID]bool // this driver's programs (floor, its eaddr's and bpftrace's)
 	logf       func(format string, a ...any)
 }
@@ -217,9 +227,21 @@ func run(ctx context.Context, o options) error {
 		if b.res.goBenchErr != nil {
 			b.logf("go benchmark: %v", b.res.goBenchErr)
 		}
+		if o.perEvent {
+			st := runSteadyTest(ctx, o.goTool)
+			b.res.steadyTest = &st
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+	}
+
+	if o.genRate < 0 && o.perEvent && b.have[cfgEaddr] {
+		remove, err := b.setupPerEvent(ctx)
+		if err != nil {
+			return err
+		}
+		defer remove()
 	}
 
 	// The netns whose two-port range is exhausted toward 127.0.0.1:8080.
@@ -275,6 +297,11 @@ func run(ctx context.Context, o options) error {
 			}
 		}
 	}
+	if b.pe != nil {
+		if err := b.perEvent(ctx); err != nil {
+			return err
+		}
+	}
 	if o.storm && b.have[cfgEaddr] {
 		if err := b.storm(ctx); err != nil {
 			return err
@@ -287,6 +314,9 @@ func run(ctx context.Context, o options) error {
 	}
 	b.res.wall = time.Since(start)
 	b.report(os.Stdout)
+	if b.pe != nil {
+		b.reportPerEvent(os.Stdout)
+	}
 	if o.storm {
 		b.reportStorm(os.Stdout)
 	}
@@ -498,89 +528,57 @@ func (b *bench) sustain(ctx context.Context, c int) error {
 		b.logf("sustain %-8s generator ceiling %.0f failures/s (host CPUs %.0f%% busy)", name, g.Rate(), 100*g.HostBusy)
 		return nil
 	}
-	step := func(rate float64) (ok bool, g genResult, err error) {
-		if err := b.waitQuiet(ctx); err != nil {
-			return false, g, err
-		}
-		fr, _ := foreignTracers(b.own)
-		var s session
+	start := func() (session, error) {
 		if c == cfgEaddr {
-			s, err = startEaddr(ctx, b.o.eaddr, b.o.sustainArgs, b.devnull)
-		} else {
-			s, err = b.startCfg(ctx, c)
+			return startEaddr(ctx, b.o.eaddr, b.o.sustainArgs, b.devnull)
 		}
-		if err != nil {
-			return false, g, err
-		}
-		b.noteOwn(s)
-		g, err = generate(ctx, b.ns, b.o.workers, rate, b.o.sustainStep)
-		if err != nil {
-			s.Stop()
-			return false, g, err
-		}
-		t, err := s.Stop()
-		if err != nil {
-			return false, g, err
-		}
-		if !t.Known {
-			return false, g, fmt.Errorf("%s reported no totals", name)
-		}
-		ok = t.Lost == 0
-		sr.steps = append(sr.steps, sustainStep{target: rate, got: g.Rate(), lost: t.Lost, events: t.Events, failures: g.Failures, busy: g.HostBusy, foreign: strings.Join(fr, " ")})
-		b.logf("sustain %-8s target %7.0f/s achieved %7.0f/s  events %d (ours %d)  lost %d  host CPUs %.0f%% busy",
-			name, rate, g.Rate(), t.Events, g.Failures, t.Lost, 100*g.HostBusy)
-		if ok && g.Rate() > sr.best {
-			sr.best, sr.busy = g.Rate(), g.HostBusy
-		}
-		return ok, g, nil
+		return b.startCfg(ctx, c)
 	}
-	var good, bad float64
-	for _, rate := range b.o.sustainRates {
-		ok, g, err := step(rate)
-		if err == nil && ok && g.Rate() < 0.9*rate {
-			// The generator fell short: the host may just have been busy
-			// for a moment. Once more before calling it the ceiling.
-			ok, g, err = step(rate)
-		}
+	l := newLadder(b.o.sustainRates, b.o.refine, sr)
+	for rate, more := l.next(); more; rate, more = l.next() {
+		ok, g, err := b.sustainStep(ctx, name, start, sr, rate, func(t totals) uint64 { return t.Lost })
 		if err != nil {
 			return err
 		}
-		if !ok {
-			bad = rate
-			break
-		}
-		good = rate
-		if g.Rate() < 0.9*rate { // the generator cannot go faster
-			sr.generatorBound = true
-			break
-		}
-	}
-	if bad == 0 && !sr.generatorBound {
-		sr.neverLost = true // the ladder ended without a loss
-		return nil
-	}
-	if bad == 0 {
-		return nil
-	}
-	sr.firstLoss = bad
-	lo, hi := good, bad
-	for i := 0; i < b.o.refine; i++ {
-		mid := (lo + hi) / 2
-		if lo == 0 {
-			mid = hi / 2
-		}
-		ok, _, err := step(mid)
-		if err != nil {
-			return err
-		}
-		if ok {
-			lo = mid
-		} else {
-			hi = mid
-			sr.firstLoss = mid
-		}
+		l.record(rate, ok, g.Rate())
 	}
 	return nil
+}
+
+// sustainStep is one step of a zero-loss search: a fresh tracer from start
+// while the generator runs at rate for -sustain-step. ok: loss(its totals)
+// is 0. The step is recorded in sr, and sr.best raised when ok.
+func (b *bench) sustainStep(ctx context.Context, name string, start func() (session, error), sr *sustainResult, rate float64, loss func(totals) uint64) (ok bool, g genResult, err error) {
+	if err := b.waitQuiet(ctx); err != nil {
+		return false, g, err
+	}
+	fr, _ := foreignTracers(b.own)
+	s, err := start()
+	if err != nil {
+		return false, g, err
+	}
+	b.noteOwn(s)
+	g, err = generate(ctx, b.ns, b.o.workers, rate, b.o.sustainStep)
+	if err != nil {
+		s.Stop()
+		return false, g, err
+	}
+	t, err := s.Stop()
+	if err != nil {
+		return false, g, err
+	}
+	if !t.Known {
+		return false, g, fmt.Errorf("%s reported no totals", name)
+	}
+	lost := loss(t)
+	ok = lost == 0
+	sr.steps = append(sr.steps, sustainStep{target: rate, got: g.Rate(), lost: lost, events: t.Events, failures: g.Failures, busy: g.HostBusy, foreign: strings.Join(fr, " ")})
+	b.logf("sustain %-8s target %7.0f/s achieved %7.0f/s  events %d (ours %d)  lost %d  host CPUs %.0f%% busy",
+		name, rate, g.Rate(), t.Events, g.Failures, lost, 100*g.HostBusy)
+	if ok && g.Rate() > sr.best {
+		sr.best, sr.busy = g.Rate(), g.HostBusy
+	}
+	return ok, g, nil
 }
 
 // bpfStats measures what the BPF programs of session s take per call, with

@@ -97,6 +97,7 @@ type results struct {
 	sustain     [numCfg]sustainResult
 	goBench     []goBenchLine
 	goBenchErr  error
+	steadyTest  *string // pipeline's TestSteadyPathDoesNotAllocate: "" passed, else its failure; nil not run
 	notes       []string
 	wall        time.Duration
 }
@@ -272,14 +273,8 @@ func (b *bench) report(w io.Writer) {
 			switch {
 			case c == cfgNone || c == cfgFloor:
 				return fmt.Sprintf("(generator max %s)", rate(s.ceiling))
-			case s.best == 0 && s.firstLoss > 0:
-				return fmt.Sprintf("< %s (lost at every step)", rate(s.firstLoss))
-			case s.generatorBound || s.neverLost:
-				return fmt.Sprintf(">= %s (generator max)", rate(s.best))
-			case s.best > 0:
-				return fmt.Sprintf("%s (lost at %s)", rate(s.best), rate(s.firstLoss))
 			}
-			return "?"
+			return sustainCell(s)
 		})
 	}
 	for i, t := range r.cpuTargets {
@@ -439,6 +434,19 @@ func (b *bench) report(w io.Writer) {
 	}
 }
 
+// sustainCell is a tracer's zero-loss search result.
+func sustainCell(s sustainResult) string {
+	switch {
+	case s.best == 0 && s.firstLoss > 0:
+		return fmt.Sprintf("< %s (lost at every step)", rate(s.firstLoss))
+	case s.generatorBound || s.neverLost:
+		return fmt.Sprintf(">= %s (generator max)", rate(s.best))
+	case s.best > 0:
+		return fmt.Sprintf("%s (lost at %s)", rate(s.best), rate(s.firstLoss))
+	}
+	return "?"
+}
+
 // verdict formats one target line.
 func verdict(w io.Writer, ok bool, known bool, target, got string) {
 	v := "MISSED"
@@ -542,13 +550,17 @@ func (b *bench) targets(w io.Writer) {
 	}
 }
 
-var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(?:\s+[\d.]+ MB/s)?\s+([\d.]+) B/op\s+([\d.]+) allocs/op`)
+// benchLine is a benchmark's result line; metrics of its own (MB/s,
+// dropped/op) may stand between ns/op and B/op.
+var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(?:\s+[\d.e+-]+ \S+)*?\s+([\d.]+) B/op\s+([\d.]+) allocs/op`)
 
-// runGoBench runs the decode package's per-event benchmarks.
-// goBenches are the Go benchmarks `make bench` runs: user space per event,
-// and what naming a cgroup costs in user space and in the BPF program.
+// goBenches are the Go benchmarks `make bench` runs: user space per event
+// (the record alone, and pipeline's whole steady path: decode, attribution,
+// explanation, the shared snapshot, JSON into the sink), and what naming a
+// cgroup costs in user space and in the BPF program.
 var goBenches = [][]string{
 	{"-bench", "BenchmarkEventJSON", "-benchmem", "./output"},
+	{"-bench", "BenchmarkSteadyEvent", "-benchmem", "./pipeline"},
 	{"-bench", "BenchmarkCgroupPath", "-benchmem", "./pod"},
 	{"-bench", "BenchmarkCgroupRecord|BenchmarkLookupCgroup", "-benchtime", "5x", "-benchmem", "./tracer"},
 }
@@ -563,6 +575,18 @@ func runGoBench(ctx context.Context, goTool string) ([]goBenchLine, error) {
 		}
 	}
 	return all, nil
+}
+
+// runSteadyTest runs pipeline's TestSteadyPathDoesNotAllocate: "" when it
+// passed, else its last lines.
+func runSteadyTest(ctx context.Context, goTool string) string {
+	cmd := exec.CommandContext(ctx, goTool, "test", "-count=1", "-run", "^TestSteadyPathDoesNotAllocate$", "./pipeline")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("%v: %s", err, lastLines(string(out), 4))
+	}
+	return ""
 }
 
 func runGoBench1(ctx context.Context, goTool string, args []string) ([]goBenchLine, error) {
