@@ -183,9 +183,26 @@ func AppendString(b []byte, s string) []byte { return appendJSONString(b, s) }
 // appendBytesString appends s as a JSON string.
 func appendBytesString(b []byte, s []byte) []byte { return appendJSONString(b, s) }
 
+// plainASCII are the bytes a JSON string carries as they are: every
+// ASCII byte but the quote, the backslash, the controls and DEL.
+var plainASCII = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != 0x7f
+	}
+	return t
+}()
+
 func appendJSONString[T string | []byte](b []byte, s T) []byte {
 	b = append(b, '"')
 	for i := 0; i < len(s); {
+		start := i
+		for i < len(s) && s[i] < utf8.RuneSelf && plainASCII[s[i]] {
+			i++
+		}
+		b = append(b, s[start:i]...) // a run at once, not a byte at a time
+		if i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			b = appendASCII(b, c)
