@@ -20,9 +20,10 @@ import (
 //
 // Only whole records are written, and delivered counts the events whose
 // record write(2) took in full. Into a pipe (how kubelet, log shippers and
-// `| jq` read eaddr), records go in writes of at most PIPE_BUF bytes, which
-// the kernel takes whole or not at all; a larger record waits until the
-// pipe is empty. The pipe is reopened non-blocking (its own open file,
+// `| jq` read eaddr), records go in one write of up to the pipe's capacity
+// when it is empty (a reader that keeps up), which the kernel takes at
+// once, else in writes of at most PIPE_BUF bytes, which it takes whole or
+// not at all; a larger record waits until the pipe is empty. The pipe is reopened non-blocking (its own open file,
 // not stdout's shared one), so that on shutdown a write that a stuck
 // reader does not take is abandoned at a deadline, having written nothing:
 // its events count as dropped and no half line is left behind. Other
@@ -42,6 +43,7 @@ type Sink struct {
 	queued    atomic.Uint64 // events handed to the writer and not yet written or dropped
 	delivered atomic.Uint64 // events whose record was written whole
 	dropped   atomic.Uint64 // events not written: queue full, reader gone, or shutdown
+	writes    atomic.Uint64 // write(2) calls begun (Go's Write may finish one in more)
 	failed    bool          // writer only: out failed or was abandoned; drop the rest
 	closed    sync.Once
 	errMu     sync.Mutex
@@ -114,16 +116,22 @@ func (s *Sink) writeBatch(b *outBatch) {
 	off := 0 // b.data before off is written or given up
 	for i := 0; i < len(b.ends); {
 		j := i + 1 // records i..j-1 go in one write
-		if s.pipe == nil {
+		whole := s.pipe == nil
+		if whole {
 			j = len(b.ends)
 		} else {
-			for j < len(b.ends) && b.ends[j]-off <= pipeBuf {
+			limit := pipeBuf
+			if room := s.emptyRoom(); room > 0 && !s.failed {
+				limit, whole = room, true
+			}
+			for j < len(b.ends) && b.ends[j]-off <= limit {
 				j++
 			}
+			whole = whole && b.ends[j-1]-off <= limit
 		}
 		n := 0
 		if !s.failed {
-			n = s.writeChunk(b.data[off:b.ends[j-1]])
+			n = s.writeChunk(b.data[off:b.ends[j-1]], whole)
 		}
 		for ; i < j; i++ {
 			s.settle(uint64(b.events[i]), b.ends[i] <= off+n)
@@ -146,8 +154,30 @@ func (s *Sink) settle(n uint64, written bool) {
 	s.queued.Add(^(n - 1))
 }
 
-// writeChunk writes p and returns how many bytes went out.
-func (s *Sink) writeChunk(p []byte) int {
+// emptyRoom is how many bytes one write puts into the pipe whole, now: its
+// capacity when it is empty, else 0. pipe_write (fs/pipe.c) fills a free
+// slot of the ring per page and stops only when every slot is taken, and
+// an empty pipe has them all free (F_GETPIPE_SZ is slots × PAGE_SIZE), so
+// a write of up to the capacity goes in at once. eaddr is the pipe's only
+// writer (a container's stdout, a pipe into a shell command); another
+// writer could take room between this and the write, whose rest Go's
+// Write then finishes when the reader makes room.
+func (s *Sink) emptyRoom() int {
+	fd := s.pipe.Fd()
+	if n, err := unix.IoctlGetInt(int(fd), unix.TIOCINQ); err != nil || n != 0 {
+		return 0
+	}
+	capacity, err := unix.FcntlInt(fd, unix.F_GETPIPE_SZ, 0)
+	if err != nil {
+		return 0
+	}
+	return capacity
+}
+
+// writeChunk writes p and returns how many bytes went out. whole: p fits
+// the pipe's room already (emptyRoom), or p is not for a pipe.
+func (s *Sink) writeChunk(p []byte, whole bool) int {
+	s.writes.Add(1)
 	if s.pipe == nil {
 		n, err := s.out.Write(p)
 		if err != nil {
@@ -155,7 +185,7 @@ func (s *Sink) writeChunk(p []byte) int {
 		}
 		return n
 	}
-	if len(p) > pipeBuf && !s.waitEmpty(len(p)) {
+	if !whole && len(p) > pipeBuf && !s.waitEmpty(len(p)) {
 		return 0 // cannot be written whole
 	}
 	n, err := s.pipe.Write(p)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // record is one JSON line of size bytes (newline included), numbered i.
@@ -114,6 +116,54 @@ func TestSinkStuckReader(t *testing.T) {
 		t.Logf("%d records of %d bytes, stuck reader: %d delivered (%d bytes in the pipe), %d dropped", n, size, d, len(got), dr)
 		if int(d) != lines || d+dr != n || dr == 0 {
 			t.Errorf("size %d: delivered %d, dropped %d, %d lines in the pipe, of %d", size, d, dr, lines, n)
+		}
+	}
+}
+
+// Into an empty pipe a batch goes in one write of up to the pipe's
+// capacity; into one that still holds bytes, in PIPE_BUF writes. Nothing
+// reads until the end, so the pipe's state is what the test made it.
+func TestSinkEmptyPipeOneWrite(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, 1<<20); err != nil {
+		t.Skipf("cannot make the pipe 1 MiB: %v", err)
+	}
+	sk := NewSink(w, 64<<10, 4, nil)
+	const size, n = 1000, 60 // 60,000 bytes: one batch, under the 64 KiB flush
+	for i := range n {
+		sk.Add(append(sk.Buf(), record(i, size)...), 1)
+	}
+	sk.Flush()
+	waitSettled(t, sk, n)
+	if got := sk.writes.Load(); got != 1 {
+		t.Errorf("%d records of %d bytes into an empty pipe took %d writes, want 1", n, size, got)
+	}
+	for i := range n { // the pipe holds 60,000 bytes now
+		sk.Add(append(sk.Buf(), record(n+i, size)...), 1)
+	}
+	sk.Flush()
+	waitSettled(t, sk, 2*n)
+	if got, want := sk.writes.Load()-1, uint64(n*size+pipeBuf-1)/pipeBuf+1; got < want-1 {
+		t.Errorf("into a pipe holding bytes, %d records of %d bytes took %d writes, want PIPE_BUF ones (about %d)", n, size, got, want)
+	}
+	sk.Close(10 * time.Second)
+	w.Close()
+	got, _ := io.ReadAll(r)
+	if lines := wholeLines(t, got); lines != 2*n || sk.delivered.Load() != 2*n {
+		t.Errorf("received %d lines, delivered %d, of %d", lines, sk.delivered.Load(), 2*n)
+	}
+}
+
+// waitSettled waits until the writer has written or dropped n events.
+func waitSettled(t *testing.T, sk *Sink, n uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); sk.delivered.Load()+sk.dropped.Load() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the writer settled %d of %d events in a minute", sk.delivered.Load()+sk.dropped.Load(), n)
 		}
 	}
 }
