@@ -29,7 +29,8 @@ func byteAtATime(s []byte) []byte {
 }
 
 // The run-at-once writer writes what the byte-at-a-time one did, for every
-// byte alone, every pair, and random strings of mixed ASCII, controls,
+// byte alone, every pair, every byte at each place of a long plain string,
+// and random strings of mixed ASCII, controls,
 // UTF-8 and broken UTF-8, as a string and as bytes.
 func TestAppendStringSameAsByteAtATime(t *testing.T) {
 	var inputs [][]byte
@@ -37,6 +38,14 @@ func TestAppendStringSameAsByteAtATime(t *testing.T) {
 		inputs = append(inputs, []byte{byte(c)}, []byte{'a', byte(c), 'b'})
 		for d := 0; d < 256; d += 7 {
 			inputs = append(inputs, []byte{byte(c), byte(d)})
+		}
+	}
+	plain := []byte("The quick-brown_fox/0123~ {}")
+	for c := 0; c < 256; c++ { // every byte at every place of the word-at-a-time scan's words
+		for p := 0; p < 20; p++ {
+			in := bytes.Clone(plain)
+			in[p] = byte(c)
+			inputs = append(inputs, in)
 		}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))

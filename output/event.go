@@ -192,10 +192,28 @@ var plainASCII = func() (t [utf8.RuneSelf]bool) {
 	return t
 }()
 
+// plain8 tells whether all of s's 8 bytes are plainASCII, a word at a
+// time: none has the high bit (non-ASCII), none is below 0x20 (a
+// control), none is '"', '\\' or DEL (0x7f). hasZero(x) is nonzero
+// exactly when one of x's bytes is 0, and (w-0x20…)&^w&highs exactly when
+// one is below 0x20 (Hacker's Delight; only which byte it flags can be
+// wrong, never whether there is one).
+func plain8[T string | []byte](s T) bool {
+	w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	hasZero := func(x uint64) uint64 { return (x - ones) & ^x & highs }
+	bad := w&highs | (w-0x20*ones)&^w&highs | hasZero(w^('"'*ones)) | hasZero(w^('\\'*ones)) | hasZero(w^(0x7f*ones))
+	return bad == 0
+}
+
 func appendJSONString[T string | []byte](b []byte, s T) []byte {
 	b = append(b, '"')
 	for i := 0; i < len(s); {
 		start := i
+		for i+8 <= len(s) && plain8(s[i:i+8]) {
+			i += 8
+		}
 		for i < len(s) && s[i] < utf8.RuneSelf && plainASCII[s[i]] {
 			i++
 		}
