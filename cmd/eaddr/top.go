@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/diagnose/netdiag"
@@ -143,6 +145,10 @@ func startCounting(f *TopFlags, s *top.Sampler, log *slog.Logger) func() {
 func showTop(ctx context.Context, f *TopFlags, s *top.Sampler, m *top.Model, stdout io.Writer) error {
 	if f.Once {
 		return top.Once(ctx, s, m, f.Interval, f.Output == "json", stdout)
+	}
+	out, isFile := stdout.(*os.File)
+	if f.Output == "table" && isFile && term.IsTerminal(int(out.Fd())) && term.IsTerminal(int(os.Stdin.Fd())) {
+		return top.Interactive(ctx, s, m, f.Interval, os.Stdin, out)
 	}
 	return top.Plain(ctx, s, m, f.Interval, f.Output == "json", stdout)
 }
