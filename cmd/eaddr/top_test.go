@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -247,4 +248,45 @@ func TestTopTmux(t *testing.T) {
 	if !strings.Contains(s, "EXITED 0") || strings.Contains(s, "eaddr top ") || !strings.Contains(s, "icanon echo") {
 		t.Errorf("after q, the terminal is not as it was (cooked mode, the main screen):\n%s", s)
 	}
+}
+
+// Failures the tracer sees in a netns show in its failures_per_second,
+// after eaddr top attached it (its first snapshot is out).
+func TestTopFailures(t *testing.T) {
+	f := newFilling(t)
+	f.add(topHi - topLo + 1) // every port of the range: the next connect() fails with EADDRNOTAVAIL
+	cmd := exec.Command(eaddrBin, "top", "--interval", "300ms", "-o", "json", "--netns", f.inode())
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := bufio.NewScanner(stdout)
+	failed := 0
+	for lines.Scan() {
+		var snap top.Snapshot
+		if err := json.Unmarshal(lines.Bytes(), &snap); err != nil || len(snap.NetNS) != 1 {
+			t.Fatalf("%v: %s", err, lines.Bytes())
+		}
+		r := snap.NetNS[0]
+		if snap.FailuresUnknown != "" || r.FailuresPerSec == nil {
+			t.Fatalf("failures not counted: %s", lines.Bytes())
+		}
+		if *r.FailuresPerSec > 0 {
+			if failed == 0 || !r.Exhausted || r.SecondsToExhaustion == nil || *r.SecondsToExhaustion != 0 {
+				t.Errorf("%d failures made; %s", failed, lines.Bytes())
+			}
+			return
+		}
+		if _, err := f.ns.Dial("tcp4", "127.0.0.1:8080"); err == nil {
+			t.Fatal("a connect() in the full netns did not fail")
+		}
+		if failed++; failed == 300 { // 300 snapshots: a generous bound, not a measure
+			t.Fatalf("%d failures made, none counted: %s", failed, lines.Bytes())
+		}
+	}
+	t.Fatalf("eaddr top stopped before it counted the %d failures: %v", failed, lines.Err())
 }
