@@ -82,7 +82,10 @@ func TestNoETAUnlessRising(t *testing.T) {
 // count there: its trend starts when it appears.
 func TestTrendStartsWithTheDestination(t *testing.T) {
 	m := NewModel()
-	fill(m, 1, "10.0.0.1:80", 1000, 100, 200)
+	first := report(1, "10.0.0.1:80", 100, 1000) // 10.0.0.2:80 second, with 50
+	first.Destinations = append(first.Destinations, diagnose.Destination{Remote: "10.0.0.2:80", Ports: 50, Tried: 1000})
+	m.Add(Sample{At: t0, NetNS: []diagnose.NetNSReport{first}})
+	m.Add(Sample{At: t0.Add(time.Minute), NetNS: []diagnose.NetNSReport{report(1, "10.0.0.1:80", 200, 1000)}}) // 10.0.0.2:80 not in the top
 	m.Add(Sample{At: t0.Add(2 * time.Minute), NetNS: []diagnose.NetNSReport{report(1, "10.0.0.2:80", 300, 1000)}})
 	if r := only(t, m); r.Trend.OK || r.Destination != "10.0.0.2:80" {
 		t.Errorf("new busiest destination: trend %+v, want none yet", r.Trend)
@@ -240,5 +243,18 @@ func TestOnceTakesTwoSamples(t *testing.T) {
 	if n != 2 || len(snap.NetNS) != 1 || snap.NetNS[0].TrendPerMin == nil || *snap.NetNS[0].TrendPerMin != 100 ||
 		snap.NetNS[0].SecondsToExhaustion == nil || *snap.NetNS[0].SecondsToExhaustion != 480 {
 		t.Errorf("%d samples, snapshot %s; want 2, +100/min and 8 minutes left", n, out.String())
+	}
+}
+
+// Ports the model is unsure of are not free for sure, nor taken: no time.
+func TestNoETAWhenOnlyUnsurePortsAreLeft(t *testing.T) {
+	m := NewModel()
+	for i, p := range []int{980, 990} {
+		r := report(1, "10.0.0.1:80", p, 1000)
+		r.Destinations[0].Unsure = 1000 - p
+		m.Add(Sample{At: t0.Add(time.Duration(i) * time.Minute), NetNS: []diagnose.NetNSReport{r}})
+	}
+	if r := only(t, m); r.ETA.OK || !strings.Contains(r.ETA.Why, "not exhausted") {
+		t.Errorf("eta %+v, want none: the unsure ports may be free", r.ETA)
 	}
 }

@@ -53,8 +53,10 @@ type ETA struct {
 // eta: left ports at trend; only a rising trend gives a time.
 func eta(left int, exhausted bool, tr Trend) ETA {
 	switch {
-	case exhausted || left <= 0:
+	case exhausted:
 		return ETA{OK: true}
+	case left <= 0:
+		return ETA{Why: "no port is surely free toward it, yet it is not exhausted: some ports' bind buckets could not be read"}
 	case !tr.OK:
 		return ETA{Why: "no trend: " + tr.Why}
 	case tr.PerMin <= 0:
