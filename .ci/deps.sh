@@ -19,6 +19,8 @@ packages=(
 	gcc musl-tools
 	# the real clients of the integration tests and the demo
 	curl wget busybox-static netcat-openbsd python3 socat
+	# TestTopTmux (cmd/eaddr/top_test.go): eaddr top in a real terminal
+	tmux
 	# TestNodePortTimeout (cmd/eaddr/nodeport_timeout_test.go): a NodePort-like rule that takes SYN-ACKs
 	nftables
 	# TestWordingsRealPrograms (cmd/eaddr/wordings_test.go): the programs whose lines it checks

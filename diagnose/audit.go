@@ -55,6 +55,9 @@ type Destination struct {
 	Percent   int    `json:"percent"`          // of the ports the kernel tries
 	Unsure    int    `json:"unsure,omitempty"` // more ports whose bind bucket could not be read
 	Exhausted bool   `json:"exhausted,omitempty"`
+	// Tried is the ports the kernel tries toward it, Percent's whole
+	// (eaddr top's ports left: Tried - Ports - Unsure); not in check's JSON.
+	Tried int `json:"-"`
 }
 
 // NetNSReport is check's audit of one network namespace.

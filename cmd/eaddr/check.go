@@ -143,26 +143,59 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer, log *s
 // socket iterators when they load.
 func auditNode(f *CheckFlags, o diagnose.AuditOptions, members map[uint64]int, log *slog.Logger) checkReport {
 	var rep checkReport
-	_, pods := pod.PodCgroups()
-	cri := kube.NewResolver(f.CRIEndpoint, pods, log)
-	defer cri.Close()
-	if f.SocketIterators {
-		if it := pipeline.OpenSockIter(log); it != nil {
-			defer it.Close()
-			o.Iter = it
-		}
-	}
-	for _, inode := range checkedNetNS(*f, members) {
-		r := diagnose.AuditNetNS(inode, members[inode], o)
-		if p, ok := cri.PodByNetNS(inode); ok && !r.Host {
-			r.Pod = &checkPod{Name: p.Name, Namespace: p.Namespace, UID: p.UID}
-		}
+	a := openNodeAudit(f, o, log)
+	defer a.close()
+	for _, r := range a.audit(members) {
 		if r.Worst > rep.Worst {
 			rep.Worst = r.Worst
 		}
 		rep.NetNS = append(rep.NetNS, r)
 	}
 	return rep
+}
+
+// nodeAudit is what auditing the node's netns needs open: the pod names
+// (CRI) and the BPF socket iterators. check audits once; top each interval.
+type nodeAudit struct {
+	f    *CheckFlags
+	o    diagnose.AuditOptions
+	cri  *kube.Resolver
+	iter interface{ Close() error }
+}
+
+// openNodeAudit opens the resolver of pod names and, with
+// f.SocketIterators, the socket iterators when they load (else it says why
+// and sock_diag alone is read).
+func openNodeAudit(f *CheckFlags, o diagnose.AuditOptions, log *slog.Logger) *nodeAudit {
+	_, pods := pod.PodCgroups()
+	a := &nodeAudit{f: f, o: o, cri: kube.NewResolver(f.CRIEndpoint, pods, log)}
+	if f.SocketIterators {
+		if it := pipeline.OpenSockIter(log); it != nil {
+			a.iter, a.o.Iter = it, it
+		}
+	}
+	return a
+}
+
+// audit audits the netns f selects among members, the host's first, each
+// with its pod's name when the runtime knows it.
+func (a *nodeAudit) audit(members map[uint64]int) []netnsReport {
+	var out []netnsReport
+	for _, inode := range checkedNetNS(*a.f, members) {
+		r := diagnose.AuditNetNS(inode, members[inode], a.o)
+		if p, ok := a.cri.PodByNetNS(inode); ok && !r.Host {
+			r.Pod = &checkPod{Name: p.Name, Namespace: p.Namespace, UID: p.UID}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func (a *nodeAudit) close() {
+	if a.iter != nil {
+		a.iter.Close()
+	}
+	a.cri.Close()
 }
 
 // unknownError makes check exit 3 after saying why on stderr: what it
@@ -203,7 +236,10 @@ var checkNeeds = []struct {
 }{{unix.CAP_SYS_ADMIN, "CAP_SYS_ADMIN"}, {unix.CAP_SYS_PTRACE, "CAP_SYS_PTRACE"}}
 
 // checkPrivilege returns a privilegeError naming what is missing.
-func checkPrivilege() error {
+func checkPrivilege() error { return needPrivilege("check") }
+
+// needPrivilege is checkPrivilege for command cmd (check, top).
+func needPrivilege(cmd string) error {
 	var missing []string
 	for _, c := range checkNeeds {
 		if !hasCapability(c.capability) {
@@ -213,7 +249,7 @@ func checkPrivilege() error {
 	if len(missing) == 0 {
 		return nil
 	}
-	return privilegeError{fmt.Errorf("check needs root, or CAP_SYS_ADMIN and CAP_SYS_PTRACE, to see every network namespace; missing %s: nothing was audited (exit 3)", strings.Join(missing, " and "))}
+	return privilegeError{fmt.Errorf("%s needs root, or CAP_SYS_ADMIN and CAP_SYS_PTRACE, to see every network namespace; missing %s: nothing was audited (exit 3)", cmd, strings.Join(missing, " and "))}
 }
 
 // checkedNetNS are the netns to audit (--netns, else all), the host's first.

@@ -27,11 +27,13 @@ Usage:
   eaddr demo [flags]    reproduce port exhaustion in a throwaway netns and trace it (root)
   eaddr check [flags]   audit every netns's port range, NodePort overlap and port use (root;
                         without CAP_SYS_ADMIN and CAP_SYS_PTRACE it exits 3 and audits nothing)
+  eaddr top [flags]     a live view of every netns's ports toward its busiest destination: used,
+                        trend, time to exhaustion, failures/s (root; --once for one snapshot)
   eaddr explain TEXT    explain an error message or errno, offline (no root; reads 4 KiB of TEXT)
   eaddr version         print the version
 
 Exit status: 0 clean, 1 a runtime failure (for check, also a warning or critical finding),
-2 bad usage, 3 check lacks the privilege to look.
+2 bad usage, 3 check or top lacks the privilege to look.
 
 Run 'eaddr COMMAND --help' for the flags of a command.
 `
@@ -82,6 +84,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runDemo(ctx, args[1:], stdout, stderr, log)
 	case "check":
 		err = runCheck(ctx, args[1:], stdout, stderr, log)
+	case "top":
+		err = runTop(ctx, args[1:], stdout, stderr, log)
 	case "explain":
 		err = runExplain(ctx, args[1:], stdout, stderr, log)
 	case "version", "--version":
@@ -89,7 +93,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usageErrorf("unknown command %q (commands: trace, demo, check, explain, version)", args[0])
+		err = usageErrorf("unknown command %q (commands: trace, demo, check, top, explain, version)", args[0])
 	}
 	switch {
 	case err == nil, errors.Is(err, pflag.ErrHelp):

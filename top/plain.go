@@ -1,0 +1,83 @@
+package top
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Once writes one snapshot to w, a table or (asJSON) one line of JSON.
+// With interval > 0 it takes two samples interval apart, so that the trend
+// and the time to exhaustion are told from two; with 0, one sample, and
+// they say why they are not known.
+func Once(ctx context.Context, s *Sampler, m *Model, interval time.Duration, asJSON bool, w io.Writer) error {
+	n := 1
+	if interval > 0 {
+		n = 2
+	}
+	for i := range n {
+		if i > 0 && !sleep(ctx, interval) {
+			return ctx.Err()
+		}
+		smp, err := s.Sample()
+		if err != nil {
+			return err
+		}
+		m.Add(smp)
+	}
+	text, err := render(m, interval, asJSON)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, text)
+	return err
+}
+
+// render is the newest sample as a table or a line of JSON.
+func render(m *Model, interval time.Duration, asJSON bool) (string, error) {
+	if asJSON {
+		b, err := m.JSON(interval)
+		return string(b) + "\n", err
+	}
+	return strings.Join(m.Table(Header{Interval: interval}), "\n") + "\n", nil
+}
+
+// Plain writes a table (or, asJSON, a line of JSON) every interval until
+// ctx is done: for a pipe or a file, no escape codes, a blank line between
+// tables.
+func Plain(ctx context.Context, s *Sampler, m *Model, interval time.Duration, asJSON bool, w io.Writer) error {
+	for first := true; ; first = false {
+		if !first && !sleep(ctx, interval) {
+			return nil
+		}
+		smp, err := s.Sample()
+		if err != nil {
+			return err
+		}
+		m.Add(smp)
+		text, err := render(m, interval, asJSON)
+		if err != nil {
+			return err
+		}
+		if !first && !asJSON {
+			text = "\n" + text
+		}
+		if _, err := io.WriteString(w, text); err != nil {
+			return fmt.Errorf("writing the table: %w", err)
+		}
+	}
+}
+
+// sleep waits d; false when ctx is done first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
