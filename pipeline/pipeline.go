@@ -37,8 +37,8 @@ type Config struct {
 	// process; at most PortsMaxSeries port series.
 	PortsInterval            time.Duration
 	PortsTop, PortsMaxSeries int
-	SummaryEvery     time.Duration // 0: no summary records
-	Rate             float64       // events per second per key; 0: no limit
+	SummaryEvery             time.Duration // 0: no summary records
+	Rate                     float64       // events per second per key; 0: no limit
 	// Pod filters.
 	Namespace, Pod, Container string
 	Selector                  map[string]string

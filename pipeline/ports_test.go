@@ -23,7 +23,7 @@ type portScene struct {
 	pid    int
 	lo, hi int
 	target string // the listener outside the range: the destination
-	dialed int // connections toward the target
+	dialed int    // connections toward the target
 }
 
 func newPortScene(t *testing.T, lo, hi int) *portScene {
