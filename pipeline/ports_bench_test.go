@@ -113,4 +113,3 @@ func BenchmarkPortSampleNode(b *testing.B) {
 		b.Run(name, func(b *testing.B) { benchSample(b, members, iter, 100, 100*501) })
 	}
 }
-
