@@ -120,14 +120,13 @@ func (s *portSampler) once() {
 	s.publish(p)
 }
 
-// startPorts starts the trace's sampler: the trace's socket iterator if it
-// has one, its runtime client for the pods' names, the metrics for output.
+// startPorts starts the trace's sampler: sockets read with sock_diag, the
+// trace's runtime client for the pods' names, the metrics for output. Not
+// the BPF socket iterator even with --socket-iterators: a sample with it
+// cost 1.6 times the CPU of one with sock_diag (docs/performance.md, "Port
+// sampler"); sock_diag's unknown bind buckets are counted apart (Unsure).
 func (r *traceRun) startPorts(ctx context.Context) (stop func()) {
-	var iter netdiag.SocketReader
-	if r.sockIter != nil {
-		iter = r.sockIter
-	}
-	s := newPortSampler(r.c.PortsInterval, max(r.c.PortsTop, 1), r.pods.HostNetNS, iter, r.log)
+	s := newPortSampler(r.c.PortsInterval, max(r.c.PortsTop, 1), r.pods.HostNetNS, nil, r.log)
 	s.podOf = func(inode uint64) (string, string, bool) {
 		p, ok := r.names.PodByNetNS(inode)
 		if !ok || p.Name == "" { // a name not known is left empty, not guessed
