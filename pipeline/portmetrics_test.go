@@ -1,7 +1,12 @@
 package pipeline
 
 import (
+	"context"
+	"io"
+	"log/slog"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -77,5 +82,27 @@ func TestPortSeriesCap(t *testing.T) {
 	p.sampled(&PortSample{NetNS: []NetNSPorts{{Inode: 1, Usable: 100, Top: dests(30, 20)}}})
 	if u, _, _ := portSeries(t, p); u != 2 || gaugeValue(p.cut) != 1 {
 		t.Errorf("%d in-use series, cut %v; want 2, 1", u, gaugeValue(p.cut))
+	}
+}
+
+// The sampler's goroutine samples at once and on its ticker, and stop ends
+// it: no sample is published after stop returns.
+func TestPortSamplerStops(t *testing.T) {
+	s := newPortSampler(time.Millisecond, 1, 0, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.members = func() (map[uint64]int, error) { return map[uint64]int{}, nil }
+	var n atomic.Int64
+	three := make(chan struct{})
+	s.publish = func(*PortSample) {
+		if n.Add(1) == 3 {
+			close(three)
+		}
+	}
+	stop := s.start(context.Background())
+	<-three // the first sample and two ticks
+	stop()
+	after := n.Load()
+	s.members() // a goroutine left running would go on publishing; run -race to see it
+	if got := n.Load(); got != after {
+		t.Errorf("%d samples published after stop", got-after)
 	}
 }
