@@ -49,7 +49,7 @@ func TestBinariesGivenUp(t *testing.T) {
 	g.r.names = kube.NewResolver("unix:///nonexistent", false, nil)
 	t.Cleanup(func() { g.r.names.Close() })
 	g.r.pods = pod.NewPodMapper(g.r.names, 0)
-	g.r.met = newMetrics(10)
+	g.r.met = newMetrics(10, 10)
 	g.rt.named[7] = true
 	// The process is gone; its parent (this test) shares its root, where
 	// argv[0] is found.

@@ -33,7 +33,7 @@ func newConsumers(c *Config, sum *summary, met *metrics, hooks Hooks) []consumer
 func (s *summary) consume(e *emitted) { s.count(e.ev) }
 
 // consume sets the port gauges of the event's netns and pod.
-func (m *metrics) consume(e *emitted) { m.ports(e.ev, e.g) }
+func (m *metrics) consume(e *emitted) { m.port.diagnosed(e.ev, e.g) }
 
 // eventHook is Hooks.Event as a consumer.
 type eventHook func(ev *decode.Event, x *explain.Explanation, line []byte)

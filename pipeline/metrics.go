@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -16,21 +15,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/eaddr/eaddr/decode"
-	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/kubeevent"
 )
 
 // metrics are eaddr's Prometheus series. Label sets are capped: past
-// maxSeries, new namespace/pod pairs go to the series labelled "other".
+// maxSeries, new namespace/pod pairs go to the series labelled "other";
+// the port series have a cap of their own (portMetrics).
 type metrics struct {
 	reg       *prometheus.Registry
 	errors    *prometheus.CounterVec
-	inUse     *prometheus.GaugeVec
-	usable    *prometheus.GaugeVec
+	port      *portMetrics // eaddr_ephemeral_ports_*, from diagnoses and the sampler
 	maxSeries int
 
-	errSeries  map[errKey]prometheus.Counter
-	portSeries map[portKey]portGauges
+	errSeries map[errKey]prometheus.Counter
 
 	lost         atomic.Uint64 // kernel drops, set by the trace loop
 	dropped      atomic.Uint64 // events not written whole to stdout
@@ -86,28 +83,13 @@ type errKey struct {
 	namespace, pod string
 }
 
-type portKey struct {
-	netns          uint32
-	namespace, pod string
-}
-
-type portGauges struct{ inUse, usable prometheus.Gauge }
-
-func newMetrics(maxSeries int) *metrics {
+func newMetrics(maxSeries, maxPortSeries int) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry(), maxSeries: maxSeries,
-		errSeries: map[errKey]prometheus.Counter{}, portSeries: map[portKey]portGauges{}}
+		errSeries: map[errKey]prometheus.Counter{}, port: newPortMetrics(maxPortSeries)}
 	m.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "eaddr_errors_total",
 		Help: "Failed connect()/bind() calls the kernel reported and the filters kept, by syscall, errno and pod, those --rate-limit held back from the output included; calls the full ring could not report are in eaddr_lost_events_total (namespace and pod are empty outside pods; \"other\" past --metrics-max-series).",
 	}, []string{"syscall", "errno", "namespace", "pod"})
-	m.inUse = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "eaddr_ephemeral_ports_in_use",
-		Help: "Ephemeral ports held toward the failing destination at the last diagnosis, per netns and pod.",
-	}, []string{"netns", "namespace", "pod"})
-	m.usable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "eaddr_ephemeral_ports_usable",
-		Help: "Ports of net.ipv4.ip_local_port_range not reserved, at the last diagnosis, per netns and pod.",
-	}, []string{"netns", "namespace", "pod"})
 	for _, cs := range cacheSeries {
 		m.reg.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_cache_entries", Help: "Entries in one of eaddr's caches.", ConstLabels: prometheus.Labels{"cache": cs.name}},
@@ -115,7 +97,8 @@ func newMetrics(maxSeries int) *metrics {
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_cache_capacity", Help: "The most entries that cache keeps.", ConstLabels: prometheus.Labels{"cache": cs.name}},
 				func() float64 { return float64(m.cacheSize(cs.size).Cap) }))
 	}
-	m.reg.MustRegister(m.errors, m.inUse, m.usable,
+	m.reg.MustRegister(m.port.collectors()...)
+	m.reg.MustRegister(m.errors,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "eaddr_lost_events_total",
 			Help: "Events the kernel dropped because the ring buffer was full.",
@@ -202,32 +185,6 @@ func (m *metrics) count(ev *decode.Event) prometheus.Counter {
 	}
 	c.Inc()
 	return c
-}
-
-// ports sets the port gauges of ev's netns and pod from its diagnosis.
-func (m *metrics) ports(ev *decode.Event, g *diagnose.Diagnosis) {
-	if ev.NodePort || g == nil || !g.Counted {
-		return
-	}
-	k := labelKey(ev)
-	pk := portKey{netns: ev.NetNS, namespace: k.namespace, pod: k.pod}
-	pg, ok := m.portSeries[pk]
-	if !ok {
-		if len(m.portSeries) >= m.maxSeries {
-			pk = portKey{namespace: "other", pod: "other"}
-			pg, ok = m.portSeries[pk]
-		}
-		if !ok {
-			netns := strconv.FormatUint(uint64(pk.netns), 10)
-			if pk.netns == 0 {
-				netns = "other"
-			}
-			pg = portGauges{m.inUse.WithLabelValues(netns, pk.namespace, pk.pod), m.usable.WithLabelValues(netns, pk.namespace, pk.pod)}
-			m.portSeries[pk] = pg
-		}
-	}
-	pg.inUse.Set(float64(g.InUse))
-	pg.usable.Set(float64(g.Usable))
 }
 
 // serve runs the metrics endpoint until ctx is done. /healthz answers 200

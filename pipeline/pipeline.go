@@ -32,8 +32,13 @@ type Config struct {
 	Flush            time.Duration // the longest an event waits in the ring
 	MetricsAddr      string        // serve /metrics and /healthz here ("": off)
 	MetricsMaxSeries int
-	SummaryEvery     time.Duration // 0: no summary records
-	Rate             float64       // events per second per key; 0: no limit
+	// The port sampler (needs MetricsAddr): every PortsInterval (0: off),
+	// the PortsTop busiest destinations of every netns with a live
+	// process; at most PortsMaxSeries port series.
+	PortsInterval            time.Duration
+	PortsTop, PortsMaxSeries int
+	SummaryEvery             time.Duration // 0: no summary records
+	Rate                     float64       // events per second per key; 0: no limit
 	// Pod filters.
 	Namespace, Pod, Container string
 	Selector                  map[string]string
@@ -118,7 +123,7 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 	c.Tracer.Logger = log
 	var met *metrics
 	if c.MetricsAddr != "" {
-		met = newMetrics(c.MetricsMaxSeries)
+		met = newMetrics(c.MetricsMaxSeries, c.PortsMaxSeries)
 		addr, err := met.serve(ctx, c.MetricsAddr, log)
 		if err != nil {
 			return Stats{}, err
@@ -139,6 +144,9 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 		return Stats{}, err
 	}
 	defer r.close()
+	if met != nil && c.PortsInterval > 0 {
+		defer r.startPorts(ctx)() // stopped before r.close closes the socket iterator
+	}
 	if k := c.KubeEvents; k != nil {
 		r.stopKube = runKubeEvents(k, met, log)
 		defer r.stopKube()

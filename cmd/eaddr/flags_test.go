@@ -57,6 +57,9 @@ func TestFlagsCheckedAtStart(t *testing.T) {
 		{[]string{"trace", "--names-wait", "0"}, "--names-wait must be from 1ns to 1m0s"},
 		{[]string{"trace", "--diagnose-wait", "-1s"}, "--diagnose-wait must be from 1ns to 1m0s"},
 		{[]string{"trace", "--retry-window", "2m"}, "--retry-window must be from 1ns to 1m0s"},
+		{[]string{"trace", "--ports-interval", "-1s"}, "--ports-interval must not be negative"},
+		{[]string{"trace", "--ports-top", "0"}, "--ports-top must be at least 1"},
+		{[]string{"trace", "--ports-max-series", "0"}, "--ports-max-series must be at least 1"},
 	} {
 		if tc.args[1] == "--netns" && tc.args[2] != "1" && os.Geteuid() != 0 {
 			// Without CAP_SYS_PTRACE eaddr cannot see other processes' netns,

@@ -58,6 +58,9 @@ type TraceFlags struct {
 	MetricsAddr      string
 	MetricsMaxSeries int
 	SummaryInterval  time.Duration
+	PortsInterval    time.Duration
+	PortsTop         int
+	PortsMaxSeries   int
 
 	NodePortCollisions bool
 	NodePortRange      string
@@ -84,6 +87,9 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.RateLimit, "rate-limit", "100/s", "at most this many events per second (bursts as many) per cgroup, netns, syscall, errno and address, counted in the kernel: the others never reach the ring buffer; the next event that passes says how many were suppressed (\"suppressed\"), and so do the summary and metrics. 0 or off: every failure is an event")
 	fs.StringVar(&f.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on /metrics and a health check on /healthz at this address, e.g. :9630 (off when empty)")
 	fs.IntVar(&f.MetricsMaxSeries, "metrics-max-series", 1000, "at most this many syscall/errno/namespace/pod series; later pods are counted under namespace and pod \"other\"")
+	fs.DurationVar(&f.PortsInterval, "ports-interval", pipeline.DefaultPortsInterval, "with --metrics-addr: this often, the port budget of every network namespace with a live process (the host's and every pod's), by the model of the diagnosis, before any failure: eaddr_ephemeral_ports_in_use toward the --ports-top busiest destinations, _usable and _held_for_all (0: off; the gauges then move at diagnoses only)")
+	fs.IntVar(&f.PortsTop, "ports-top", pipeline.DefaultPortsTop, "with --ports-interval: the busiest destinations of each netns given a series")
+	fs.IntVar(&f.PortsMaxSeries, "ports-max-series", 3000, "at most this many eaddr_ephemeral_ports_* series; the ones past it are not made and are counted in eaddr_port_series_cut_total")
 	fs.DurationVar(&f.SummaryInterval, "summary-interval", time.Minute, "write a {\"kind\":\"summary\"} record with counts per errno and losses this often (JSON output only; 0: never)")
 	fs.BoolVar(&f.NodePortCollisions, "nodeport-collisions", false, "also report a connect() in the host netns whose kernel-chosen source port is in the NodePort range (kind nodeport_collision): replies to it can be captured by a NodePort rule. Off, it costs nothing")
 	fs.StringVar(&f.NodePortRange, "node-port-range", "30000-32767", "the cluster's Service NodePort range (kube-apiserver --service-node-port-range)")
@@ -115,7 +121,7 @@ const maxWait = time.Minute
 
 func (f *TraceFlags) config() (pipeline.Config, error) {
 	var c pipeline.Config
-	for _, step := range []func(*pipeline.Config) error{f.kernelOptions, f.filters, f.output, f.diagnosis, f.kubeEvents} {
+	for _, step := range []func(*pipeline.Config) error{f.kernelOptions, f.filters, f.output, f.ports, f.diagnosis, f.kubeEvents} {
 		if err := step(&c); err != nil {
 			return c, err
 		}
@@ -230,6 +236,21 @@ func (f *TraceFlags) output(c *pipeline.Config) error {
 	}
 	c.MetricsAddr, c.MetricsMaxSeries, c.SummaryEvery = f.MetricsAddr, f.MetricsMaxSeries, f.SummaryInterval
 	c.Node = nodeName(f.Node)
+	return nil
+}
+
+// ports: the port sampler and its series.
+func (f *TraceFlags) ports(c *pipeline.Config) error {
+	if f.PortsInterval < 0 {
+		return usageErrorf("--ports-interval must not be negative")
+	}
+	if f.PortsTop < 1 {
+		return usageErrorf("--ports-top must be at least 1")
+	}
+	if f.PortsMaxSeries < 1 {
+		return usageErrorf("--ports-max-series must be at least 1")
+	}
+	c.PortsInterval, c.PortsTop, c.PortsMaxSeries = f.PortsInterval, f.PortsTop, f.PortsMaxSeries
 	return nil
 }
 

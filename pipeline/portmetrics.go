@@ -1,0 +1,112 @@
+package pipeline
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/diagnose"
+)
+
+// portMetrics are the port gauges, per netns: set by the sampler for its
+// top destinations, and by each diagnosis for the failing one. The trace
+// loop (diagnoses) and the sampler's goroutine both write them, under mu.
+// At most max series exist; the ones past it are not made, and counted in
+// eaddr_port_series_cut_total.
+type portMetrics struct {
+	mu                 sync.Mutex
+	inUse, usable, all *prometheus.GaugeVec
+	cut, skipped       prometheus.Counter
+	max, series        int
+	byNetNS            map[uint64]*netnsSeries
+}
+
+// netnsSeries are one netns's series and their labels.
+type netnsSeries struct {
+	netns, namespace, pod string
+	usable, all           prometheus.Gauge // nil: not made (yet, or cut)
+	dests                 map[string]prometheus.Gauge
+}
+
+func newPortMetrics(max int) *portMetrics {
+	labels := []string{"netns", "namespace", "pod"}
+	return &portMetrics{max: max, byNetNS: map[uint64]*netnsSeries{},
+		inUse: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eaddr_ephemeral_ports_in_use",
+			Help: "Ephemeral ports a connect() toward the destination (ip:port) could not have, per netns and pod: held toward it or for every destination, by the port model of the diagnosis. Set for the --ports-top busiest destinations at each --ports-interval sample, and for the failing destination at each diagnosis (destination empty for a bind(): ports held at all)."},
+			append(labels, "destination")),
+		usable: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eaddr_ephemeral_ports_usable",
+			Help: "Ports of net.ipv4.ip_local_port_range not reserved, per netns and pod, at the last sample or diagnosis."}, labels),
+		all: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eaddr_ephemeral_ports_held_for_all",
+			Help: "Ports of the range that no connect() can have, whatever the destination (bound-only sockets, listeners, sockets that bind() before connect(), their orphans), per netns and pod, at the last sample."}, labels),
+		cut: prometheus.NewCounter(prometheus.CounterOpts{Name: "eaddr_port_series_cut_total",
+			Help: "Port series (eaddr_ephemeral_ports_*) not made because --ports-max-series were there: counted each time one is wanted."}),
+		skipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "eaddr_port_netns_skipped_total",
+			Help: "Network namespaces the port sampler could not enter or read (gone before it got there, or their sockets not listed): left out of that sample, their series removed."}),
+	}
+}
+
+func (p *portMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{p.inUse, p.usable, p.all, p.cut, p.skipped}
+}
+
+// diagnosed sets the gauges of ev's netns from its diagnosis: the ports
+// in use toward the failing destination, and the usable ones.
+func (p *portMetrics) diagnosed(ev *decode.Event, g *diagnose.Diagnosis) {
+	if ev.NodePort || g == nil || !g.Counted {
+		return
+	}
+	k := labelKey(ev)
+	dest := ""
+	if ev.Syscall == decode.Connect {
+		dest = ev.Remote.IP.String()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entry(uint64(ev.NetNS), k.namespace, k.pod)
+	p.gauge(&e.usable, p.usable, e).Set(float64(g.Usable))
+	if d := p.dest(e, dest); d != nil {
+		d.Set(float64(g.InUse))
+	}
+}
+
+// sampled sets the gauges of every netns of s and removes the series of
+// the netns not in it and of the destinations out of its top.
+func (p *portMetrics) sampled(s *PortSample) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.skipped.Add(float64(s.Skipped))
+	seen := make(map[uint64]bool, len(s.NetNS))
+	for i := range s.NetNS {
+		n := &s.NetNS[i]
+		seen[n.Inode] = true
+		ns, pod := n.Namespace, n.Pod
+		if old := p.byNetNS[n.Inode]; old != nil && pod == "" && !n.Host {
+			ns, pod = old.namespace, old.pod // named by an event's attribution; the sampler does not know better
+		}
+		e := p.entry(n.Inode, ns, pod)
+		p.gauge(&e.usable, p.usable, e).Set(float64(n.Usable))
+		p.gauge(&e.all, p.all, e).Set(float64(n.HeldForAll))
+		top := make(map[string]bool, len(n.Top))
+		for _, d := range n.Top {
+			top[d.Remote] = true
+		}
+		for dest := range e.dests {
+			if !top[dest] {
+				p.inUse.DeleteLabelValues(e.netns, e.namespace, e.pod, dest)
+				delete(e.dests, dest)
+				p.series--
+			}
+		}
+		for _, d := range n.Top {
+			if g := p.dest(e, d.Remote); g != nil {
+				g.Set(float64(d.Ports))
+			}
+		}
+	}
+	for inode, e := range p.byNetNS {
+		if !seen[inode] {
+			p.drop(inode, e)
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package pipeline
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/eaddr/eaddr/diagnose"
+)
+
+func portSeries(t *testing.T, p *portMetrics) (inUse, usable, all int) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(p.collectors()...)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, f := range fams {
+		n[f.GetName()] = len(f.GetMetric())
+	}
+	return n["eaddr_ephemeral_ports_in_use"], n["eaddr_ephemeral_ports_usable"], n["eaddr_ephemeral_ports_held_for_all"]
+}
+
+func gaugeValue(c prometheus.Collector) float64 {
+	ch := make(chan prometheus.Metric, 1)
+	c.Collect(ch)
+	var m dto.Metric
+	(<-ch).Write(&m)
+	if m.Gauge != nil {
+		return m.Gauge.GetValue()
+	}
+	return m.Counter.GetValue()
+}
+
+func dests(ports ...int) []diagnose.Destination {
+	var out []diagnose.Destination
+	for i, n := range ports {
+		out = append(out, diagnose.Destination{Remote: "10.0.0." + string(rune('1'+i)) + ":80", Ports: n})
+	}
+	return out
+}
+
+// Series of a destination out of the top and of a netns gone are removed.
+func TestPortSeriesRemoved(t *testing.T) {
+	p := newPortMetrics(100)
+	p.sampled(&PortSample{NetNS: []NetNSPorts{
+		{Inode: 1, Host: true, Usable: 100, HeldForAll: 2, Top: dests(30, 20)},
+		{Inode: 2, Namespace: "ns", Pod: "web", Usable: 50, Top: dests(5)}}})
+	if u, us, a := portSeries(t, p); u != 3 || us != 2 || a != 2 {
+		t.Fatalf("series %d %d %d, want 3 2 2", u, us, a)
+	}
+	if v := gaugeValue(p.inUse.WithLabelValues("2", "ns", "web", "10.0.0.1:80")); v != 5 {
+		t.Errorf("pod's in use %v, want 5", v)
+	}
+	// netns 2 went away; netns 1's second destination left its top.
+	p.sampled(&PortSample{NetNS: []NetNSPorts{{Inode: 1, Host: true, Usable: 100, HeldForAll: 2, Top: dests(31)}}})
+	if u, us, a := portSeries(t, p); u != 1 || us != 1 || a != 1 || p.series != 3 {
+		t.Fatalf("series %d %d %d (%d counted), want 1 1 1 (3)", u, us, a, p.series)
+	}
+}
+
+// Past the cap, series are not made, and what is cut is counted.
+func TestPortSeriesCap(t *testing.T) {
+	p := newPortMetrics(4)
+	p.sampled(&PortSample{NetNS: []NetNSPorts{{Inode: 1, Usable: 100, Top: dests(30, 20, 10)}}})
+	u, us, a := portSeries(t, p)
+	if u+us+a != 4 {
+		t.Errorf("%d series, want the cap 4", u+us+a)
+	}
+	if v := gaugeValue(p.cut); v != 1 {
+		t.Errorf("cut %v, want 1", v)
+	}
+	// A destination leaving makes room again.
+	p.sampled(&PortSample{NetNS: []NetNSPorts{{Inode: 1, Usable: 100, Top: dests(30, 20)}}})
+	if u, _, _ := portSeries(t, p); u != 2 || gaugeValue(p.cut) != 1 {
+		t.Errorf("%d in-use series, cut %v; want 2, 1", u, gaugeValue(p.cut))
+	}
+}
+
+// The sampler's goroutine samples at once and on its ticker, and stop ends
+// it: no sample is published after stop returns.
+func TestPortSamplerStops(t *testing.T) {
+	s := newPortSampler(time.Millisecond, 1, 0, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.members = func() (map[uint64]int, error) { return map[uint64]int{}, nil }
+	var n atomic.Int64
+	three := make(chan struct{})
+	s.publish = func(*PortSample) {
+		if n.Add(1) == 3 {
+			close(three)
+		}
+	}
+	stop := s.start(context.Background())
+	<-three // the first sample and two ticks
+	stop()
+	after := n.Load()
+	s.members() // a goroutine left running would go on publishing; run -race to see it
+	if got := n.Load(); got != after {
+		t.Errorf("%d samples published after stop", got-after)
+	}
+}

@@ -1,0 +1,139 @@
+package pipeline
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/eaddr/eaddr/diagnose"
+	"github.com/eaddr/eaddr/diagnose/netdiag"
+)
+
+// The port sampler (--ports-interval): every interval, the port budget of
+// every network namespace with a live process, with the model of the
+// diagnosis and `eaddr check` (diagnose.AuditNetNS), before any failure.
+// It runs on a goroutine and ticker of its own, never on the ring reader's.
+
+// DefaultPortsInterval and DefaultPortsTop are --ports-interval and --ports-top.
+const (
+	DefaultPortsInterval = 15 * time.Second
+	DefaultPortsTop      = 3
+)
+
+// NetNSPorts is one netns's port budget at one sample.
+type NetNSPorts struct {
+	Inode          uint64
+	Host           bool
+	Namespace, Pod string                 // the pod that owns it; empty for the host's or when not known
+	Usable         int                    // ports of the range not reserved
+	HeldForAll     int                    // ports no connect() can have, whatever the destination
+	Top            []diagnose.Destination // the busiest destinations, most ports first
+}
+
+// PortSample is one pass over the node's netns.
+type PortSample struct {
+	NetNS   []NetNSPorts // sorted by inode
+	Skipped int          // netns that could not be entered or read: left out, not guessed
+}
+
+// portSampler samples the netns; its fields are set once, before run.
+type portSampler struct {
+	every time.Duration
+	opts  diagnose.AuditOptions // Top, Iter, HostNetNS
+	log   *slog.Logger
+	// members lists the netns with a live process (diagnose.NetNSMembers);
+	// podOf names a netns's pod (ok false: not known); publish gets each
+	// sample (the metrics). Tests replace them.
+	members func() (map[uint64]int, error)
+	podOf   func(inode uint64) (namespace, pod string, ok bool)
+	publish func(*PortSample)
+}
+
+func newPortSampler(every time.Duration, top int, host uint64, iter netdiag.SocketReader, log *slog.Logger) *portSampler {
+	o := diagnose.AuditOptions{HostNetNS: host, Top: top, Warn: 100, Crit: 100}
+	if iter != nil {
+		o.Iter = iter
+	}
+	return &portSampler{every: every, opts: o, log: log, members: diagnose.NetNSMembers,
+		podOf:   func(uint64) (string, string, bool) { return "", "", false },
+		publish: func(*PortSample) {}}
+}
+
+// sample audits every netns with a live process once.
+func (s *portSampler) sample() (*PortSample, error) {
+	members, err := s.members()
+	if err != nil {
+		return nil, err
+	}
+	out := &PortSample{}
+	for inode, pid := range members {
+		r := diagnose.AuditNetNS(inode, pid, s.opts)
+		if r.Error != "" {
+			out.Skipped++ // the netns went away, or its sockets could not be listed
+			continue
+		}
+		n := NetNSPorts{Inode: inode, Host: r.Host, Usable: r.Usable, HeldForAll: r.HeldForAll, Top: r.Destinations}
+		if !r.Host {
+			if ns, p, ok := s.podOf(inode); ok {
+				n.Namespace, n.Pod = ns, p
+			}
+		}
+		out.NetNS = append(out.NetNS, n)
+	}
+	sort.Slice(out.NetNS, func(i, j int) bool { return out.NetNS[i].Inode < out.NetNS[j].Inode })
+	return out, nil
+}
+
+// start runs the sampler on its own goroutine until ctx is done or the
+// returned stop is called; stop waits for a sample in progress to end.
+func (s *portSampler) start(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(s.every)
+		defer tick.Stop()
+		s.once()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				s.once()
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// once takes one sample and publishes it; a failed listing is logged.
+func (s *portSampler) once() {
+	p, err := s.sample()
+	if err != nil {
+		s.log.Warn("port sampler: cannot list the network namespaces", "err", err)
+		return
+	}
+	if p.Skipped > 0 {
+		s.log.Debug("port sampler: netns skipped", "skipped", p.Skipped)
+	}
+	s.publish(p)
+}
+
+// startPorts starts the trace's sampler: sockets read with sock_diag, the
+// trace's runtime client for the pods' names, the metrics for output. Not
+// the BPF socket iterator even with --socket-iterators: a sample with it
+// cost 1.6 times the CPU of one with sock_diag (docs/performance.md, "Port
+// sampler"); sock_diag's unknown bind buckets are counted apart (Unsure).
+func (r *traceRun) startPorts(ctx context.Context) (stop func()) {
+	s := newPortSampler(r.c.PortsInterval, max(r.c.PortsTop, 1), r.pods.HostNetNS, nil, r.log)
+	s.podOf = func(inode uint64) (string, string, bool) {
+		p, ok := r.names.PodByNetNS(inode)
+		if !ok || p.Name == "" { // a name not known is left empty, not guessed
+			return "", "", false
+		}
+		return p.Namespace, p.Name, true
+	}
+	s.publish = r.met.port.sampled
+	return s.start(ctx)
+}
