@@ -345,7 +345,7 @@ var (
 	promStrings   = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|` + "`[^`]*`")
 	promMatchers  = regexp.MustCompile(`\{[^{}]*\}`)
 	promRanges    = regexp.MustCompile(`\[[^\]]*\]`)
-	promGrouping  = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`)
+	promGrouping  = regexp.MustCompile(`\b(?:by|without|on|ignoring)\s*\([^)]*\)|\bgroup_(?:left|right)\b(?:\s*\([^)]*\))?`)
 	grafanaVars   = regexp.MustCompile(`\$\{[^}]*\}|\$\w+`)
 	labelValues   = regexp.MustCompile(`\blabel_values\s*\(\s*([a-zA-Z_:][a-zA-Z0-9_:]*)?[^,)]*,\s*\w+\s*\)`)
 	promIdent     = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*(\s*\()?`)
@@ -398,6 +398,7 @@ func TestMetricNames(t *testing.T) {
 		{`sum without (syscall) (rate(eaddr_errors_total{pod=~"$pod", namespace="a b"}[$__rate_interval])) > 1`, []string{"eaddr_errors_total"}},
 		{`a / b > 0.8 and on(job, instance) (increase(c[15m]) > 0)`, []string{"a", "b", "c"}},
 		{`predict_linear(x[15m], 15 * 60) >= y`, []string{"x", "y"}},
+		{`x / ignoring(d) group_left y >= 0.8 or ignoring(d) z * on(a) group_right(b) w`, []string{"x", "y", "z", "w"}},
 		{"eaddr_up == 0 or up{namespace=\"eaddr\"} == 0 or absent(up{pod=~\"eaddr-.+\"})", []string{"eaddr_up", "up", "up"}},
 		{`label_values(eaddr_errors_total{namespace=~"$namespace"}, pod)`, []string{"eaddr_errors_total"}},
 		{`sum by (instance) (rate(eaddr_lost_events_total[5m])) * 1e3`, []string{"eaddr_lost_events_total"}},
