@@ -18,6 +18,7 @@ type portMetrics struct {
 	mu                 sync.Mutex
 	inUse, usable, all *prometheus.GaugeVec
 	cut, skipped       prometheus.Counter
+	took, interval     prometheus.Gauge
 	max, series        int
 	byNetNS            map[uint64]*netnsSeries
 }
@@ -41,13 +42,17 @@ func newPortMetrics(max int) *portMetrics {
 			Help: "Ports of the range that no connect() can have, whatever the destination (bound-only sockets, listeners, sockets that bind() before connect(), their orphans), per netns and pod, at the last sample."}, labels),
 		cut: prometheus.NewCounter(prometheus.CounterOpts{Name: "eaddr_port_series_cut_total",
 			Help: "Port series (eaddr_ephemeral_ports_*) not made because --ports-max-series were there: counted each time one is wanted."}),
+		took: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eaddr_port_sample_seconds",
+			Help: "How long the port sampler's last sample of every netns took."}),
+		interval: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eaddr_port_sample_interval_seconds",
+			Help: "The wait between port samples: --ports-interval, or 100 times the last sample's time when that is longer, so that the sampler takes at most 1% of a core."}),
 		skipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "eaddr_port_netns_skipped_total",
 			Help: "Network namespaces the port sampler could not enter or read (gone before it got there, or their sockets not listed): left out of that sample, their series removed."}),
 	}
 }
 
 func (p *portMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{p.inUse, p.usable, p.all, p.cut, p.skipped}
+	return []prometheus.Collector{p.inUse, p.usable, p.all, p.cut, p.skipped, p.took, p.interval}
 }
 
 // diagnosed sets the gauges of ev's netns from its diagnosis: the ports
@@ -76,6 +81,8 @@ func (p *portMetrics) sampled(s *PortSample) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.skipped.Add(float64(s.Skipped))
+	p.took.Set(s.Took.Seconds())
+	p.interval.Set(s.Next.Seconds())
 	seen := make(map[uint64]bool, len(s.NetNS))
 	for i := range s.NetNS {
 		n := &s.NetNS[i]

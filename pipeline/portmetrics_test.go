@@ -1,9 +1,11 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -104,5 +106,28 @@ func TestPortSamplerStops(t *testing.T) {
 	s.members() // a goroutine left running would go on publishing; run -race to see it
 	if got := n.Load(); got != after {
 		t.Errorf("%d samples published after stop", got-after)
+	}
+}
+
+// A sample that takes more than 1% of the interval stretches the wait
+// before the next to 100 times its time, and the metrics and the log say
+// so; a quick one keeps --ports-interval.
+func TestPortSamplerStretches(t *testing.T) {
+	var logs bytes.Buffer
+	s := newPortSampler(15*time.Second, 1, 0, nil, slog.New(slog.NewTextHandler(&logs, nil)))
+	s.members = func() (map[uint64]int, error) { return map[uint64]int{}, nil }
+	clock, step := time.Unix(0, 0), 3*time.Second // each sample "takes" step on this clock
+	s.now = func() time.Time { clock = clock.Add(step); return clock }
+	var got *PortSample
+	s.publish = func(p *PortSample) { got = p }
+	if w := s.once(15 * time.Second); w != 300*time.Second || got.Took != step || got.Next != w {
+		t.Errorf("a 3 s sample: wait %v (published took %v, next %v), want 5m0s", w, got.Took, got.Next)
+	}
+	if !strings.Contains(logs.String(), "sampling every 5m0s") {
+		t.Errorf("the stretch was not logged: %q", logs.String())
+	}
+	step = 100 * time.Millisecond
+	if w := s.once(300 * time.Second); w != 15*time.Second {
+		t.Errorf("a 100 ms sample: wait %v, want the interval 15s", w)
 	}
 }

@@ -33,8 +33,10 @@ type NetNSPorts struct {
 
 // PortSample is one pass over the node's netns.
 type PortSample struct {
-	NetNS   []NetNSPorts // sorted by inode
-	Skipped int          // netns that could not be entered or read: left out, not guessed
+	NetNS   []NetNSPorts  // sorted by inode
+	Skipped int           // netns that could not be entered or read: left out, not guessed
+	Took    time.Duration // how long the sample took
+	Next    time.Duration // the wait before the next: the interval, stretched by nextWait
 }
 
 // portSampler samples the netns; its fields are set once, before run.
@@ -46,6 +48,7 @@ type portSampler struct {
 	// podOf names a netns's pod (ok false: not known); publish gets each
 	// sample (the metrics). Tests replace them.
 	members func() (map[uint64]int, error)
+	now     func() time.Time
 	podOf   func(inode uint64) (namespace, pod string, ok bool)
 	publish func(*PortSample)
 }
@@ -55,7 +58,7 @@ func newPortSampler(every time.Duration, top int, host uint64, iter netdiag.Sock
 	if iter != nil {
 		o.Iter = iter
 	}
-	return &portSampler{every: every, opts: o, log: log, members: diagnose.NetNSMembers,
+	return &portSampler{every: every, opts: o, log: log, members: diagnose.NetNSMembers, now: time.Now,
 		podOf:   func(uint64) (string, string, bool) { return "", "", false },
 		publish: func(*PortSample) {}}
 }
@@ -85,6 +88,19 @@ func (s *portSampler) sample() (*PortSample, error) {
 	return out, nil
 }
 
+// maxShare is the most of a core the sampler may take: a sample that
+// took longer than maxShare of the interval stretches the wait before the
+// next one (a node with many netns and sockets: every netns's dump walks
+// the whole node's socket tables; docs/performance.md, "Port sampler").
+const maxShare = 100 // 1/100: 1% of a core
+
+// nextWait is how long to wait after a sample that took took: the
+// interval, or maxShare times took when that is longer. The time is the
+// sample's whole time, so at least the CPU time of its one goroutine.
+func nextWait(every, took time.Duration) time.Duration {
+	return max(every, maxShare*took)
+}
+
 // start runs the sampler on its own goroutine until ctx is done or the
 // returned stop is called; stop waits for a sample in progress to end.
 func (s *portSampler) start(ctx context.Context) (stop func()) {
@@ -92,32 +108,42 @@ func (s *portSampler) start(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(s.every)
-		defer tick.Stop()
-		s.once()
+		wait := s.once(s.every)
 		for {
+			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
+				t.Stop()
 				return
-			case <-tick.C:
-				s.once()
+			case <-t.C:
+				wait = s.once(wait)
 			}
 		}
 	}()
 	return func() { cancel(); <-done }
 }
 
-// once takes one sample and publishes it; a failed listing is logged.
-func (s *portSampler) once() {
+// once takes one sample and publishes it; a failed listing is logged. It
+// returns the wait before the next, saying so when it changes from last.
+func (s *portSampler) once(last time.Duration) time.Duration {
+	start := s.now()
 	p, err := s.sample()
+	took := s.now().Sub(start)
 	if err != nil {
 		s.log.Warn("port sampler: cannot list the network namespaces", "err", err)
-		return
+	} else {
+		if p.Skipped > 0 {
+			s.log.Debug("port sampler: netns skipped", "skipped", p.Skipped)
+		}
+		p.Took, p.Next = took, nextWait(s.every, took)
+		s.publish(p)
 	}
-	if p.Skipped > 0 {
-		s.log.Debug("port sampler: netns skipped", "skipped", p.Skipped)
+	wait := nextWait(s.every, took)
+	if wait != last && (wait > s.every || last > s.every) {
+		s.log.Info("port sampler: sampling every "+wait.Round(time.Second).String()+" to stay within 1% of a core",
+			"sample_took", took.Round(time.Millisecond).String(), "ports_interval", s.every.String())
 	}
-	s.publish(p)
+	return wait
 }
 
 // startPorts starts the trace's sampler: sockets read with sock_diag, the
