@@ -129,16 +129,16 @@ func (s *portSampler) once(last time.Duration) time.Duration {
 	start := s.now()
 	p, err := s.sample()
 	took := s.now().Sub(start)
+	wait := nextWait(s.every, took)
 	if err != nil {
 		s.log.Warn("port sampler: cannot list the network namespaces", "err", err)
 	} else {
 		if p.Skipped > 0 {
 			s.log.Debug("port sampler: netns skipped", "skipped", p.Skipped)
 		}
-		p.Took, p.Next = took, nextWait(s.every, took)
+		p.Took, p.Next = took, wait
 		s.publish(p)
 	}
-	wait := nextWait(s.every, took)
 	if wait != last && (wait > s.every || last > s.every) {
 		s.log.Info("port sampler: sampling every "+wait.Round(time.Second).String()+" to stay within 1% of a core",
 			"sample_took", took.Round(time.Millisecond).String(), "ports_interval", s.every.String())
