@@ -19,6 +19,7 @@ type portMetrics struct {
 	inUse, usable, all *prometheus.GaugeVec
 	cut, skipped       prometheus.Counter
 	took, interval     prometheus.Gauge
+	scratch            []byte // diagnosed's destination, under mu
 	max, series        int
 	byNetNS            map[uint64]*netnsSeries
 }
@@ -62,15 +63,19 @@ func (p *portMetrics) diagnosed(ev *decode.Event, g *diagnose.Diagnosis) {
 		return
 	}
 	k := labelKey(ev)
-	dest := ""
-	if ev.Syscall == decode.Connect {
-		dest = ev.Remote.IP.String()
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.scratch = p.scratch[:0] // the destination, in a buffer kept: every event of a storm comes here
+	if ev.Syscall == decode.Connect {
+		p.scratch = ev.Remote.IP.AppendTo(p.scratch)
+	}
 	e := p.entry(uint64(ev.NetNS), k.namespace, k.pod)
 	p.gauge(&e.usable, p.usable, e).Set(float64(g.Usable))
-	if d := p.dest(e, dest); d != nil {
+	d, ok := e.dests[string(p.scratch)] // no string made for the lookup
+	if !ok {
+		d = p.dest(e, string(p.scratch))
+	}
+	if d != nil {
 		d.Set(float64(g.InUse))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose"
 )
 
@@ -129,5 +131,21 @@ func TestPortSamplerStretches(t *testing.T) {
 	step = 100 * time.Millisecond
 	if w := s.once(300 * time.Second); w != 15*time.Second {
 		t.Errorf("a 100 ms sample: wait %v, want the interval 15s", w)
+	}
+}
+
+// Each event's diagnosis sets its netns's gauges: once the series exist,
+// that allocates nothing (the metrics consumer is on the per-event path).
+func TestPortMetricsDiagnosedDoesNotAllocate(t *testing.T) {
+	p := newPortMetrics(100)
+	ev := &decode.Event{Syscall: decode.Connect, NetNS: 4026531840}
+	ev.Remote.IP = netip.MustParseAddrPort("10.0.0.1:8080")
+	g := &diagnose.Diagnosis{Counted: true, Usable: 28232, InUse: 28232}
+	p.diagnosed(ev, g)
+	if n := testing.AllocsPerRun(1000, func() { p.diagnosed(ev, g) }); n != 0 {
+		t.Errorf("a diagnosed event of a known destination allocates %v times", n)
+	}
+	if got := gaugeValue(p.inUse.WithLabelValues("4026531840", "", "", "10.0.0.1:8080")); got != 28232 {
+		t.Errorf("in use toward 10.0.0.1:8080: %v, want 28232", got)
 	}
 }
