@@ -26,12 +26,16 @@ import (
 const Version = "v1.34.2"
 
 // Commands are the Kubernetes binaries the tests can run, each built from
-// k8s.io/kubernetes/cmd/NAME at Version into CacheDir. One line adds another
-// (kubelet, kube-controller-manager, kube-scheduler and kube-proxy live there
-// too); the wrapper module imports them all, so its go.sum covers every one.
+// k8s.io/kubernetes/cmd/NAME at Version into CacheDir. The first two serve the
+// API server tier; the rest run a node for the cluster tier. The wrapper module
+// imports them all, so its go.sum covers every one.
 var Commands = []string{
 	"kube-apiserver",
 	"kubectl",
+	"kube-controller-manager",
+	"kube-scheduler",
+	"kubelet",
+	"kube-proxy",
 }
 
 // CacheEnv names the environment variable that moves the cache directory away
