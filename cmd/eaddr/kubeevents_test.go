@@ -377,6 +377,14 @@ func describe(t *testing.T, s *kubetest.Server) {
 		e.ReportingComponent != "eaddr.io/eaddr" || e.ReportingInstance != "eaddr-node-a" || e.Series == nil || e.Series.Count != 21 {
 		t.Errorf("core/v1 view %+v", e)
 	}
+	describedAs(t, s, "EphemeralPortsExhausted", "../../README.md", "../../docs/kubernetes.md")
+}
+
+// describedAs runs the real `kubectl describe pod client -n shop` and
+// checks that each doc quotes its Events section, with the Event of reason,
+// as it printed it (describeExcerpt).
+func describedAs(t *testing.T, s *kubetest.Server, reason string, docs ...string) {
+	t.Helper()
 	args := []string{"describe", "pod", "client", "-n", "shop"}
 	out, stderr, err := s.Kubectl(t).Run(nil, args...)
 	if err != nil || len(stderr) > 0 {
@@ -386,8 +394,8 @@ func describe(t *testing.T, s *kubetest.Server) {
 	if printed == nil {
 		t.Fatalf("kubectl %s printed no Events section:\n%s", strings.Join(args, " "), out)
 	}
-	for _, doc := range []string{"../../README.md", "../../docs/kubernetes.md"} {
-		if err := describeExcerpt(doc, "kubectl "+strings.Join(args, " "), "EphemeralPortsExhausted", printed); err != nil {
+	for _, doc := range docs {
+		if err := describeExcerpt(doc, "kubectl "+strings.Join(args, " "), reason, printed); err != nil {
 			t.Errorf("%v\nkubectl %s printed:\n%s", err, strings.Join(args, " "), strings.Join(printed, "\n"))
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/eaddr/eaddr/internal/critest"
-	"github.com/eaddr/eaddr/internal/kubetest"
 	"github.com/eaddr/eaddr/internal/netns"
 )
 
@@ -77,7 +76,7 @@ func TestPortWarningAPIServer(t *testing.T) {
 	if lines := p.forComm("", 0); len(p.lines) != 0 {
 		t.Errorf("the trace wrote %d lines (%d events) before any failure: %q", len(p.lines), len(lines), p.lines)
 	}
-	describeWarning(t, s)
+	describedAs(t, s, "EphemeralPortsNearlyExhausted", "../../docs/kubernetes.md")
 
 	// The last port goes; the first wget fails, and gets its own Event.
 	c, err := ns.Dial("tcp4", "127.0.0.1:8080")
@@ -114,23 +113,4 @@ func checkWarning(t *testing.T, e apiEvent, uid string) {
 		t.Errorf("note %q\nwant it to start %q", e.Note, want)
 	}
 	t.Logf("Event %s/%s: %s %s: %s", e.Metadata.Namespace, e.Metadata.Name, e.Type, e.Reason, e.Note)
-}
-
-// describeWarning runs the real `kubectl describe pod client -n shop` and
-// checks the excerpt docs/kubernetes.md quotes for the warning (the same
-// check as describe's for the failure's Event).
-func describeWarning(t *testing.T, s *kubetest.Server) {
-	t.Helper()
-	args := []string{"describe", "pod", "client", "-n", "shop"}
-	out, stderr, err := s.Kubectl(t).Run(nil, args...)
-	if err != nil || len(stderr) > 0 {
-		t.Fatalf("%v (stderr %q)", err, stderr)
-	}
-	printed := eventsSection(string(out))
-	if printed == nil {
-		t.Fatalf("kubectl %s printed no Events section:\n%s", strings.Join(args, " "), out)
-	}
-	if err := describeExcerpt("../../docs/kubernetes.md", "kubectl "+strings.Join(args, " "), "EphemeralPortsNearlyExhausted", printed); err != nil {
-		t.Errorf("%v\nkubectl %s printed:\n%s", err, strings.Join(args, " "), strings.Join(printed, "\n"))
-	}
 }
