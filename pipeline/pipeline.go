@@ -264,6 +264,7 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 			d.HostNetNS = uint64(np.NetNS) // --nodeport-netns: where the NodePort rules are
 		}
 		d.NodePortRules = diagnose.NewHostRules(d.HostNetNS)
+		d.Pods = r.names // the pod a host process's NodePort-suspect connect went to
 		if c.SocketIterators {
 			r.sockIter = OpenSockIter(log)
 			if r.sockIter != nil {
