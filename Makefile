@@ -95,7 +95,7 @@ kube-apiserver:
 
 # The OpenTelemetry Collector the log agent tests run (internal/otelcol: file_log receiver, file
 # and debug exporters, as ocb would build them), built from the Go module proxy into
-# /var/cache/eaddr-otelcol unless it is there: about 7 minutes on 2 cores cold, then nothing.
+# /var/cache/eaddr-otelcol unless it is there: about 3 minutes on 2 cores cold, then nothing.
 .PHONY: otelcol
 otelcol:
 	$(GO) run ./internal/otelcol/cmd/build-otelcol
