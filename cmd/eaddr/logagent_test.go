@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,8 +18,10 @@ import (
 // container eaddr, the DaemonSet's capabilities and the node's CRI socket)
 // under a real containerd, which writes its log in the CRI format at
 // <dir>/pods/<namespace>_<pod>_<uid>/eaddr/0.log, as on a node under
-// /var/log/pods. A pod whose port range is held fails three wget connects;
-// eaddr writes them, named by the runtime, and a summary a second. Once
+// /var/log/pods. A pod whose port range is held fails three wget connects,
+// and this process a bind() on the host; eaddr writes them (the pod's named
+// by the runtime, with their diagnosis and explanation), and a summary a
+// second. Once
 // eaddr has stopped, the OpenTelemetry Collector with
 // deploy/otelcol/eaddr.yaml reads that directory, and each record it hands
 // on equals the line eaddr wrote, field for field, typed
@@ -36,11 +39,15 @@ func TestLogAgent(t *testing.T) {
 		t.Fatalf("eaddr did not attach within 30s; log:\n%s", log)
 	}
 	wgetFails(t, r, app, 3)
+	failBindOnHost(t)
 	named := func(ev *jsonEvent) bool {
 		return ev.Kind == "failure" && ev.Process.Comm == "wget" && ev.Pod != nil && ev.Pod.Name == pod.Name
 	}
+	hostBind := func(ev *jsonEvent) bool {
+		return ev.Syscall == "bind" && ev.HostNetwork && ev.Process.PID == os.Getpid()
+	}
 	waitLines(t, r, c, 15*time.Second, func(evs []jsonEvent) bool {
-		return count(evs, named) >= 3 && count(evs, func(ev *jsonEvent) bool { return ev.Kind == "summary" }) >= 1
+		return count(evs, named) >= 3 && count(evs, hostBind) >= 1 && count(evs, func(ev *jsonEvent) bool { return ev.Kind == "summary" }) >= 1
 	})
 	if code := r.Stop(t, c, 10*time.Second); code != 0 {
 		t.Errorf("eaddr exited %d on SIGTERM; log:\n%s", code, r.Logs(t, c))
