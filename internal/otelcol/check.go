@@ -2,7 +2,9 @@ package otelcol
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"path/filepath"
 	"regexp"
@@ -88,7 +90,7 @@ func waitDelivered(t testing.TB, c *Collector, want []string) (recs []Record, mi
 	for {
 		var err error
 		recs, err = ReadOTLP(c.Output)
-		if err != nil && !strings.Contains(err.Error(), "no such file") {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("reading the collector's output: %v", err)
 		}
 		missing = missingBodies(recs, want)
