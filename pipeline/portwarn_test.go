@@ -35,7 +35,9 @@ func TestPortWarnings(t *testing.T) {
 		}
 		return &diagnose.Diagnosis{Verdict: "ephemeral ports nearly exhausted toward " + dst.String(), Fix: []string{"reuse connections"}}, nil
 	}
-	dest := func(remote string, pct int) diagnose.Destination { return diagnose.Destination{Remote: remote, Percent: pct} }
+	dest := func(remote string, pct int) diagnose.Destination {
+		return diagnose.Destination{Remote: remote, Percent: pct}
+	}
 	w.sampled(&PortSample{NetNS: []NetNSPorts{
 		{Inode: 1, PID: 1, Host: true, Top: []diagnose.Destination{dest("10.0.0.1:80", 99)}},
 		{Inode: 2, PID: 42, Namespace: "shop", Pod: "web", PodUID: "uid-web",
