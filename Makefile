@@ -100,6 +100,14 @@ kube-apiserver:
 otelcol:
 	$(GO) run ./internal/otelcol/cmd/build-otelcol
 
+# The helm that deploy/helm_test.go runs (internal/helmtest's Version, a v3 release), built from the
+# Go module proxy with go install into the same cache unless it is there (build-helm-VERSION.log
+# beside it). The tests build it on first use; this does it up front. Its own lock: it builds while
+# `make kube` does.
+.PHONY: helm
+helm:
+	$(GO) run ./internal/helmtest/cmd/build-helm
+
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
