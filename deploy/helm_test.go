@@ -1,0 +1,430 @@
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/eaddr/eaddr/internal/helmtest"
+	"github.com/eaddr/eaddr/internal/kubetest"
+)
+
+// chartDir is eaddr's Helm chart: the objects of deploy/base, and with
+// kubeEvents.enabled=true those of deploy/kube-events.
+const chartDir = "helm/eaddr"
+
+// release is the release name the tests render and install the chart as:
+// the one the docs use, so that the objects are named eaddr, as in deploy/.
+const release = "eaddr"
+
+// chartVariants pair the values of a rendering with the kustomization whose
+// objects it must equal.
+var chartVariants = []struct {
+	name string
+	set  []string // helm --set arguments
+	dir  string   // the kustomization under deploy/
+}{
+	{"default", nil, "base"},
+	{"kubeEvents", []string{"kubeEvents.enabled=true"}, "kube-events"},
+}
+
+// setArgs turns kv pairs into helm's --set arguments.
+func setArgs(kv []string) []string {
+	var args []string
+	for _, s := range kv {
+		args = append(args, "--set", s)
+	}
+	return args
+}
+
+// helmTemplate runs `helm template eaddr deploy/helm/eaddr` with the --set
+// values kv and returns what it printed; anything on stderr fails the test.
+func helmTemplate(t *testing.T, h *helmtest.Helm, kv ...string) []byte {
+	t.Helper()
+	args := append([]string{"template", release, chartDir}, setArgs(kv)...)
+	out, stderr, err := h.Run(nil, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bytes.TrimSpace(stderr)) > 0 {
+		t.Errorf("helm %s wrote on stderr: %s", strings.Join(args, " "), stderr)
+	}
+	return out
+}
+
+// decodeRendered decodes a YAML stream of the kinds a kustomization may
+// build (kustomizedKinds) strictly, document by document; what names the
+// stream in messages.
+func decodeRendered(t *testing.T, what string, data []byte) []object {
+	t.Helper()
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var out []object
+	for i := 1; ; i++ {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		where := fmt.Sprintf("%s: document %d", what, i)
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		j, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		if s := strings.TrimSpace(string(j)); s == "null" || s == "" {
+			continue // comments only
+		}
+		gvk, err := kjson.DefaultMetaFactory.Interpret(j)
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		newObj, ok := kustomizedKinds[*gvk]
+		if !ok {
+			t.Fatalf("%s: kind %s %s is not expected", where, gvk.GroupVersion(), gvk.Kind)
+		}
+		obj, _, err := kustomizedDecoder.Decode(doc, nil, newObj())
+		if err != nil {
+			t.Fatalf("%s (%s): %v", where, gvk.Kind, err)
+		}
+		out = append(out, object{where: where, gvk: *gvk, obj: obj, raw: doc})
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s: no objects", what)
+	}
+	return out
+}
+
+// chartMeta is the part of Chart.yaml the tests read.
+type chartMeta struct {
+	Name       string `json:"name"`
+	Version    string `json:"version"`
+	AppVersion string `json:"appVersion"`
+}
+
+func readChartMeta(t *testing.T) chartMeta {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m chartMeta
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		t.Fatalf("%s/Chart.yaml: %v", chartDir, err)
+	}
+	if m.Name == "" || m.Version == "" || m.AppVersion == "" {
+		t.Fatalf("%s/Chart.yaml: name %q, version %q, appVersion %q: want all three", chartDir, m.Name, m.Version, m.AppVersion)
+	}
+	return m
+}
+
+// TestHelmLint: `helm lint --strict` (a warning is a failure) passes for the
+// default values and for each variant.
+func TestHelmLint(t *testing.T) {
+	h := helmtest.New(t)
+	for _, v := range chartVariants {
+		t.Run(v.name, func(t *testing.T) {
+			args := append([]string{"lint", "--strict", chartDir}, setArgs(v.set)...)
+			out, stderr, err := h.Run(nil, args...)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if !bytes.Contains(out, []byte("1 chart(s) linted, 0 chart(s) failed")) || len(bytes.TrimSpace(stderr)) > 0 {
+				t.Errorf("helm %s:\n%s\nstderr: %s", strings.Join(args, " "), out, stderr)
+			}
+			t.Logf("helm %s:\n%s", strings.Join(args, " "), out)
+		})
+	}
+}
+
+// TestHelmValuesSchema: values.schema.json refuses a key the chart does not
+// have, so a misspelt --set fails instead of rendering the defaults, and a
+// value of the wrong type.
+func TestHelmValuesSchema(t *testing.T) {
+	h := helmtest.New(t)
+	for _, set := range []string{"kubeEvent.enabled=true", "metrics.enable=false", "metrics.port=http", "image.pullPolicy=Sometimes"} {
+		_, _, err := h.Run(nil, "template", release, chartDir, "--set", set)
+		if err == nil {
+			t.Errorf("helm template --set %s rendered; want values.schema.json to refuse it", set)
+			continue
+		}
+		if !strings.Contains(err.Error(), "values don't meet the specifications of the schema") {
+			t.Errorf("helm template --set %s: %v; want a schema error", set, err)
+		}
+	}
+}
+
+// TestHelmTemplate: `helm template` renders each variant, with nothing on
+// stderr, into objects that decode strictly (a misspelt field fails).
+func TestHelmTemplate(t *testing.T) {
+	h := helmtest.New(t)
+	for _, v := range chartVariants {
+		t.Run(v.name, func(t *testing.T) {
+			objs := decodeRendered(t, "helm template "+v.name, helmTemplate(t, h, v.set...))
+			for _, o := range objs {
+				t.Logf("%s: %s %s", o.where, o.gvk.Kind, o.obj.(interface{ GetName() string }).GetName())
+			}
+		})
+	}
+}
+
+// TestHelmServerDryRun gives what `helm template` renders of each variant to
+// a real kube-apiserver (internal/kubetest) with the real `kubectl apply
+// --dry-run=server --validate=strict`, as TestKustomizeServerDryRun does with
+// kubectl kustomize's output: every object accepted, no warning, with Pod
+// Security enforcing baseline where a namespace says nothing.
+func TestHelmServerDryRun(t *testing.T) {
+	h := helmtest.New(t)
+	s := kubetest.StartWith(t, kubetest.Options{PodSecurityDefaultEnforce: "baseline"})
+	k := s.Kubectl(t)
+	for _, v := range chartVariants {
+		t.Run(v.name, func(t *testing.T) {
+			out := helmTemplate(t, h, v.set...)
+			what := "helm template " + v.name
+			serverDryRun(t, k, what, out, decodeRendered(t, what, out))
+		})
+	}
+}
+
+// serverDryRun applies the Namespaces among objs (rendered as out) for real,
+// then all of out with `kubectl apply --dry-run=server --validate=strict`:
+// each object must be accepted, with nothing on stderr.
+func serverDryRun(t *testing.T, k *kubetest.Kubectl, what string, out []byte, objs []object) {
+	t.Helper()
+	var namespaces [][]byte
+	for _, o := range objs {
+		if _, ok := o.obj.(*corev1.Namespace); ok {
+			namespaces = append(namespaces, o.raw)
+		}
+	}
+	if len(namespaces) > 0 {
+		if _, stderr, err := k.Run(bytes.Join(namespaces, []byte("\n---\n")), "apply", "--validate=strict", "-f", "-"); err != nil || len(stderr) > 0 {
+			t.Fatalf("applying the Namespaces of %s: %v %s", what, err, stderr)
+		}
+	}
+	stdout, stderr, err := k.Run(out, "apply", "--dry-run=server", "--validate=strict", "-f", "-")
+	if err != nil {
+		t.Fatalf("kubectl apply --dry-run=server of %s: %v", what, err)
+	}
+	if len(bytes.TrimSpace(stderr)) > 0 {
+		t.Errorf("kubectl apply --dry-run=server of %s: stderr: %s", what, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(string(stdout)), "\n")
+	if len(lines) != len(objs) {
+		t.Errorf("kubectl apply --dry-run=server of %s: %d lines for %d objects:\n%s", what, len(lines), len(objs), stdout)
+	}
+	for _, l := range lines {
+		if !strings.HasSuffix(l, " (server dry run)") {
+			t.Errorf("kubectl apply --dry-run=server of %s: %q", what, l)
+		}
+	}
+	t.Logf("kubectl apply --dry-run=server of %s:\n%s", what, stdout)
+}
+
+// objectKey names an object: kind, namespace and name.
+func objectKey(o object) string {
+	m := o.obj.(interface {
+		GetNamespace() string
+		GetName() string
+	})
+	if m.GetNamespace() == "" {
+		return o.gvk.Kind + " " + m.GetName()
+	}
+	return o.gvk.Kind + " " + m.GetNamespace() + "/" + m.GetName()
+}
+
+// unstructured is obj as JSON-like maps, after its typed decoding: the
+// fields as the API server would store them (quantities canonical, unset
+// fields absent).
+func unstructured(t *testing.T, obj runtime.Object) map[string]any {
+	t.Helper()
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// diffValues lists where have and want differ, one line per field, path
+// first.
+func diffValues(path string, have, want any) []string {
+	hm, hok := have.(map[string]any)
+	wm, wok := want.(map[string]any)
+	if hok && wok {
+		keys := make([]string, 0, len(hm)+len(wm))
+		for k := range hm {
+			keys = append(keys, k)
+		}
+		for k := range wm {
+			if _, ok := hm[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		var out []string
+		for _, k := range keys {
+			hv, hin := hm[k]
+			wv, win := wm[k]
+			switch {
+			case !win:
+				out = append(out, fmt.Sprintf("%s.%s: only the chart has it: %s", path, k, jsonOf(hv)))
+			case !hin:
+				out = append(out, fmt.Sprintf("%s.%s: the chart lacks it: %s", path, k, jsonOf(wv)))
+			default:
+				out = append(out, diffValues(path+"."+k, hv, wv)...)
+			}
+		}
+		return out
+	}
+	hs, hok := have.([]any)
+	ws, wok := want.([]any)
+	if hok && wok {
+		var out []string
+		for i := 0; i < max(len(hs), len(ws)); i++ {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			switch {
+			case i >= len(ws):
+				out = append(out, fmt.Sprintf("%s: only the chart has it: %s", p, jsonOf(hs[i])))
+			case i >= len(hs):
+				out = append(out, fmt.Sprintf("%s: the chart lacks it: %s", p, jsonOf(ws[i])))
+			default:
+				out = append(out, diffValues(p, hs[i], ws[i])...)
+			}
+		}
+		return out
+	}
+	if h, w := jsonOf(have), jsonOf(want); h != w {
+		return []string{fmt.Sprintf("%s: the chart has %s, the manifests %s", path, h, w)}
+	}
+	return nil
+}
+
+func jsonOf(v any) string {
+	j, err := yaml.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%#v", v)
+	}
+	j, err = yaml.YAMLToJSON(j)
+	if err != nil {
+		return fmt.Sprintf("%#v", v)
+	}
+	return string(j)
+}
+
+// helmLabels are the one intended difference between the chart's objects and
+// the manifests': Helm's standard labels
+// (https://helm.sh/docs/chart_best_practices/labels/), on every object and on
+// the DaemonSet's pod template, with these values for release eaddr. Where a
+// manifest has one of them already (the RBAC's app.kubernetes.io/name), the
+// values must agree. Anything else that differs fails TestChartAgreesWithManifests.
+func helmLabels(m chartMeta) map[string]string {
+	return map[string]string{
+		"helm.sh/chart":                m.Name + "-" + m.Version,
+		"app.kubernetes.io/name":       m.Name,
+		"app.kubernetes.io/instance":   release,
+		"app.kubernetes.io/version":    m.AppVersion,
+		"app.kubernetes.io/managed-by": "Helm",
+	}
+}
+
+// labelPaths are where objects carry labels: their own and, for the
+// DaemonSet, its pod template's.
+var labelPaths = [][]string{{"metadata", "labels"}, {"spec", "template", "metadata", "labels"}}
+
+// removeHelmLabels takes the intended difference out of chart (an object of
+// the chart, as unstructured), given manifest (the same object of the
+// manifests): each of want's labels must be on chart with its value; it is
+// removed unless manifest has the label too. It returns what is wrong.
+func removeHelmLabels(chart, manifest map[string]any, want map[string]string) []string {
+	var errs []string
+	for _, path := range labelPaths {
+		cl, found := nestedMap(chart, path)
+		ml, _ := nestedMap(manifest, path)
+		if !found {
+			if len(path) == 2 {
+				errs = append(errs, fmt.Sprintf("%s: none: want Helm's labels %v", strings.Join(path, "."), want))
+			}
+			continue
+		}
+		for k, v := range want {
+			if have, ok := cl[k]; !ok {
+				errs = append(errs, fmt.Sprintf("%s[%q] missing, want %q", strings.Join(path, "."), k, v))
+			} else if have != v {
+				errs = append(errs, fmt.Sprintf("%s[%q]: %q, want %q", strings.Join(path, "."), k, have, v))
+			}
+			if _, ok := ml[k]; !ok {
+				delete(cl, k)
+			}
+		}
+	}
+	return errs
+}
+
+// nestedMap returns the map at path in obj.
+func nestedMap(obj map[string]any, path []string) (map[string]any, bool) {
+	cur := obj
+	for _, p := range path {
+		next, ok := cur[p].(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		cur = next
+	}
+	return cur, true
+}
+
+// TestChartAgreesWithManifests: the chart rendered with default values is
+// the objects of `kubectl kustomize deploy/base`, and with
+// kubeEvents.enabled=true those of `kubectl kustomize deploy/kube-events`:
+// the same objects, compared as parsed objects field by field, with Helm's
+// standard labels (helmLabels) the only difference allowed.
+func TestChartAgreesWithManifests(t *testing.T) {
+	h := helmtest.New(t)
+	k := kubetest.NewKubectl(t)
+	want := helmLabels(readChartMeta(t))
+	for _, v := range chartVariants {
+		t.Run(v.name, func(t *testing.T) {
+			chart := decodeRendered(t, "helm template "+v.name, helmTemplate(t, h, v.set...))
+			manifests := decodeRendered(t, "kubectl kustomize "+v.dir, kustomize(t, k, v.dir))
+			byKey := map[string]object{}
+			for _, o := range manifests {
+				byKey[objectKey(o)] = o
+			}
+			for _, c := range chart {
+				key := objectKey(c)
+				m, ok := byKey[key]
+				if !ok {
+					t.Errorf("%s: rendered by the chart, not in kubectl kustomize %s", key, v.dir)
+					continue
+				}
+				delete(byKey, key)
+				cu, mu := unstructured(t, c.obj), unstructured(t, m.obj)
+				for _, e := range removeHelmLabels(cu, mu, want) {
+					t.Errorf("%s: the chart's labels: %s", key, e)
+				}
+				for _, d := range diffValues("", cu, mu) {
+					t.Errorf("%s: %s (kubectl kustomize %s)", key, d, v.dir)
+				}
+			}
+			for key := range byKey {
+				t.Errorf("%s: in kubectl kustomize %s, not rendered by the chart", key, v.dir)
+			}
+			if !t.Failed() {
+				t.Logf("the %d objects of the chart (%s) agree with kubectl kustomize %s", len(chart), v.name, v.dir)
+			}
+		})
+	}
+}
