@@ -12,7 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -426,5 +428,128 @@ func TestChartAgreesWithManifests(t *testing.T) {
 				t.Logf("the %d objects of the chart (%s) agree with kubectl kustomize %s", len(chart), v.name, v.dir)
 			}
 		})
+	}
+}
+
+// TestChartValues: each value of values.yaml reaches every place it must
+// (the agreement test only sees the defaults and kubeEvents.enabled).
+func TestChartValues(t *testing.T) {
+	h := helmtest.New(t)
+	for _, tc := range []struct {
+		set   []string
+		check func(objs []object, ds *appsv1.DaemonSet) []string
+	}{
+		{[]string{"metrics.port=9700"}, checkMetricsPort},
+		{[]string{"metrics.enabled=false"}, checkNoMetrics},
+		{[]string{"criSocket=/run/k3s/containerd/containerd.sock"}, checkCRISocket},
+		{[]string{"resources.limits.memory=512Mi", "goMemLimit=400MiB"}, checkMemory},
+		{[]string{"kubeEvents.enabled=true", "extraArgs={--rate-limit,1000/s}"}, checkExtraArgs},
+		{[]string{"image.repository=registry.example/eaddr", "image.tag=v1.2.3"}, checkImage},
+		{[]string{"namespace.name=monitoring", "namespace.create=false", "kubeEvents.enabled=true"}, checkNamespace("monitoring")},
+		{[]string{"namespace.name=", "namespace.create=false"}, checkNamespace("default")}, // the release's
+	} {
+		t.Run(strings.Join(tc.set, ","), func(t *testing.T) {
+			objs := decodeRendered(t, "helm template --set "+strings.Join(tc.set, ","), helmTemplate(t, h, tc.set...))
+			for _, p := range tc.check(objs, the[*appsv1.DaemonSet](t, "helm template", objs)) {
+				t.Error(p)
+			}
+		})
+	}
+}
+
+func checkMetricsPort(_ []object, ds *appsv1.DaemonSet) []string {
+	var p []string
+	c := ctr(ds)
+	if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 9700 || c.Ports[0].Name != "metrics" {
+		p = append(p, fmt.Sprintf("ports %+v, want metrics 9700", c.Ports))
+	}
+	if v := flagValue(c.Args, "--metrics-addr"); v != ":9700" {
+		p = append(p, fmt.Sprintf("--metrics-addr %q, want :9700", v))
+	}
+	if v := ds.Spec.Template.Annotations["prometheus.io/port"]; v != "9700" {
+		p = append(p, fmt.Sprintf("prometheus.io/port %q, want 9700", v))
+	}
+	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Port.String() != "metrics" || c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Port.String() != "metrics" {
+		p = append(p, "the probes do not ask the metrics port")
+	}
+	return p
+}
+
+func checkNoMetrics(_ []object, ds *appsv1.DaemonSet) []string {
+	var p []string
+	c := ctr(ds)
+	if len(c.Ports) != 0 || c.ReadinessProbe != nil || c.LivenessProbe != nil {
+		p = append(p, fmt.Sprintf("ports %+v, readiness %v, liveness %v: want none (no /healthz without --metrics-addr)", c.Ports, c.ReadinessProbe, c.LivenessProbe))
+	}
+	if slices.Contains(c.Args, "--metrics-addr") {
+		p = append(p, fmt.Sprintf("args %q: want no --metrics-addr", c.Args))
+	}
+	for k := range ds.Spec.Template.Annotations {
+		if strings.HasPrefix(k, "prometheus.io/") {
+			p = append(p, "annotation "+k+": want no prometheus.io/ annotation without metrics")
+		}
+	}
+	return p
+}
+
+func checkCRISocket(_ []object, ds *appsv1.DaemonSet) []string {
+	const want = "/run/k3s/containerd/containerd.sock"
+	var vol string
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.Name == "cri-socket" && v.HostPath != nil {
+			vol = v.HostPath.Path
+		}
+	}
+	m, arg := mount(ds, "cri-socket").MountPath, flagValue(ctr(ds).Args, "--cri-endpoint")
+	if vol != want || m != want || arg != want {
+		return []string{fmt.Sprintf("hostPath %q, mountPath %q, --cri-endpoint %q: want %s, all three", vol, m, arg, want)}
+	}
+	return nil
+}
+
+func checkMemory(_ []object, ds *appsv1.DaemonSet) []string {
+	c := ctr(ds)
+	l, r := c.Resources.Limits[corev1.ResourceMemory], c.Resources.Requests[corev1.ResourceMemory]
+	if l.String() != "512Mi" || r.String() != "64Mi" || env(ds, "GOMEMLIMIT").Value != "400MiB" {
+		return []string{fmt.Sprintf("memory limit %s, request %s, GOMEMLIMIT %q: want 512Mi, 64Mi (the default), 400MiB", &l, &r, env(ds, "GOMEMLIMIT").Value)}
+	}
+	return nil
+}
+
+func checkExtraArgs(_ []object, ds *appsv1.DaemonSet) []string {
+	args := ctr(ds).Args
+	if n := len(args); n < 3 || !slices.Equal(args[n-3:], []string{"--kube-events", "--rate-limit", "1000/s"}) {
+		return []string{fmt.Sprintf("args %q: want --kube-events, then the extra args last", args)}
+	}
+	return nil
+}
+
+func checkImage(_ []object, ds *appsv1.DaemonSet) []string {
+	if img, v := ctr(ds).Image, ds.Labels["app.kubernetes.io/version"]; img != "registry.example/eaddr:v1.2.3" || v != "v1.2.3" {
+		return []string{fmt.Sprintf("image %q, app.kubernetes.io/version %q: want registry.example/eaddr:v1.2.3 and v1.2.3", img, v)}
+	}
+	return nil
+}
+
+// checkNamespace: with namespace.create=false no Namespace is rendered, and
+// the namespaced objects and the binding's subject are in ns.
+func checkNamespace(ns string) func([]object, *appsv1.DaemonSet) []string {
+	return func(objs []object, _ *appsv1.DaemonSet) []string {
+		var p []string
+		for _, o := range objs {
+			switch obj := o.obj.(type) {
+			case *corev1.Namespace:
+				p = append(p, "a Namespace is rendered with namespace.create=false")
+			case *rbacv1.ClusterRoleBinding:
+				if obj.Subjects[0].Namespace != ns {
+					p = append(p, fmt.Sprintf("binding's subject in %q, want %q", obj.Subjects[0].Namespace, ns))
+				}
+			case *corev1.ServiceAccount, *appsv1.DaemonSet:
+				if n := obj.(interface{ GetNamespace() string }).GetNamespace(); n != ns {
+					p = append(p, fmt.Sprintf("%s in %q, want %q", objectKey(o), n, ns))
+				}
+			}
+		}
+		return p
 	}
 }
