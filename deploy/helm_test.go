@@ -553,3 +553,86 @@ func checkNamespace(ns string) func([]object, *appsv1.DaemonSet) []string {
 		return p
 	}
 }
+
+// TestHelmInstallAPIServer installs the chart with the real helm into a real
+// kube-apiserver (internal/kubetest: no kubelet, so no pod runs; Pod Security
+// baseline where a namespace says nothing), as the docs say: `helm install
+// eaddr deploy/helm/eaddr --set kubeEvents.enabled=true`, the release in the
+// default namespace and the chart's own Namespace eaddr made by it. Then
+// `helm upgrade` with kubeEvents off takes the RBAC away and the token out of
+// the pod, and `helm uninstall` deletes what the chart made.
+func TestHelmInstallAPIServer(t *testing.T) {
+	s := kubetest.StartWith(t, kubetest.Options{PodSecurityDefaultEnforce: "baseline"})
+	k := s.Kubectl(t)
+	h := helmtest.New(t)
+	h.Kubeconfig = k.Kubeconfig
+	helm := func(args ...string) string {
+		t.Helper()
+		out, stderr, err := h.Run(nil, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bytes.TrimSpace(stderr)) > 0 {
+			t.Errorf("helm %s wrote on stderr: %s", strings.Join(args, " "), stderr)
+		}
+		t.Logf("helm %s:\n%s", strings.Join(args, " "), out)
+		return string(out)
+	}
+	helm("install", release, chartDir, "--set", "kubeEvents.enabled=true")
+	for _, o := range []string{"namespace/eaddr", "clusterrole/eaddr-kube-events", "clusterrolebinding/eaddr-kube-events",
+		"-n eaddr serviceaccount/eaddr", "-n eaddr daemonset/eaddr"} {
+		if !exists(t, k, o) {
+			t.Errorf("%s: not made by helm install", o)
+		}
+	}
+	ds := getDaemonSet(t, k)
+	if a := ds.Annotations["meta.helm.sh/release-name"]; a != release || !on(ds.Spec.Template.Spec.AutomountServiceAccountToken) ||
+		!slices.Contains(ctr(ds).Args, "--kube-events") {
+		t.Errorf("the DaemonSet stored: release %q, automount %v, args %q; want %s, true, --kube-events", a,
+			ds.Spec.Template.Spec.AutomountServiceAccountToken, ctr(ds).Args, release)
+	}
+	if out := helm("list", "--namespace", "default", "--short"); strings.TrimSpace(out) != release {
+		t.Errorf("helm list in the default namespace: %q, want %s", out, release)
+	}
+
+	helm("upgrade", release, chartDir, "--set", "kubeEvents.enabled=false")
+	for _, o := range []string{"clusterrole/eaddr-kube-events", "clusterrolebinding/eaddr-kube-events"} {
+		if exists(t, k, o) {
+			t.Errorf("%s: still there after helm upgrade with kubeEvents.enabled=false", o)
+		}
+	}
+	if ds := getDaemonSet(t, k); on(ds.Spec.Template.Spec.AutomountServiceAccountToken) || slices.Contains(ctr(ds).Args, "--kube-events") {
+		t.Errorf("after the upgrade: automount %v, args %q; want no token, no --kube-events", ds.Spec.Template.Spec.AutomountServiceAccountToken, ctr(ds).Args)
+	}
+
+	helm("uninstall", release)
+	for _, o := range []string{"-n eaddr serviceaccount/eaddr", "-n eaddr daemonset/eaddr"} {
+		if exists(t, k, o) {
+			t.Errorf("%s: still there after helm uninstall", o)
+		}
+	}
+}
+
+// exists says whether `kubectl get` finds the object (args: [-n NS] KIND/NAME).
+func exists(t *testing.T, k *kubetest.Kubectl, what string) bool {
+	t.Helper()
+	_, _, err := k.Run(nil, append([]string{"get", "-o", "name"}, strings.Fields(what)...)...)
+	if err != nil && !strings.Contains(err.Error(), "NotFound") {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// getDaemonSet returns the DaemonSet eaddr/eaddr as the API server stores it.
+func getDaemonSet(t *testing.T, k *kubetest.Kubectl) *appsv1.DaemonSet {
+	t.Helper()
+	out, _, err := k.Run(nil, "get", "-n", "eaddr", "daemonset/eaddr", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds appsv1.DaemonSet
+	if err := yaml.Unmarshal(out, &ds); err != nil {
+		t.Fatal(err)
+	}
+	return &ds
+}
