@@ -636,3 +636,39 @@ func getDaemonSet(t *testing.T, k *kubetest.Kubectl) *appsv1.DaemonSet {
 	}
 	return &ds
 }
+
+// TestChartReleaseName: under another release name every name and every
+// reference to one follows it (release eaddr, which the other tests use,
+// would hide a name written out in a template).
+func TestChartReleaseName(t *testing.T) {
+	h := helmtest.New(t)
+	out, stderr, err := h.Run(nil, "template", "obs", chartDir, "--set", "kubeEvents.enabled=true")
+	if err != nil || len(bytes.TrimSpace(stderr)) > 0 {
+		t.Fatalf("%v %s", err, stderr)
+	}
+	objs := decodeRendered(t, "helm template obs", out)
+	const name = "obs-eaddr"
+	ds := the[*appsv1.DaemonSet](t, "helm template obs", objs)
+	sa := the[*corev1.ServiceAccount](t, "helm template obs", objs)
+	role := the[*rbacv1.ClusterRole](t, "helm template obs", objs)
+	binding := the[*rbacv1.ClusterRoleBinding](t, "helm template obs", objs)
+	got := map[string]string{
+		"DaemonSet":                    ds.Name,
+		"its selector's app":           ds.Spec.Selector.MatchLabels["app"],
+		"its pods' app":                ds.Spec.Template.Labels["app"],
+		"its serviceAccountName":       ds.Spec.Template.Spec.ServiceAccountName,
+		"ServiceAccount":               sa.Name,
+		"ClusterRole":                  strings.TrimSuffix(role.Name, "-kube-events"),
+		"ClusterRoleBinding":           strings.TrimSuffix(binding.Name, "-kube-events"),
+		"the binding's roleRef":        strings.TrimSuffix(binding.RoleRef.Name, "-kube-events"),
+		"the binding's ServiceAccount": binding.Subjects[0].Name,
+	}
+	for what, n := range got {
+		if n != name {
+			t.Errorf("%s: %q, want %q", what, n, name)
+		}
+	}
+	if i := ds.Spec.Template.Labels["app.kubernetes.io/instance"]; i != "obs" {
+		t.Errorf("the pods' app.kubernetes.io/instance: %q, want obs", i)
+	}
+}
