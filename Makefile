@@ -80,6 +80,14 @@ generate:
 check-generated: generate
 	git diff --exit-code -- tracer/ || { echo 'tracer/: committed BPF objects differ from make generate; commit the regenerated files' >&2; exit 1; }
 
+# The helm that deploy/helm_test.go runs (internal/helmtest's Version, a v3 release), built from the
+# Go module proxy with go install into make kube's cache (below) unless it is there, its log beside
+# it. The tests build it on first use; this does it up front. Its own lock: it builds while `make
+# kube` does. Cold about 7 minutes on 2 busy cores, then nothing.
+.PHONY: helm
+helm:
+	$(GO) run ./internal/helmtest/cmd/build-helm
+
 # The Kubernetes binaries the API server tests run (internal/kubetest's Commands: kube-apiserver
 # for internal/kubetest, deploy/ and cmd/eaddr; kubectl for deploy/'s kustomize, dry-run and debug
 # tests and cmd/eaddr's kubectl describe), built from the Go module proxy into

@@ -1,0 +1,227 @@
+// Package helmtest runs the real helm (Version, a v3 release) in tests: built
+// from the Go module proxy with `go install helm.sh/helm/v3/cmd/helm@Version`
+// into internal/kubetest's cache directory, beside the Kubernetes binaries,
+// once per machine. Helm runs with a HOME and Helm directories of its own, so
+// nothing of the user's (repositories, plugins, a kubeconfig) changes what it
+// does.
+package helmtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eaddr/eaddr/internal/kubetest"
+	"github.com/eaddr/eaddr/internal/testenv"
+)
+
+// Version is the helm release the tests run: the newest v3 the module proxy
+// served when it was pinned (`go list -m -versions helm.sh/helm/v3`).
+const Version = "v3.22.0"
+
+// Module is helm's Go module; its main package is Module + "/cmd/helm".
+const Module = "helm.sh/helm/v3"
+
+// kubeMinor is the Kubernetes minor of the k8s.io/client-go that helm
+// Version requires (v0.37.0): `helm template` and `helm lint` take it as the
+// cluster's version when no cluster is asked (.Capabilities.KubeVersion), as
+// helm's own Makefile stamps it.
+const kubeMinor = "37"
+
+// BinaryPath is where helm Version is (or will be) cached.
+func BinaryPath() string {
+	return filepath.Join(kubetest.CacheDir(), "helm-"+Version)
+}
+
+// Binary returns the path of helm Version, building it first when it is not
+// cached. It skips (testenv.Skip: a failure under EADDR_REQUIRE_BPF=1) when
+// it is not cached and cannot be built here: no Go toolchain on PATH, or a
+// cache directory this user cannot write (`make helm` as root builds it
+// there). A failed build fails the test with the build log's tail.
+func Binary(t testing.TB) string {
+	t.Helper()
+	bin := BinaryPath()
+	if isExecutable(bin) {
+		return bin
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		testenv.Skip(t, fmt.Sprintf("no Go toolchain on PATH to build helm %s into %s: %v", Version, bin, err))
+	}
+	if err := writableDir(kubetest.CacheDir()); err != nil {
+		testenv.Skip(t, fmt.Sprintf("helm %s is not built and cannot be built here (`make helm` as root builds it): %v", Version, err))
+	}
+	ctx := context.Background()
+	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if d, ok := dt.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, d.Add(-30*time.Second))
+			defer cancel()
+		}
+	}
+	begin := time.Now()
+	if _, err := Build(ctx, func(format string, args ...any) { t.Logf(format, args...) }); err != nil {
+		t.Fatalf("building helm %s: %v", Version, err)
+	}
+	t.Logf("helm %s ready after %s: %s", Version, time.Since(begin).Round(time.Second), bin)
+	return bin
+}
+
+// Build builds helm Version into BinaryPath unless it is there, and returns
+// its path. Builds are serialised by an flock on helm-build.lock in the cache
+// directory, so test binaries running side by side build it once; the lock
+// is not kubetest's, so helm builds while a Kubernetes binary does.
+//
+// helm's go.mod has no replace directive, so `go install MODULE@VERSION`
+// takes it as released, with its own go.sum; GOBIN is a directory of the
+// cache, and the binary is renamed into place when complete. The version
+// stamps are those of helm's Makefile: `helm version` says Version.
+func Build(ctx context.Context, logf func(format string, args ...any)) (string, error) {
+	dir := kubetest.CacheDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	unlock, err := lock(ctx, filepath.Join(dir, "helm-build.lock"), logf)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	bin := BinaryPath()
+	if isExecutable(bin) {
+		return bin, nil // built by the holder of the lock we waited for
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return "", err
+	}
+	logPath := filepath.Join(dir, "build-helm-"+Version+".log")
+	logf("building helm %s into %s (log: %s)", Version, bin, logPath)
+	begin := time.Now()
+	gobin := filepath.Join(dir, "helm-gobin-"+Version)
+	if err := os.RemoveAll(gobin); err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(gobin)
+	if err := install(ctx, goBin, gobin, logPath); err != nil {
+		return "", err
+	}
+	if err := os.Rename(filepath.Join(gobin, "helm"), bin); err != nil {
+		return "", err
+	}
+	logf("helm %s built in %s", Version, time.Since(begin).Round(time.Second))
+	return bin, nil
+}
+
+// install runs go install of helm Version with GOBIN=gobin, its output in
+// logPath.
+func install(ctx context.Context, goBin, gobin, logPath string) error {
+	log, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	args := []string{"install", "-trimpath", "-ldflags", ldflags(), Module + "/cmd/helm@" + Version}
+	fmt.Fprintf(log, "$ GOBIN=%s go %s\n", gobin, strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, goBin, args...)
+	// Outside any module (the working directory is the cache), so that a
+	// go.work or go.mod around the caller plays no part.
+	cmd.Dir = kubetest.CacheDir()
+	cmd.Env = append(os.Environ(),
+		"GOBIN="+gobin, "GOWORK=off", "GOFLAGS=", "CGO_ENABLED=0", "GOTOOLCHAIN=local",
+		"GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
+	cmd.Stdout, cmd.Stderr = log, log
+	begin := time.Now()
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go install %s/cmd/helm@%s: %w (log: %s)\n%s", Module, Version, err, logPath, tail(logPath, 30))
+	}
+	fmt.Fprintf(log, "# built in %s\n", time.Since(begin).Round(time.Second))
+	return nil
+}
+
+// ldflags are helm's Makefile's: the version `helm version` prints, and the
+// Kubernetes version helm lint and helm template assume without a cluster.
+func ldflags() string {
+	var b strings.Builder
+	b.WriteString("-s -w")
+	b.WriteString(" -X " + Module + "/internal/version.version=" + Version)
+	b.WriteString(" -X " + Module + "/internal/version.gitTreeState=clean")
+	for _, pkg := range []string{"pkg/lint/rules", "pkg/chartutil"} {
+		b.WriteString(" -X " + Module + "/" + pkg + ".k8sVersionMajor=1")
+		b.WriteString(" -X " + Module + "/" + pkg + ".k8sVersionMinor=" + kubeMinor)
+	}
+	return b.String()
+}
+
+// lock takes an flock on path, waiting (within ctx) while another process
+// holds it; the returned func releases it.
+func lock(ctx context.Context, path string, logf func(format string, args ...any)) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for waited := false; ; waited = true {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("flock %s: %w", path, err)
+		}
+		if !waited {
+			logf("another process is building helm (%s is locked): waiting", path)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for %s: %w", path, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+	return func() {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// writableDir is nil when dir exists and this process may create files in
+// it, or when it does not exist and its nearest existing parent allows that.
+func writableDir(dir string) error {
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			if err := syscall.Access(d, 2 /* W_OK */); err != nil {
+				return fmt.Errorf("%s: not writable by euid %d: %w", d, os.Geteuid(), err)
+			}
+			return nil
+		}
+		if d == filepath.Dir(d) {
+			return fmt.Errorf("%s: no existing parent", dir)
+		}
+	}
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// tail returns the last n lines of a file, for error messages.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
