@@ -16,6 +16,7 @@ package kubetest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -64,8 +65,11 @@ type Options struct {
 	// token of its own (Server.Tokens).
 	Users []User
 
-	// ExtraArgs are appended to kube-apiserver's command line; a flag given
-	// here again overrides the one Start sets.
+	// AuthorizationMode is --authorization-mode; RBAC when empty.
+	AuthorizationMode string
+
+	// ExtraArgs are appended to kube-apiserver's command line. A flag that
+	// takes one value overrides the one Start sets; a list flag adds to it.
 	ExtraArgs []string
 }
 
@@ -184,7 +188,7 @@ func (s *Server) startAPIServer(bin string, port int, opts Options) {
 		"--service-account-signing-key-file=" + saKey,
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--token-auth-file=" + tokenFile,
-		"--authorization-mode=RBAC",
+		"--authorization-mode=" + cmp.Or(opts.AuthorizationMode, "RBAC"),
 		"--service-cluster-ip-range=" + ServiceCIDR,
 		// As on kubeadm's, kind's and managed clusters: privileged containers
 		// are allowed (kubectl debug node's sysadmin profile makes one);
