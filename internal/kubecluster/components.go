@@ -2,12 +2,14 @@ package kubecluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,9 +37,8 @@ var files = [][2]string{
 	{filepath.Join(critest.CNIBinDir, "loopback"), "containernetworking-plugins"},
 }
 
-// prerequisites skips when something Start needs is missing or the host
-// already has what the cluster would make, and returns the programs' paths,
-// the Kubernetes binaries built if they are not cached.
+// prerequisites skips when something Start needs is missing, and returns
+// the programs' paths, the Kubernetes binaries built if they are not cached.
 func prerequisites(t testing.TB) map[string]string {
 	t.Helper()
 	testenv.RequireRoot(t)
@@ -58,6 +59,15 @@ func prerequisites(t testing.TB) map[string]string {
 	if len(missing) > 0 {
 		testenv.Skip(t, "kubecluster: "+strings.Join(missing, "; "))
 	}
+	for _, name := range kubetest.Commands {
+		bins[name] = kubetest.Binary(t, name)
+	}
+	return bins
+}
+
+// checkHost skips when the host already has what the cluster would make.
+func checkHost(t testing.TB) {
+	t.Helper()
 	if _, err := os.Lstat(CRISocket); err == nil {
 		testenv.Skip(t, "kubecluster: "+CRISocket+" exists: a container runtime serves this host already (or `make cluster-down` was not run after a killed cluster)")
 	}
@@ -67,10 +77,45 @@ func prerequisites(t testing.TB) map[string]string {
 	if d := cgroupDirs(CgroupRoot); len(d) > 0 {
 		testenv.Skip(t, fmt.Sprintf("kubecluster: %s exists (a cluster runs, or `make cluster-down` was not run after a killed one)", d[len(d)-1]))
 	}
-	for _, name := range kubetest.Commands {
-		bins[name] = kubetest.Binary(t, name)
+}
+
+// LockPath serialises clusters on a machine: there is one
+// /run/containerd/containerd.sock, one set of KUBE-* chains and one
+// CgroupRoot. Start holds an flock on it until Stop has restored the host,
+// so test binaries (and `make cluster-up`) run their clusters one after the
+// other instead of failing; the kernel drops the lock of a killed process.
+const LockPath = "/run/eaddr-kubecluster.lock"
+
+// lockHost takes the flock of LockPath, waiting while another cluster runs
+// (until the test's deadline), and returns its release.
+func lockHost(t testing.TB) func() {
+	t.Helper()
+	f, err := os.OpenFile(LockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatalf("kubecluster: %v", err)
 	}
-	return bins
+	deadline := time.Now().Add(time.Hour)
+	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if d, ok := dt.Deadline(); ok {
+			deadline = d.Add(-2 * time.Minute)
+		}
+	}
+	logged := false
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			t.Fatalf("kubecluster: flock %s: %v (another cluster runs on this machine)", LockPath, err)
+		}
+		if !logged {
+			t.Logf("kubecluster: another cluster runs on this machine (%s is locked): waiting", LockPath)
+			logged = true
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // lookHostPath finds a program in hostPath.

@@ -121,6 +121,8 @@ func Start(t testing.TB) *Cluster {
 func StartWith(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	bins := prerequisites(t)
+	t.Cleanup(lockHost(t)) // released after Stop, which is registered later
+	checkHost(t)
 	begin := time.Now()
 	c := newCluster(t, opts, bins)
 	t.Cleanup(c.Stop)

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/eaddr/eaddr/internal/kubecluster"
 	"github.com/eaddr/eaddr/internal/kubetest"
@@ -88,12 +89,16 @@ The cluster is up: node %s (%s) Ready in %s.
   alias kubectl=%s
   kubectl get nodes -o wide
 
-  make image   # then import it into the node's containerd:
+eaddr on it, as README.md installs it (TAG: the VERSION make image printed):
+
+  make image
   ctr --address %s -n k8s.io images import --snapshotter native %s/bin/eaddr-image.tar
   kubectl apply -k %s/deploy/kube-events
+  kubectl -n eaddr set image daemonset/eaddr eaddr=localhost/eaddr:TAG
+  kubectl -n eaddr logs -l app=eaddr -f
 
 Logs: %s/logs. Ctrl-C here, or `+"`make cluster-down`"+` in another shell, stops it and restores the host.
-`, c.NodeName, c.NodeIP, c.ReadyAfter.Round(100_000_000), c.Kubeconfig, kubetest.BinaryPath("kubectl"),
+`, c.NodeName, c.NodeIP, c.ReadyAfter.Round(100*time.Millisecond), c.Kubeconfig, kubetest.BinaryPath("kubectl"),
 		c.CRISocket, root, root, c.Dir)
 	sig := <-signals
 	log.Printf("%s: stopping the cluster and restoring the host", sig)
