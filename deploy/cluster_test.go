@@ -105,7 +105,7 @@ images:
 // pod's name; on a timeout it fails with kubectl describe of the pods.
 func waitDaemonSetPod(t *testing.T, k *kubetest.Kubectl) string {
 	t.Helper()
-	if _, _, err := k.Run(nil, "-n", "eaddr", "rollout", "status", "daemonset/eaddr", "--timeout=120s"); err != nil {
+	if _, _, err := k.Run(nil, "-n", "eaddr", "rollout", "status", "daemonset/eaddr", "--timeout=100s"); err != nil {
 		out, _, _ := k.Run(nil, "-n", "eaddr", "describe", "pods")
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -203,7 +203,7 @@ func testClusterWorkload(t *testing.T, k *kubetest.Kubectl, eaddrPod string) {
 	if _, _, err := k.Run([]byte(workload), "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := k.Run(nil, "-n", "e2e", "rollout", "status", "deployment/client", "--timeout=120s"); err != nil {
+	if _, _, err := k.Run(nil, "-n", "e2e", "rollout", "status", "deployment/client", "--timeout=100s"); err != nil {
 		out, _, _ := k.Run(nil, "-n", "e2e", "describe", "pods")
 		t.Fatalf("%v\n%s", err, out)
 	}
