@@ -122,6 +122,9 @@ func StartWith(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	bins := prerequisites(t)
 	t.Cleanup(lockHost(t)) // released after Stop, which is registered later
+	if err := TeardownStale(t.Logf); err != nil {
+		t.Fatalf("kubecluster: a cluster left by a killed process: %v", err)
+	}
 	checkHost(t)
 	begin := time.Now()
 	c := newCluster(t, opts, bins)

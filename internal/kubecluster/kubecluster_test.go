@@ -79,6 +79,10 @@ func (before hostSnapshot) compare(t *testing.T, after hostSnapshot) {
 // host is as it was.
 func TestCluster(t *testing.T) {
 	testenv.RequireRoot(t)
+	// What a killed run left is restored by Start: compare with the host after that.
+	if err := TeardownStale(t.Logf); err != nil {
+		t.Fatal(err)
+	}
 	before := snapshot()
 	t.Cleanup(func() { before.compare(t, snapshot()) }) // after the cluster's cleanup
 	c := Start(t)

@@ -210,3 +210,37 @@ func removeStaleSockets(dir string) {
 		}
 	}
 }
+
+// StateGlob finds the state files of the clusters tests start (their own
+// directory's state.json); DefaultStatePath is `make cluster-up`'s.
+const (
+	StateGlob        = "/tmp/eaddr-kc-*/state.json"
+	DefaultStatePath = "/run/eaddr-kubecluster.json"
+)
+
+// TeardownStale tears down every cluster whose state file is left while the
+// process that started it is gone: a test binary killed by -timeout or a
+// signal (its t.Cleanup never ran), a cluster-up killed with SIGKILL. Start
+// calls it holding LockPath, so no live cluster is touched.
+func TeardownStale(logf func(string, ...any)) error {
+	paths, _ := filepath.Glob(StateGlob)
+	if _, err := os.Stat(DefaultStatePath); err == nil {
+		paths = append(paths, DefaultStatePath)
+	}
+	var problems []error
+	for _, p := range paths {
+		s, err := ReadState(p)
+		if err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		if s.Owner.alive() {
+			continue
+		}
+		logf("kubecluster: the process that started the cluster of %s (pid %d) is gone: restoring the host from it", p, s.Owner.Pid)
+		if err := Teardown(s, logf); err != nil {
+			problems = append(problems, fmt.Errorf("%s: %w", p, err))
+		}
+	}
+	return errors.Join(problems...)
+}

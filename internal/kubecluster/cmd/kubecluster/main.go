@@ -34,7 +34,7 @@ func main() {
 		os.Exit(2)
 	}
 	fl := flag.NewFlagSet("kubecluster "+os.Args[1], flag.ExitOnError)
-	state := fl.String("state", "/run/eaddr-kubecluster.json", "the state file: what the cluster changed on the host")
+	state := fl.String("state", kubecluster.DefaultStatePath, "the state file: what the cluster changed on the host")
 	fl.Parse(os.Args[2:])
 	var err error
 	if os.Args[1] == "up" {
@@ -52,8 +52,8 @@ func main() {
 func down(path string) error {
 	s, err := kubecluster.ReadState(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		log.Printf("no cluster: %s does not exist", path)
-		return nil
+		log.Printf("no cluster: %s does not exist; looking for clusters of killed tests (%s)", path, kubecluster.StateGlob)
+		return kubecluster.TeardownStale(log.Printf)
 	}
 	if err != nil {
 		return err
