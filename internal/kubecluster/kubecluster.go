@@ -42,6 +42,7 @@
 package kubecluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -77,6 +78,12 @@ type Options struct {
 	// StatePath is where the state file goes; the cluster's directory when
 	// empty. `make cluster-up` puts it where `make cluster-down` finds it.
 	StatePath string
+
+	// PodLogsDir is the kubelet's podLogsDir; a directory of the cluster's
+	// own when empty. Set it to /var/log/pods for a log agent that reads a
+	// node's usual path: the pods' directories the cluster adds there are
+	// removed by Stop, nothing else in it is touched.
+	PodLogsDir string
 }
 
 // Cluster is a running single-node cluster.
@@ -172,7 +179,7 @@ func newCluster(t testing.TB, opts Options, bins map[string]string) *Cluster {
 		podBridge:  "eaddrkp" + suffix,
 		nodeBridge: "eaddrkn" + suffix,
 		CRISocket:  CRISocket,
-		PodLogsDir: filepath.Join(dir, "pod-logs"),
+		PodLogsDir: cmp.Or(opts.PodLogsDir, filepath.Join(dir, "pod-logs")),
 		StatePath:  opts.StatePath,
 	}
 	if c.StatePath == "" {
@@ -182,6 +189,7 @@ func newCluster(t testing.TB, opts Options, bins map[string]string) *Cluster {
 		path: c.StatePath, Dir: dir, Owner: procOf("owner", os.Getpid()), CRISocket: c.CRISocket,
 		ConfigPath: filepath.Join(dir, "containerd", "config.toml"), CgroupRoot: CgroupRoot,
 		PodSubnet: c.PodSubnet, KubeProxy: bins["kube-proxy"], Sysctls: readSysctls(), Created: missingPaths(), NftTables: nftTables(),
+		PodLogsDir: c.PodLogsDir, PodLogsBefore: dirEntries(c.PodLogsDir),
 	}
 	if err := c.state.save(); err != nil {
 		os.RemoveAll(dir)

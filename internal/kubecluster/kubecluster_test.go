@@ -73,10 +73,11 @@ func (before hostSnapshot) compare(t *testing.T, after hostSnapshot) {
 	}
 }
 
-// TestCluster starts a cluster, runs a pod from the busybox image with the
-// real kubectl (run, logs, exec), checks where its process's cgroup is and
-// that eaddr's parser attributes it, stops the cluster and checks that the
-// host is as it was.
+// TestCluster starts a cluster with its pod logs in /var/log/pods (where
+// log agents read them), runs a pod from the busybox image with the real
+// kubectl (run, logs, exec), checks its log file there, where its process's
+// cgroup is and that eaddr's parser attributes it, stops the cluster and
+// checks that the host is as it was.
 func TestCluster(t *testing.T) {
 	testenv.RequireRoot(t)
 	// What a killed run left is restored by Start: compare with the host after that.
@@ -85,7 +86,7 @@ func TestCluster(t *testing.T) {
 	}
 	before := snapshot()
 	t.Cleanup(func() { before.compare(t, snapshot()) }) // after the cluster's cleanup
-	c := Start(t)
+	c := StartWith(t, Options{PodLogsDir: "/var/log/pods"})
 	k := c.Kubectl
 	if _, _, err := k.Run(nil, "run", "sleeper", "--image="+critest.Image, "--image-pull-policy=Never",
 		"--restart=Never", "--labels=app=sleeper", "--command", "--", "sh", "-c", "echo hello from the pod; exec sleep 1000"); err != nil {
@@ -105,6 +106,12 @@ func TestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkCgroup(t, c, string(out))
+	logs, _ := filepath.Glob("/var/log/pods/default_sleeper_*/sleeper/0.log")
+	if len(logs) != 1 {
+		t.Errorf("the pod's log file in /var/log/pods: found %v", logs)
+	} else if b, err := os.ReadFile(logs[0]); err != nil || !strings.Contains(string(b), " stdout F hello from the pod") {
+		t.Errorf("%s: %q, %v; want a CRI log line of stdout", logs[0], b, err)
+	}
 	c.Stop()
 	if _, err := os.Stat(c.Dir); err == nil {
 		t.Errorf("%s is still there", c.Dir)

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,19 +18,21 @@ import (
 // alone: from the test's cleanup, from `make cluster-down` in another shell,
 // or after the process that started the cluster was killed.
 type State struct {
-	Dir        string            `json:"dir"`         // the cluster's directory, removed last
-	Owner      Proc              `json:"owner"`       // the process that started the cluster
-	CRISocket  string            `json:"cri_socket"`  // containerd's socket (host path)
-	ConfigPath string            `json:"config_path"` // containerd's config.toml, to restart it for cleanup
-	CgroupRoot string            `json:"cgroup_root"` // the kubelet's --cgroup-root, e.g. /eaddr-kubelet
-	PodSubnet  string            `json:"pod_subnet"`  // the CNI bridge's subnet
-	KubeProxy  string            `json:"kube_proxy"`  // its binary, for kube-proxy --cleanup
-	Procs      []Proc            `json:"procs"`       // started processes, in start order
-	Bridges    []string          `json:"bridges"`     // links to delete
-	Sysctls    map[string]string `json:"sysctls"`     // /proc/sys path -> value before start
-	Created    []string          `json:"created"`     // host paths that did not exist before start
-	Iptables   bool              `json:"iptables"`    // KUBE-* chains may have been made
-	NftTables  []string          `json:"nft_tables"`  // nftables tables before start
+	Dir           string            `json:"dir"`             // the cluster's directory, removed last
+	Owner         Proc              `json:"owner"`           // the process that started the cluster
+	CRISocket     string            `json:"cri_socket"`      // containerd's socket (host path)
+	ConfigPath    string            `json:"config_path"`     // containerd's config.toml, to restart it for cleanup
+	CgroupRoot    string            `json:"cgroup_root"`     // the kubelet's --cgroup-root, e.g. /eaddr-kubelet
+	PodSubnet     string            `json:"pod_subnet"`      // the CNI bridge's subnet
+	KubeProxy     string            `json:"kube_proxy"`      // its binary, for kube-proxy --cleanup
+	Procs         []Proc            `json:"procs"`           // started processes, in start order
+	Bridges       []string          `json:"bridges"`         // links to delete
+	Sysctls       map[string]string `json:"sysctls"`         // /proc/sys path -> value before start
+	Created       []string          `json:"created"`         // host paths that did not exist before start
+	Iptables      bool              `json:"iptables"`        // KUBE-* chains may have been made
+	PodLogsDir    string            `json:"pod_logs_dir"`    // the kubelet's podLogsDir
+	PodLogsBefore []string          `json:"pod_logs_before"` // its entries before start (when it is not below Dir)
+	NftTables     []string          `json:"nft_tables"`      // nftables tables before start
 
 	path string
 	mu   sync.Mutex
@@ -163,4 +166,32 @@ func removeLinksInto(dir, target string) {
 			os.Remove(p)
 		}
 	}
+}
+
+// dirEntries lists the names in dir (none when it does not exist).
+func dirEntries(dir string) []string {
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// removePodLogs removes the pods' log directories the cluster added to a
+// podLogsDir outside its own directory, and the directory if it made it.
+func (s *State) removePodLogs() error {
+	if s.PodLogsDir == "" || strings.HasPrefix(s.PodLogsDir, s.Dir+"/") {
+		return nil
+	}
+	var problems []error
+	for _, name := range dirEntries(s.PodLogsDir) {
+		if !slices.Contains(s.PodLogsBefore, name) {
+			removeLinksInto("/var/log/containers", filepath.Join(s.PodLogsDir, name))
+			if err := os.RemoveAll(filepath.Join(s.PodLogsDir, name)); err != nil {
+				problems = append(problems, err)
+			}
+		}
+	}
+	return errors.Join(problems...)
 }

@@ -68,6 +68,7 @@ func Teardown(s *State, logf func(string, ...any)) error {
 		add(removeCgroups(s.CgroupRoot))
 	}
 	removeLinksInto("/var/log/containers", s.Dir)
+	add(s.removePodLogs())
 	s.removeCNIResults()
 	if s.CRISocket != "" && !slices.ContainsFunc(s.Procs, Proc.alive) {
 		os.Remove(s.CRISocket)

@@ -1,7 +1,7 @@
 // Command kubecluster starts internal/kubecluster's single-node cluster for
 // people (`make cluster-up`) and stops it (`make cluster-down`, or Ctrl-C):
 //
-//	kubecluster up   [-state FILE]  start, print how to use it, run until SIGINT/SIGTERM, restore the host
+//	kubecluster up   [-state FILE] [-pod-logs-dir DIR]  start, print how to use it, run until SIGINT/SIGTERM, restore the host
 //	kubecluster down [-state FILE]  stop the cluster FILE records and restore the host, from any shell
 //
 // Everything the cluster changes on the host is recorded in FILE
@@ -35,10 +35,11 @@ func main() {
 	}
 	fl := flag.NewFlagSet("kubecluster "+os.Args[1], flag.ExitOnError)
 	state := fl.String("state", kubecluster.DefaultStatePath, "the state file: what the cluster changed on the host")
+	podLogs := fl.String("pod-logs-dir", "", "up: the kubelet's podLogsDir (e.g. /var/log/pods); the cluster's own directory when empty")
 	fl.Parse(os.Args[2:])
 	var err error
 	if os.Args[1] == "up" {
-		err = up(*state)
+		err = up(*state, *podLogs)
 	} else {
 		err = down(*state)
 	}
@@ -67,7 +68,7 @@ func down(path string) error {
 }
 
 // up starts a cluster, prints how to use it and runs until a signal.
-func up(path string) error {
+func up(path, podLogs string) error {
 	if _, err := os.Stat(path); err == nil {
 		return fmt.Errorf("%s exists: a cluster runs already, or was killed (make cluster-down)", path)
 	}
@@ -76,7 +77,7 @@ func up(path string) error {
 	t := &tb{}
 	defer t.cleanup()
 	c, err := t.run(func() *kubecluster.Cluster {
-		return kubecluster.StartWith(t, kubecluster.Options{StatePath: path})
+		return kubecluster.StartWith(t, kubecluster.Options{StatePath: path, PodLogsDir: podLogs})
 	})
 	if err != nil {
 		return err
