@@ -118,7 +118,9 @@ type Cluster struct {
 // It skips (testenv.Skip: a failure under EADDR_REQUIRE_BPF=1) when not root,
 // when a program is missing (naming its Debian package), or when the host
 // already has what the cluster would make (a CRI socket, KUBE-* chains, its
-// cgroup root); the Kubernetes binaries are built first if not cached.
+// cgroup root); the Kubernetes binaries are built first if not cached. It
+// waits while another cluster runs on the machine (LockPath) and first
+// restores what a killed one left (TeardownStale).
 func Start(t testing.TB) *Cluster {
 	t.Helper()
 	return StartWith(t, Options{})
