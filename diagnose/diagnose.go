@@ -46,6 +46,12 @@ type Diagnosis struct {
 	Unsure    int
 	Source    string // where the sockets were read: "iterator", or "sock_diag: why"
 
+	// RemotePod is the pod on this node the connect() went to, by its
+	// address (the runtime's list, fresh): set for a host process's
+	// connect from a NodePort-range source port (a kubelet probe), so that
+	// the probed pod can be told. nil when none or not known.
+	RemotePod *decode.Pod
+
 	Addresses   []string // bind EADDRNOTAVAIL: the addresses the netns has
 	HostNetwork bool     // the event was in the host's netns
 	At          time.Time
@@ -85,6 +91,7 @@ type diagKey struct {
 	errno   int
 	addr    netip.AddrPort
 	nodeprt bool
+	remote  netip.AddrPort // NodePort suspects: the destination, whose pod the diagnosis names
 	// unix sockets: the path (or @name) and the mount namespace it is
 	// looked up in; addr is unset.
 	path string
@@ -109,14 +116,19 @@ type Diagnoser struct {
 	// and the diagnosis says what that cannot see.
 	Iter          netdiag.SocketReader
 	NodePortRules NodePortRules // nil: the NodePort rules are not read (nodeport_timeout.go)
-	cache         map[diagKey]*diagEntry
-	pidByNetNS    map[uint32]int       // a process last seen in each netns: the handle to reach it
-	gone          map[uint32]time.Time // netns found without a live process, and when
-	now           func() time.Time
-	Snapshots     uint64 // snapshots taken (each is one sock_diag dump per family)
-	Shared        uint64 // events answered from a snapshot of the same interval
-	Unreachable   uint64 // events whose netns had no live process left
-	maxCacheSize  int
+	// Pods names the pod of a destination address (kube.Resolver.PodByIP);
+	// nil: not asked.
+	Pods interface {
+		PodByIP(netip.Addr) (*decode.Pod, bool)
+	}
+	cache        map[diagKey]*diagEntry
+	pidByNetNS   map[uint32]int       // a process last seen in each netns: the handle to reach it
+	gone         map[uint32]time.Time // netns found without a live process, and when
+	now          func() time.Time
+	Snapshots    uint64 // snapshots taken (each is one sock_diag dump per family)
+	Shared       uint64 // events answered from a snapshot of the same interval
+	Unreachable  uint64 // events whose netns had no live process left
+	maxCacheSize int
 }
 
 // NewDiagnoser returns a Diagnoser with one snapshot per second and key.
@@ -197,7 +209,7 @@ func KeyOf(ev *decode.Event) (Key, bool) {
 		}
 		key.path, key.mnt = string(path), ev.MntNS
 	case ev.NodePort, socketErrno(ev): // socket errors: only NodePort suspects (Diagnoser.nodePortSuspect)
-		key.addr = ev.Local.IP
+		key.addr, key.remote = ev.Local.IP, ev.Remote.IP
 	case ev.Syscall == decode.Connect && ev.Errno == decode.EADDRNOTAVAIL, ev.Syscall == decode.Connect && ev.Errno == decode.EADDRINUSE:
 		key.addr = ev.Remote.IP
 	case ev.Syscall == decode.Connect && ev.Errno == int(unix.EAGAIN) && ev.Protocol == unix.IPPROTO_UDP:
@@ -285,6 +297,7 @@ func (d *Diagnoser) noNetns(ev *decode.Event, g *Diagnosis, err error) {
 }
 
 func (d *Diagnoser) nodePort(ev *decode.Event, g *Diagnosis, now time.Time) {
+	g.RemotePod = d.remotePod(ev)
 	g.Verdict = fmt.Sprintf("source port %d is inside the NodePort range %d-%d: since Kubernetes 1.22 kube-proxy no longer holds NodePorts, so the reply to this connection can be caught by a NodePort rule and sent to a Service backend (kubelet health checks then fail at random); %s",
 		ev.Local.IP.Port(), d.NodePortLo, d.NodePortHi, d.ruleText(ev.Local.IP.Addr(), ev.Local.IP.Port()))
 	d.nodePortFixes(ev, g, now) // nodeport_timeout.go
@@ -313,4 +326,17 @@ func countsString(c []Count) string {
 		return "no sockets"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// remotePod is the pod on this node that ev's connect() went to, when the
+// runtime's fresh list has one with that address.
+func (d *Diagnoser) remotePod(ev *decode.Event) *decode.Pod {
+	if d.Pods == nil || !ev.Remote.Valid || !ev.Remote.IP.Addr().IsValid() {
+		return nil
+	}
+	p, ok := d.Pods.PodByIP(ev.Remote.IP.Addr())
+	if !ok || p.Name == "" {
+		return nil
+	}
+	return p
 }

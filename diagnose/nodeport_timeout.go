@@ -70,6 +70,7 @@ func (d *Diagnoser) KeyOf(ev *decode.Event) (Key, bool) {
 // host's source ports out of the NodePort range, checked against the
 // netns's sysctls.
 func (d *Diagnoser) nodePortFailure(ev *decode.Event, g *Diagnosis, now time.Time) {
+	g.RemotePod = d.remotePod(ev)
 	port := ev.Local.IP.Port()
 	rng := fmt.Sprintf("%d-%d", d.NodePortLo, d.NodePortHi)
 	rule := d.ruleText(ev.Local.IP.Addr(), port)

@@ -19,6 +19,14 @@ const (
 	ReasonAddrInUse    = "AddressInUse"            // EADDRINUSE
 	ReasonConnect      = "ConnectFailed"           // any other failed connect(): refused, timed out, unreachable
 	ReasonBind         = "BindFailed"              // any other failed bind()
+	// ReasonNearlyExhausted is no failure: the port sampler found a pod's
+	// netns holding --warn percent or more of the ports a connect() toward
+	// one destination tries, before any connect() failed.
+	ReasonNearlyExhausted = "EphemeralPortsNearlyExhausted"
+	// ReasonNodePortSource is on the pod a host process connected to from
+	// a source port in the NodePort range (a kubelet probe): the reply to
+	// it can be taken by a NodePort rule.
+	ReasonNodePortSource = "SourcePortInNodePortRange"
 )
 
 // noteMax is the API server's limit on an Event's note.

@@ -8,9 +8,11 @@ import (
 	"time"
 )
 
-// Failure is one failure of a pod, as the trace hands it over. Its strings
-// must not change afterwards (the pod's names come from the CRI cache, the
-// note from the diagnosis: both are never modified).
+// Failure is one failure of a pod, as the trace hands it over, or a port
+// warning (Reason ReasonNearlyExhausted, from the port sampler: no failure
+// yet, Count 1 per sample). Its strings must not change afterwards (the
+// pod's names come from the CRI cache, the note from the diagnosis: both are
+// never modified).
 type Failure struct {
 	PodUID, PodName, Namespace string
 	Reason, Action             string
@@ -47,6 +49,12 @@ type Stats struct {
 	// did not know the pod's name and namespace (the runtime had not named
 	// it), which an Event is attached to. Not in Dropped.
 	Unnamed uint64
+	// WarningsDropped counts port warnings (ReasonNearlyExhausted: one per
+	// sample that found a pod's netns at or above --warn toward a
+	// destination) that reached no Event, for any of Dropped's reasons or
+	// because the pod's name was not known. They are no failures: not in
+	// Dropped or Unnamed.
+	WarningsDropped uint64
 }
 
 // Reporter turns failures into Events: Report queues without waiting; Run
@@ -59,7 +67,7 @@ type Reporter struct {
 	tokens  float64
 	refill  time.Time
 
-	created, updated, errs, dropped, unnamed atomic.Uint64
+	created, updated, errs, dropped, unnamed, warningsDropped atomic.Uint64
 }
 
 type key struct {
@@ -110,10 +118,24 @@ func (r *Reporter) Report(f Failure) bool {
 	case r.q <- f:
 		return true
 	default:
-		r.dropped.Add(uint64(max(f.Count, 1)))
+		r.lose(&f, max(f.Count, 1))
 		return false
 	}
 }
+
+// lose counts n of f's kind that reached no Event: failures, or port
+// warnings.
+func (r *Reporter) lose(f *Failure, n int32) {
+	if f.Reason == ReasonNearlyExhausted {
+		r.warningsDropped.Add(uint64(n))
+		return
+	}
+	r.dropped.Add(uint64(n))
+}
+
+// UnnamedWarning counts a port warning of a pod whose name is not known:
+// no Event can be attached to it (Stats.WarningsDropped).
+func (r *Reporter) UnnamedWarning() { r.warningsDropped.Add(1) }
 
 // Unnamed counts count failures of a pod whose name is not known: no
 // Event can be attached to it (Stats.Unnamed).
@@ -122,7 +144,7 @@ func (r *Reporter) Unnamed(count int32) { r.unnamed.Add(uint64(max(count, 1))) }
 // Stats returns the totals so far; safe from any goroutine.
 func (r *Reporter) Stats() Stats {
 	return Stats{Created: r.created.Load(), Updated: r.updated.Load(), Errors: r.errs.Load(), Dropped: r.dropped.Load(),
-		Unnamed: r.unnamed.Load()}
+		Unnamed: r.unnamed.Load(), WarningsDropped: r.warningsDropped.Load()}
 }
 
 // tick is how often Run looks for Events to create or update.
@@ -157,14 +179,19 @@ func (r *Reporter) drain() {
 	r.tokens = float64(r.o.Burst)
 	r.flush(ctx, time.Now().Add(r.o.UpdateEvery)) // due now: every update is
 	for k, e := range r.entries {
-		r.dropped.Add(uint64(e.count - e.sent))
+		r.lose(&e.f, e.count-e.sent)
 		delete(r.entries, k)
 	}
 }
 
-// add counts f under its key, making room when the keys are all taken.
+// add counts f under its key, making room when the keys are all taken. A
+// port warning of a pod that already has an exhausted Event toward the same
+// destination is left out: the failure's Event says more.
 func (r *Reporter) add(f Failure) {
 	n := max(f.Count, 1)
+	if f.Reason == ReasonNearlyExhausted && r.entries[key{f.PodUID, ReasonExhausted, f.Dest}] != nil {
+		return
+	}
 	k := key{f.PodUID, f.Reason, f.Dest}
 	e := r.entries[k]
 	if e == nil {
@@ -186,7 +213,8 @@ func (r *Reporter) evictOldest() {
 			oldest, at = k, e.last
 		}
 	}
-	r.dropped.Add(uint64(r.entries[oldest].count - r.entries[oldest].sent))
+	e := r.entries[oldest]
+	r.lose(&e.f, e.count-e.sent)
 	delete(r.entries, oldest)
 }
 
@@ -218,9 +246,9 @@ func (r *Reporter) createEvent(ctx context.Context, k key, e *entry) {
 	name, err := r.c.create(ctx, &e.f, r.o.Instance, e.first)
 	if err != nil {
 		r.errs.Add(1)
-		r.dropped.Add(uint64(e.count))
+		r.lose(&e.f, e.count)
 		delete(r.entries, k)
-		r.o.Logger.Warn("could not create a Kubernetes Event; its failures are counted as dropped (eaddr_kube_events_dropped_total)",
+		r.o.Logger.Warn("could not create a Kubernetes Event; what it stood for is counted as dropped (eaddr_kube_events_dropped_total, or eaddr_kube_port_warnings_dropped_total for a port warning)",
 			"pod", e.f.Namespace+"/"+e.f.PodName, "reason", e.f.Reason, "err", err)
 		return
 	}

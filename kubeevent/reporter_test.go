@@ -177,6 +177,63 @@ func TestReporterAPIDown(t *testing.T) {
 	}
 }
 
+// Port warnings that reach no Event are counted apart from failures: they
+// are samples, not failed calls, and eaddr_kube_events_dropped_total
+// counts failures only. With the API server down, 3 warnings of one pod and
+// 2 failures of another are 3 warnings and 2 failures dropped; a warning of
+// a pod whose name is not known is one more.
+func TestReporterWarningsCountedApart(t *testing.T) {
+	f, c := newFake(t)
+	f.down = true
+	r := New(c, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	for i := 0; i < 3; i++ {
+		w := failure("a", time.Now())
+		w.Reason, w.Action = ReasonNearlyExhausted, "SamplePorts"
+		r.Report(w)
+	}
+	r.Report(failure("b", time.Now()))
+	r.Report(failure("b", time.Now()))
+	r.UnnamedWarning()
+	waitFor(t, "both creates failed", func() bool { return r.Stats().Errors >= 2 })
+	cancel()
+	<-done
+	if s := r.Stats(); s.Dropped != 2 || s.WarningsDropped != 4 || s.Unnamed != 0 {
+		t.Errorf("stats %+v: want 2 failures and 4 warnings dropped", s)
+	}
+}
+
+// A port warning of a pod whose failures toward the same destination have
+// an Event already adds nothing: one Event, nothing counted as dropped. A
+// warning toward another destination is its own Event.
+func TestReporterWarningAfterFailure(t *testing.T) {
+	f, c := newFake(t)
+	r := New(c, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	r.Report(failure("a", time.Now()))
+	warn := failure("a", time.Now())
+	warn.Reason = ReasonNearlyExhausted
+	r.Report(warn)
+	other := warn
+	other.Dest = netip.MustParseAddrPort("10.96.0.11:80")
+	r.Report(other)
+	waitFor(t, "two Events", func() bool { return r.Stats().Created == 2 })
+	cancel()
+	<-done
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.created) != 2 || f.created[0].Reason == f.created[1].Reason {
+		t.Errorf("Events %+v, want the failure's and the other destination's warning", f.created)
+	}
+	if s := r.Stats(); s.Dropped != 0 || s.WarningsDropped != 0 {
+		t.Errorf("stats %+v: nothing was lost", s)
+	}
+}
+
 // A kubeconfig's current context gives the server and the token; one
 // without credentials, or with an exec plugin only, is refused with why.
 func TestFromKubeconfig(t *testing.T) {

@@ -21,6 +21,15 @@ func AppendDiagnosisJSON(b []byte, g *diagnose.Diagnosis) []byte {
 	b = appendBudgetJSON(b, g)
 	b = appendStatesJSON(b, g.States)
 	b = appendHoldersJSON(b, g.Holders)
+	if p := g.RemotePod; p != nil {
+		b = append(b, `,"remote_pod":{"uid":`...)
+		b = AppendString(b, p.UID)
+		b = append(b, `,"name":`...)
+		b = AppendString(b, p.Name)
+		b = append(b, `,"namespace":`...)
+		b = AppendString(b, p.Namespace)
+		b = append(b, '}')
+	}
 	if len(g.Addresses) > 0 {
 		b = appendStrings(b, "addresses", g.Addresses)
 	}

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 
@@ -18,6 +19,10 @@ type kubeEvents struct{ k *kubeevent.Reporter }
 
 func (c kubeEvents) consume(e *emitted) {
 	ev, g, p := e.ev, e.g, e.ev.Pod
+	if g != nil && g.RemotePod != nil {
+		c.k.Report(toRemotePod(ev, g))
+		return
+	}
 	if e.expected || ev.NodePort || p == nil || p.UID == "" {
 		return // not a pod's failure, or one its program makes on purpose
 	}
@@ -49,6 +54,30 @@ func (c kubeEvents) consume(e *emitted) {
 		f.Meaning = e.x.Meaning.Meaning
 	}
 	c.k.Report(f)
+}
+
+// toRemotePod is the Event on the pod a host process connected to from a
+// source port in the NodePort range (the diagnosis named it by the
+// destination's address): the kubelet's probe of that pod, most often,
+// whose Unhealthy Event it then sits beside. It allocates, as such
+// connects are few: a node whose range keeps clear of NodePorts has none.
+func toRemotePod(ev *decode.Event, g *diagnose.Diagnosis) kubeevent.Failure {
+	rp := g.RemotePod
+	who := fmt.Sprintf("pid %d (%s) on the node", ev.PID, ev.Comm)
+	if string(ev.Comm) == "kubelet" {
+		who = fmt.Sprintf("the kubelet (pid %d), probing this pod or running its lifecycle hook,", ev.PID)
+	}
+	what := "connected"
+	if ev.Errno != 0 {
+		what = "failed to connect (" + decode.ErrnoName(ev.Errno) + ")"
+	}
+	f := kubeevent.Failure{PodUID: rp.UID, PodName: rp.Name, Namespace: rp.Namespace, Reason: kubeevent.ReasonNodePortSource,
+		Action: "Connect", Dest: ev.Remote.IP, Count: int32(min(1+ev.Suppressed, 1<<30)), At: ev.Time,
+		Verdict: fmt.Sprintf("%s %s to it at %s from source port %d: %s", who, what, ev.Remote.IP, ev.Local.IP.Port(), g.Verdict)}
+	if len(g.Fix) > 0 {
+		f.Fix = g.Fix[0]
+	}
+	return f
 }
 
 // reasonOf names the kind of failure. Exhaustion is claimed only when the

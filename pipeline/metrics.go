@@ -246,5 +246,8 @@ func (m *metrics) kubeEvents(k *kubeevent.Reporter) {
 			func() float64 { return float64(k.Stats().Dropped) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eaddr_kube_events_unnamed_total",
 			Help: "Failures of pods that reached no Kubernetes Event (--kube-events) because the pod's name was not known: the container runtime had not named it."},
-			func() float64 { return float64(k.Stats().Unnamed) }))
+			func() float64 { return float64(k.Stats().Unnamed) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eaddr_kube_port_warnings_dropped_total",
+			Help: "Port warnings (a sample that found a pod's netns at or above --warn toward a destination, before any failure) that reached no EphemeralPortsNearlyExhausted Event (--kube-events): the pod's name was not known, the reporter's queue was full, creating the Event failed, or they were unsent at stop. No failures: not in eaddr_kube_events_dropped_total."},
+			func() float64 { return float64(k.Stats().WarningsDropped) }))
 }

@@ -32,13 +32,15 @@ type Config struct {
 	Flush            time.Duration // the longest an event waits in the ring
 	MetricsAddr      string        // serve /metrics and /healthz here ("": off)
 	MetricsMaxSeries int
-	// The port sampler (needs MetricsAddr): every PortsInterval (0: off),
-	// the PortsTop busiest destinations of every netns with a live
-	// process; at most PortsMaxSeries port series.
-	PortsInterval            time.Duration
-	PortsTop, PortsMaxSeries int
-	SummaryEvery             time.Duration // 0: no summary records
-	Rate                     float64       // events per second per key; 0: no limit
+	// The port sampler (with MetricsAddr or KubeEvents): every
+	// PortsInterval (0: off), the PortsTop busiest destinations of every
+	// netns with a live process; at most PortsMaxSeries port series. With
+	// KubeEvents, a pod whose netns holds PortsWarn percent or more of the
+	// ports toward one of them gets an EphemeralPortsNearlyExhausted Event.
+	PortsInterval                       time.Duration
+	PortsTop, PortsMaxSeries, PortsWarn int
+	SummaryEvery                        time.Duration // 0: no summary records
+	Rate                                float64       // events per second per key; 0: no limit
 	// Pod filters.
 	Namespace, Pod, Container string
 	Selector                  map[string]string
@@ -144,7 +146,7 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 		return Stats{}, err
 	}
 	defer r.close()
-	if met != nil && c.PortsInterval > 0 {
+	if c.PortsInterval > 0 && (met != nil || c.KubeEvents != nil) {
 		defer r.startPorts(ctx)() // stopped before r.close closes the socket iterator
 	}
 	if k := c.KubeEvents; k != nil {
@@ -262,6 +264,7 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 			d.HostNetNS = uint64(np.NetNS) // --nodeport-netns: where the NodePort rules are
 		}
 		d.NodePortRules = diagnose.NewHostRules(d.HostNetNS)
+		d.Pods = r.names // the pod a host process's NodePort-suspect connect went to
 		if c.SocketIterators {
 			r.sockIter = OpenSockIter(log)
 			if r.sockIter != nil {

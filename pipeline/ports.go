@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/diagnose/netdiag"
 )
@@ -24,8 +25,10 @@ const (
 // NetNSPorts is one netns's port budget at one sample.
 type NetNSPorts struct {
 	Inode          uint64
+	PID            int // the process it was entered through
 	Host           bool
 	Namespace, Pod string                 // the pod that owns it; empty for the host's or when not known
+	PodUID         string                 // set with Pod
 	Usable         int                    // ports of the range not reserved
 	HeldForAll     int                    // ports no connect() can have, whatever the destination
 	Top            []diagnose.Destination // the busiest destinations, most ports first
@@ -45,11 +48,11 @@ type portSampler struct {
 	opts  diagnose.AuditOptions // Top, Iter, HostNetNS
 	log   *slog.Logger
 	// members lists the netns with a live process (diagnose.NetNSMembers);
-	// podOf names a netns's pod (ok false: not known); publish gets each
-	// sample (the metrics). Tests replace them.
+	// podOf names a netns's pod (nil: not known, or not named); publish gets
+	// each sample (the metrics, the port warnings). Tests replace them.
 	members func() (map[uint64]int, error)
 	now     func() time.Time
-	podOf   func(inode uint64) (namespace, pod string, ok bool)
+	podOf   func(inode uint64) *decode.Pod
 	publish func(*PortSample)
 }
 
@@ -59,7 +62,7 @@ func newPortSampler(every time.Duration, top int, host uint64, iter netdiag.Sock
 		o.Iter = iter
 	}
 	return &portSampler{every: every, opts: o, log: log, members: diagnose.NetNSMembers, now: time.Now,
-		podOf:   func(uint64) (string, string, bool) { return "", "", false },
+		podOf:   func(uint64) *decode.Pod { return nil },
 		publish: func(*PortSample) {}}
 }
 
@@ -76,10 +79,10 @@ func (s *portSampler) sample() (*PortSample, error) {
 			out.Skipped++ // the netns went away, or its sockets could not be listed
 			continue
 		}
-		n := NetNSPorts{Inode: inode, Host: r.Host, Usable: r.Usable, HeldForAll: r.HeldForAll, Top: r.Destinations}
+		n := NetNSPorts{Inode: inode, PID: r.PID, Host: r.Host, Usable: r.Usable, HeldForAll: r.HeldForAll, Top: r.Destinations}
 		if !r.Host {
-			if ns, p, ok := s.podOf(inode); ok {
-				n.Namespace, n.Pod = ns, p
+			if p := s.podOf(inode); p != nil {
+				n.Namespace, n.Pod, n.PodUID = p.Namespace, p.Name, p.UID
 			}
 		}
 		out.NetNS = append(out.NetNS, n)
@@ -147,19 +150,32 @@ func (s *portSampler) once(last time.Duration) time.Duration {
 }
 
 // startPorts starts the trace's sampler: sockets read with sock_diag, the
-// trace's runtime client for the pods' names, the metrics for output. Not
-// the BPF socket iterator even with --socket-iterators: a sample with it
-// cost 1.6 times the CPU of one with sock_diag (docs/performance.md, "Port
+// trace's runtime client for the pods' names; each sample goes to the
+// metrics (--metrics-addr) and the port warnings (--kube-events). Not the
+// BPF socket iterator even with --socket-iterators: a sample with it cost
+// 1.6 times the CPU of one with sock_diag (docs/performance.md, "Port
 // sampler"); sock_diag's unknown bind buckets are counted apart (Unsure).
 func (r *traceRun) startPorts(ctx context.Context) (stop func()) {
 	s := newPortSampler(r.c.PortsInterval, max(r.c.PortsTop, 1), r.pods.HostNetNS, nil, r.log)
-	s.podOf = func(inode uint64) (string, string, bool) {
+	s.podOf = func(inode uint64) *decode.Pod {
 		p, ok := r.names.PodByNetNS(inode)
-		if !ok || p.Name == "" { // a name not known is left empty, not guessed
-			return "", "", false
+		if !ok || p.Name == "" || p.Namespace == "" || p.UID == "" { // a name not known is left empty, not guessed
+			return nil
 		}
-		return p.Namespace, p.Name, true
+		return p
 	}
-	s.publish = r.met.port.sampled
+	var to []func(*PortSample)
+	if r.met != nil {
+		to = append(to, r.met.port.sampled)
+	}
+	if r.c.KubeEvents != nil {
+		w := newPortWarnings(r.c.KubeEvents, r.c.PortsWarn, r.pods.HostNetNS, r.log)
+		to = append(to, w.sampled)
+	}
+	s.publish = func(p *PortSample) {
+		for _, f := range to {
+			f(p)
+		}
+	}
 	return s.start(ctx)
 }

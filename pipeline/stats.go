@@ -141,7 +141,8 @@ func (r *traceRun) stoppedAttrs(s Stats) []any {
 	if k := r.c.KubeEvents; k != nil {
 		ks := k.Stats()
 		attrs = append(attrs, "kube_events_created", ks.Created, "kube_events_updated", ks.Updated,
-			"kube_event_calls_failed", ks.Errors, "kube_events_dropped", ks.Dropped, "kube_events_unnamed", ks.Unnamed)
+			"kube_event_calls_failed", ks.Errors, "kube_events_dropped", ks.Dropped, "kube_events_unnamed", ks.Unnamed,
+			"kube_port_warnings_dropped", ks.WarningsDropped)
 	}
 	if r.diag != nil {
 		attrs = append(attrs, "netns_snapshots", s.Snapshots, "snapshots_shared", s.Shared,

@@ -60,6 +60,8 @@ func TestFlagsCheckedAtStart(t *testing.T) {
 		{[]string{"trace", "--ports-interval", "-1s"}, "--ports-interval must not be negative"},
 		{[]string{"trace", "--ports-top", "0"}, "--ports-top must be at least 1"},
 		{[]string{"trace", "--ports-max-series", "0"}, "--ports-max-series must be at least 1"},
+		{[]string{"trace", "--warn", "0"}, "--warn must be a percent from 1 to 100, not 0"},
+		{[]string{"trace", "--warn", "101"}, "--warn must be a percent from 1 to 100, not 101"},
 	} {
 		if tc.args[1] == "--netns" && tc.args[2] != "1" && os.Geteuid() != 0 {
 			// Without CAP_SYS_PTRACE eaddr cannot see other processes' netns,

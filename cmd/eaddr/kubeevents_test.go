@@ -163,8 +163,11 @@ func TestKubeEvents(t *testing.T) {
 	r := critest.Start(t)
 	pod, app, ns := exhaustedPod(t, r, "")
 	api := newEventsAPI(t)
+	// --ports-interval 0: no port warning before the first wget (the pod is
+	// full from the start); TestPortWarningAPIServer tests those.
 	p := startTrace(t, "--cri-endpoint", r.Socket, "--netns", strconv.FormatUint(ns.Inode(), 10), "--kube-events",
-		"--kubeconfig", kubeconfigFor(t, api.srv.URL, "test-token"), "--kube-events-update-interval", "200ms", "--rate-limit", "off")
+		"--kubeconfig", kubeconfigFor(t, api.srv.URL, "test-token"), "--kube-events-update-interval", "200ms", "--rate-limit", "off",
+		"--ports-interval", "0")
 	wgetFails(t, r, app, 1)
 	evs := waitEvents(t, api.snapshot, func(evs []apiEvent) bool { return len(evs) == 1 })
 	checkPodEvent(t, evs[0], "shop", "client", pod.UID)
@@ -230,13 +233,13 @@ type coreEvent struct {
 	} `json:"series"`
 }
 
-// The same against a real API server (internal/kubetest: kube-apiserver and
-// etcd): eaddr posts as its service account, with only the RBAC of
-// deploy/kube-events/rbac.yaml; the Pod was created through the API
-// (Pending: there is no kubelet) and the private containerd runs a pod with
-// its UID. Exactly one Event appears on it, a storm makes its count grow,
-// and the service account can do nothing else.
-func TestKubeEventsAPIServer(t *testing.T) {
+// apiServerWithPod starts a real API server (internal/kubetest) with
+// eaddr's namespace, service account and the RBAC of
+// deploy/kube-events/rbac.yaml, and the Pod shop/client (Pending: there is
+// no kubelet) on node-a; it returns the server, the Pod's UID and the
+// service account's token.
+func apiServerWithPod(t *testing.T) (*kubetest.Server, string, string) {
+	t.Helper()
 	s := kubetest.Start(t)
 	ctx := context.Background()
 	apply := func(path, contentType string, body []byte) []byte {
@@ -270,32 +273,47 @@ func TestKubeEventsAPIServer(t *testing.T) {
 	if err := json.Unmarshal(apply("/api/v1/namespaces/shop/pods", "", []byte(podJSON)), &created); err != nil || created.Metadata.UID == "" {
 		t.Fatalf("the Pod's UID: %v", err)
 	}
-	token := s.ServiceAccountToken(t, "eaddr", "eaddr")
+	return s, created.Metadata.UID, s.ServiceAccountToken(t, "eaddr", "eaddr")
+}
+
+// listEvents lists the events.k8s.io/v1 Events of namespace ns.
+func listEvents(t *testing.T, s *kubetest.Server, ns string) []apiEvent {
+	t.Helper()
+	resp, err := s.Do(context.Background(), kubetest.Request{Method: "GET", Path: "/apis/events.k8s.io/v1/namespaces/" + ns + "/events"})
+	if err != nil || resp.Err() != nil {
+		t.Fatalf("listing Events: %v %v", err, resp.Err())
+	}
+	var l struct{ Items []apiEvent }
+	if err := json.Unmarshal(resp.Body, &l); err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
+}
+
+// The same against a real API server (internal/kubetest: kube-apiserver and
+// etcd): eaddr posts as its service account, with only the RBAC of
+// deploy/kube-events/rbac.yaml; the Pod was created through the API
+// (Pending: there is no kubelet) and the private containerd runs a pod with
+// its UID. Exactly one Event appears on it, a storm makes its count grow,
+// and the service account can do nothing else.
+func TestKubeEventsAPIServer(t *testing.T) {
+	s, uid, token := apiServerWithPod(t)
+	ctx := context.Background()
 
 	r := critest.Start(t)
-	_, app, ns := exhaustedPod(t, r, created.Metadata.UID)
+	_, app, ns := exhaustedPod(t, r, uid)
 	p := startTrace(t, "--cri-endpoint", r.Socket, "--netns", strconv.FormatUint(ns.Inode(), 10), "--kube-events",
 		"--kubeconfig", s.WriteKubeconfig(t, token), "--kube-events-update-interval", "200ms", "--rate-limit", "off", "--node", "node-a",
-		"--metrics-addr", "127.0.0.1:0")
+		"--metrics-addr", "127.0.0.1:0", "--ports-interval", "0") // no port warning: see TestKubeEvents
 	metrics := p.metricsURL(t)
-	listEvents := func() []apiEvent {
-		resp, err := s.Do(ctx, kubetest.Request{Method: "GET", Path: "/apis/events.k8s.io/v1/namespaces/shop/events"})
-		if err != nil || resp.Err() != nil {
-			t.Fatalf("listing Events: %v %v", err, resp.Err())
-		}
-		var l struct{ Items []apiEvent }
-		if err := json.Unmarshal(resp.Body, &l); err != nil {
-			t.Fatal(err)
-		}
-		return l.Items
-	}
+	listEvents := func() []apiEvent { return listEvents(t, s, "shop") }
 	wgetFails(t, r, app, 1)
 	evs := waitEvents(t, listEvents, func(evs []apiEvent) bool { return len(evs) >= 1 })
 	time.Sleep(500 * time.Millisecond) // a second Event would have been made by now
 	if evs = listEvents(); len(evs) != 1 {
 		t.Fatalf("%d Events, want exactly 1: %+v", len(evs), evs)
 	}
-	checkPodEvent(t, evs[0], "shop", "client", created.Metadata.UID)
+	checkPodEvent(t, evs[0], "shop", "client", uid)
 
 	wgetFails(t, r, app, 20)
 	waitEvents(t, listEvents, func(evs []apiEvent) bool { return len(evs) == 1 && evs[0].Series != nil && evs[0].Series.Count == 21 })
@@ -359,6 +377,14 @@ func describe(t *testing.T, s *kubetest.Server) {
 		e.ReportingComponent != "eaddr.io/eaddr" || e.ReportingInstance != "eaddr-node-a" || e.Series == nil || e.Series.Count != 21 {
 		t.Errorf("core/v1 view %+v", e)
 	}
+	describedAs(t, s, "EphemeralPortsExhausted", "../../README.md", "../../docs/kubernetes.md")
+}
+
+// describedAs runs the real `kubectl describe pod client -n shop` and
+// checks that each doc quotes its Events section, with the Event of reason,
+// as it printed it (describeExcerpt).
+func describedAs(t *testing.T, s *kubetest.Server, reason string, docs ...string) {
+	t.Helper()
 	args := []string{"describe", "pod", "client", "-n", "shop"}
 	out, stderr, err := s.Kubectl(t).Run(nil, args...)
 	if err != nil || len(stderr) > 0 {
@@ -368,11 +394,21 @@ func describe(t *testing.T, s *kubetest.Server) {
 	if printed == nil {
 		t.Fatalf("kubectl %s printed no Events section:\n%s", strings.Join(args, " "), out)
 	}
-	for _, doc := range []string{"../../README.md", "../../docs/kubernetes.md"} {
-		if err := describeExcerpt(doc, "kubectl "+strings.Join(args, " "), printed); err != nil {
+	for _, doc := range docs {
+		if err := describeExcerpt(doc, "kubectl "+strings.Join(args, " "), reason, printed); err != nil {
 			t.Errorf("%v\nkubectl %s printed:\n%s", err, strings.Join(args, " "), strings.Join(printed, "\n"))
 		}
 	}
+}
+
+// hasReason: a line of block is a Warning Event row of reason.
+func hasReason(block []string, reason string) bool {
+	for _, l := range block {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "Warning" && f[1] == reason {
+			return true
+		}
+	}
+	return false
 }
 
 // eventsSection is the lines of kubectl describe's output from "Events:" to
@@ -412,10 +448,11 @@ func normalized(line string) string {
 }
 
 // describeExcerpt checks the fenced block of doc that holds a line
-// "Events:": from that line on, it must be kubectl's Events section, line
-// for line, word for word, but for the per-run parts (normalized). A
-// "$ kubectl ..." line in the block must be the command that was run.
-func describeExcerpt(doc, command string, printed []string) error {
+// "Events:" and an Event of reason: from that line on, it must be kubectl's
+// Events section, line for line, word for word, but for the per-run parts
+// (normalized). A "$ kubectl ..." line in the block must be the command
+// that was run.
+func describeExcerpt(doc, command, reason string, printed []string) error {
 	data, err := os.ReadFile(doc)
 	if err != nil {
 		return err
@@ -425,7 +462,7 @@ func describeExcerpt(doc, command string, printed []string) error {
 	in := false
 	for _, l := range strings.Split(string(data), "\n") {
 		if strings.HasPrefix(l, "```") {
-			if in && slices.Contains(cur, "Events:") {
+			if in && slices.Contains(cur, "Events:") && hasReason(cur, reason) {
 				blocks = append(blocks, cur)
 			}
 			in, cur = !in, nil
@@ -436,7 +473,7 @@ func describeExcerpt(doc, command string, printed []string) error {
 		}
 	}
 	if len(blocks) != 1 {
-		return fmt.Errorf("%s: %d fenced blocks with an \"Events:\" line, want 1", doc, len(blocks))
+		return fmt.Errorf("%s: %d fenced blocks with an \"Events:\" line and a %s Event, want 1", doc, len(blocks), reason)
 	}
 	block := blocks[0]
 	for _, l := range block {

@@ -110,6 +110,9 @@ type jsonEvent struct {
 			PodUID      string `json:"pod_uid"`
 			ContainerID string `json:"container_id"`
 		} `json:"holders"`
+		RemotePod *struct {
+			UID, Name, Namespace string
+		} `json:"remote_pod"`
 		Addresses   []string `json:"addresses"`
 		Fix         []string `json:"fix"`
 		HostNetwork bool     `json:"host_network"`

@@ -61,6 +61,7 @@ type TraceFlags struct {
 	PortsInterval    time.Duration
 	PortsTop         int
 	PortsMaxSeries   int
+	PortsWarn        int
 
 	NodePortCollisions bool
 	NodePortRange      string
@@ -87,11 +88,12 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.RateLimit, "rate-limit", "100/s", "at most this many events per second (bursts as many) per cgroup, netns, syscall, errno and address, counted in the kernel: the others never reach the ring buffer; the next event that passes says how many were suppressed (\"suppressed\"), and so do the summary and metrics. 0 or off: every failure is an event")
 	fs.StringVar(&f.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on /metrics and a health check on /healthz at this address, e.g. :9630 (off when empty)")
 	fs.IntVar(&f.MetricsMaxSeries, "metrics-max-series", 1000, "at most this many syscall/errno/namespace/pod series; later pods are counted under namespace and pod \"other\"")
-	fs.DurationVar(&f.PortsInterval, "ports-interval", pipeline.DefaultPortsInterval, "with --metrics-addr: this often, the port budget of every network namespace with a live process (the host's and every pod's), by the model of the diagnosis, before any failure: eaddr_ephemeral_ports_in_use toward the --ports-top busiest destinations, _usable and _held_for_all (0: off; the gauges then move at diagnoses only). A sample that takes longer than 1% of this stretches the wait to 100 times its time (logged; eaddr_port_sample_interval_seconds)")
+	fs.DurationVar(&f.PortsInterval, "ports-interval", pipeline.DefaultPortsInterval, "with --metrics-addr or --kube-events: this often, the port budget of every network namespace with a live process (the host's and every pod's), by the model of the diagnosis, before any failure: eaddr_ephemeral_ports_in_use toward the --ports-top busiest destinations, _usable and _held_for_all; with --kube-events, an EphemeralPortsNearlyExhausted Event on a pod past --warn (0: off; the gauges then move at diagnoses only). A sample that takes longer than 1% of this stretches the wait to 100 times its time (logged; eaddr_port_sample_interval_seconds)")
 	fs.IntVar(&f.PortsTop, "ports-top", pipeline.DefaultPortsTop, "with --ports-interval: the busiest destinations of each netns given a series")
+	fs.IntVar(&f.PortsWarn, "warn", pipeline.DefaultPortsWarn, "with --kube-events and --ports-interval: a Warning Event EphemeralPortsNearlyExhausted on a pod whose netns holds this percent (1-100) or more of the ports a connect() toward one of its --ports-top busiest destinations tries (what eaddr_ephemeral_ports_in_use counts), before any connect() fails; it names the holders and the fix, checked again against the netns before it is posted")
 	fs.IntVar(&f.PortsMaxSeries, "ports-max-series", 3000, "at most this many eaddr_ephemeral_ports_* series; the ones past it are not made and are counted in eaddr_port_series_cut_total")
 	fs.DurationVar(&f.SummaryInterval, "summary-interval", time.Minute, "write a {\"kind\":\"summary\"} record with counts per errno and losses this often (JSON output only; 0: never)")
-	fs.BoolVar(&f.NodePortCollisions, "nodeport-collisions", false, "also report a connect() in the host netns whose kernel-chosen source port is in the NodePort range (kind nodeport_collision): replies to it can be captured by a NodePort rule. Off, it costs nothing")
+	fs.BoolVar(&f.NodePortCollisions, "nodeport-collisions", false, "also report a connect() in the host netns whose kernel-chosen source port is in the NodePort range (kind nodeport_collision): replies to it can be captured by a NodePort rule. Its diagnosis names the pod of this node it went to (a kubelet probe's), and with --kube-events that pod gets a Warning SourcePortInNodePortRange. Off, it costs nothing")
 	fs.StringVar(&f.NodePortRange, "node-port-range", "30000-32767", "the cluster's Service NodePort range (kube-apiserver --service-node-port-range)")
 	fs.Uint32Var(&f.NodePortNetNS, "nodeport-netns", 0, "netns inode checked by --nodeport-collisions (default: the host's, that of pid 1)")
 	fs.StringVar(&f.CRIEndpoint, "cri-endpoint", "", "container runtime socket for pod names (default: the first of /run/containerd/containerd.sock, /run/k3s/containerd/containerd.sock, /var/run/crio/crio.sock, /run/cri-dockerd.sock); one given must be a unix socket (path or unix://path) at start; without one, or while it does not answer, events carry pod UIDs and container IDs only, and say why")
@@ -250,7 +252,10 @@ func (f *TraceFlags) ports(c *pipeline.Config) error {
 	if f.PortsMaxSeries < 1 {
 		return usageErrorf("--ports-max-series must be at least 1")
 	}
-	c.PortsInterval, c.PortsTop, c.PortsMaxSeries = f.PortsInterval, f.PortsTop, f.PortsMaxSeries
+	if f.PortsWarn < 1 || f.PortsWarn > 100 {
+		return usageErrorf("--warn must be a percent from 1 to 100, not %d", f.PortsWarn)
+	}
+	c.PortsInterval, c.PortsTop, c.PortsMaxSeries, c.PortsWarn = f.PortsInterval, f.PortsTop, f.PortsMaxSeries, f.PortsWarn
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -61,10 +62,12 @@ type Resolver struct {
 	stop context.CancelFunc
 
 	mu       sync.Mutex
-	byID     map[string]*decode.Pod // container and sandbox IDs
-	byUID    map[string]*decode.Pod // pod UID -> its sandbox
-	byCookie map[uint64]*decode.Pod // sandbox netns cookie -> its sandbox
-	neg      map[string]negative    // IDs the runtime does not know, for negativeTTL
+	byID     map[string]*decode.Pod     // container and sandbox IDs
+	byUID    map[string]*decode.Pod     // pod UID -> its sandbox
+	byCookie map[uint64]*decode.Pod     // sandbox netns cookie -> its sandbox
+	byIP     map[netip.Addr]*decode.Pod // a ready sandbox's own IP (not the node's) -> it, from the last list only
+	ipsOf    map[string][]netip.Addr    // sandbox ID -> its IPs, as PodSandboxStatus said
+	neg      map[string]negative        // IDs the runtime does not know, for negativeTTL
 	inflight map[string]bool
 	err      error     // why the runtime cannot be asked, nil when it can
 	downTill time.Time // no calls before this (back-off)
@@ -102,7 +105,7 @@ func NewResolver(endpoint string, podsExpected bool, log *slog.Logger) *Resolver
 	}
 	r := &Resolver{Timeout: time.Second, MaxEntries: 65536, log: log, reqs: make(chan string, 1024),
 		done: make(chan struct{}), byID: map[string]*decode.Pod{}, byUID: map[string]*decode.Pod{},
-		byCookie: map[uint64]*decode.Pod{}, neg: map[string]negative{}, inflight: map[string]bool{}, now: time.Now}
+		byCookie: map[uint64]*decode.Pod{}, byIP: map[netip.Addr]*decode.Pod{}, ipsOf: map[string][]netip.Addr{}, neg: map[string]negative{}, inflight: map[string]bool{}, now: time.Now}
 	path := strings.TrimPrefix(endpoint, "unix://")
 	if path == "" {
 		for _, p := range DefaultEndpoints {
@@ -377,11 +380,16 @@ func (r *Resolver) sandbox(ctx context.Context, id string) (*decode.Pod, error) 
 	}
 	m := st.Status.Metadata
 	p = &decode.Pod{UID: m.Uid, Name: m.Name, Namespace: m.Namespace, ContainerID: id, Labels: podLabels(st.Status.Labels)}
+	var ips []netip.Addr
 	if st.Status.State == runtimeapi.PodSandboxState_SANDBOX_READY {
 		p.NetNS, p.NetNSCookie = sandboxNetNS(st.Info)
+		ips = sandboxIPs(st.Status)
 	}
 	r.mu.Lock()
 	r.storeLocked(id, p)
+	if len(ips) > 0 {
+		r.ipsOf[id] = ips
+	}
 	r.mu.Unlock()
 	return p, nil
 }
@@ -405,6 +413,7 @@ func (r *Resolver) storeLocked(id string, p *decode.Pod) {
 		clear(r.byID)
 		clear(r.byUID)
 		clear(r.byCookie)
+		clear(r.ipsOf)
 	}
 	r.byID[id] = p
 	delete(r.neg, id)
@@ -455,8 +464,39 @@ func (r *Resolver) list(ctx context.Context) error {
 			r.storeLocked(c.Id, containerInfo(pod, c))
 		}
 	}
+	// Rebuilt whole: an address of a sandbox gone may be another pod's now.
+	clear(r.byIP)
+	for id, p := range pods {
+		for _, ip := range r.ipsOf[id] {
+			r.byIP[ip] = p
+		}
+	}
 	r.lastList = r.now()
 	return nil
+}
+
+// sandboxIPs are a ready sandbox's own addresses; none for one in the
+// node's network namespace (a hostNetwork pod has the node's addresses,
+// which are no one pod's).
+func sandboxIPs(st *runtimeapi.PodSandboxStatus) []netip.Addr {
+	if st.Network == nil || st.GetLinux().GetNamespaces().GetOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE {
+		return nil
+	}
+	var out []netip.Addr
+	for _, s := range append([]string{st.Network.Ip}, additionalIPs(st.Network)...) {
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out
+}
+
+func additionalIPs(n *runtimeapi.PodSandboxNetworkStatus) []string {
+	var out []string
+	for _, a := range n.AdditionalIps {
+		out = append(out, a.GetIp())
+	}
+	return out
 }
 
 func podLabels(l map[string]string) map[string]string {
@@ -516,4 +556,33 @@ func (r *Resolver) PodByNetNS(inode uint64) (*decode.Pod, bool) {
 		}
 	}
 	return nil, false
+}
+
+// PodByIP returns the pod on this node whose sandbox has the address ip
+// (its own: a hostNetwork pod has none), listing the runtime first
+// (blocking, with the CRI deadline) when the last list is older than a
+// second: an address is reused by another pod once its own is gone, so only
+// a fresh list names it. For the diagnosis worker, never the reader.
+func (r *Resolver) PodByIP(ip netip.Addr) (*decode.Pod, bool) {
+	if r.rt == nil || !ip.IsValid() {
+		return nil, false
+	}
+	r.mu.Lock()
+	stale := r.now().Sub(r.lastList) > time.Second
+	down := r.err != nil && r.now().Before(r.downTill) // backing off: not asked again yet
+	r.mu.Unlock()
+	if down {
+		return nil, false
+	}
+	if stale {
+		if err := r.list(context.Background()); err != nil {
+			r.health(err)
+			return nil, false
+		}
+		r.health(nil)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.byIP[ip.Unmap()]
+	return p, ok
 }

@@ -1,0 +1,289 @@
+// Package otelcol builds and runs a minimal OpenTelemetry Collector, the
+// log agent of eaddr's tests: the filelog receiver (with its container
+// parser) reads eaddr's container log from a /var/log/pods layout, and the
+// file exporter writes what it hands on as OTLP JSON, which Check compares,
+// field for field, with the lines eaddr wrote.
+//
+// The collector is what the OpenTelemetry Collector Builder (ocb) would
+// generate for these components: a wrapper module of a main.go and a
+// components.go, built from the Go module proxy into CacheDir() once per
+// machine, like internal/kubetest's Kubernetes binaries.
+package otelcol
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eaddr/eaddr/internal/testenv"
+)
+
+// Version is the collector release: the core modules' v0.x (beta) line.
+// StableVersion is the same release's v1.x line (component, confmap and its
+// providers, pdata), and ContribVersion the contrib modules made against
+// it. ocb v0.165.0 pairs them the same way (DefaultBetaOtelColVersion,
+// DefaultStableOtelColVersion).
+const (
+	Version        = "v0.165.0"
+	StableVersion  = "v1.71.0"
+	ContribVersion = "v0.165.1"
+)
+
+// module is one Go module of the wrapper, at its version.
+type module struct{ path, version string }
+
+// Modules are the wrapper's direct requirements: the collector's command,
+// its telemetry (ocb's default), the env and file config providers, the
+// filelog receiver, and the file and debug exporters.
+var Modules = []module{
+	{"go.opentelemetry.io/collector/otelcol", Version},
+	{"go.opentelemetry.io/collector/service", Version},
+	{"go.opentelemetry.io/collector/confmap/provider/envprovider", StableVersion},
+	{"go.opentelemetry.io/collector/confmap/provider/fileprovider", StableVersion},
+	{"github.com/open-telemetry/opentelemetry-collector-contrib/receiver/filelogreceiver", ContribVersion},
+	{"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter", ContribVersion},
+	{"go.opentelemetry.io/collector/exporter/debugexporter", Version},
+}
+
+// CacheEnv names the environment variable that moves the cache directory
+// away from DefaultCacheDir.
+const CacheEnv = "EADDR_OTELCOL_CACHE"
+
+// DefaultCacheDir holds the built collector, the wrapper module it is built
+// from, the build logs and the lock that serialises builds.
+const DefaultCacheDir = "/var/cache/eaddr-otelcol"
+
+// CacheDir is $EADDR_OTELCOL_CACHE, or DefaultCacheDir.
+func CacheDir() string {
+	if d := os.Getenv(CacheEnv); d != "" {
+		return d
+	}
+	return DefaultCacheDir
+}
+
+// BinaryPath is where the collector is (or will be) cached: its name
+// carries Version and a digest of the wrapper's sources, so that another
+// choice of components or versions is another binary.
+func BinaryPath() string {
+	sum := sha256.New()
+	for _, f := range wrapperFiles() {
+		sum.Write(f.data)
+	}
+	sum.Write(requirements())
+	return filepath.Join(CacheDir(), "eaddr-otelcol-"+Version+"-"+hex.EncodeToString(sum.Sum(nil))[:12])
+}
+
+// Binary returns the collector's path, building it first when it is not
+// cached (2 min 36 s cold on 2 cores, 208 CPU seconds; 3 to 9 s with the
+// Go caches warm; once per machine). It skips (testenv.Skip: a failure under
+// EADDR_REQUIRE_BPF=1) when it is not cached and cannot be built here: no
+// Go toolchain on PATH, or a cache directory this user cannot write. A
+// failed build fails the test with the build log's tail.
+func Binary(t testing.TB) string {
+	t.Helper()
+	bin := BinaryPath()
+	if isExecutable(bin) {
+		return bin
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		testenv.Skip(t, fmt.Sprintf("no Go toolchain on PATH to build the OpenTelemetry Collector %s into %s: %v", Version, bin, err))
+	}
+	if err := writableDir(CacheDir()); err != nil {
+		testenv.Skip(t, fmt.Sprintf("the OpenTelemetry Collector %s is not built and cannot be built here (`make otelcol` as root builds it): %v", Version, err))
+	}
+	ctx := context.Background()
+	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if d, ok := dt.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, d.Add(-30*time.Second))
+			defer cancel()
+		}
+	}
+	begin := time.Now()
+	bin, err := Build(ctx, func(format string, args ...any) { t.Logf(format, args...) })
+	if err != nil {
+		t.Fatalf("building the OpenTelemetry Collector %s: %v", Version, err)
+	}
+	t.Logf("OpenTelemetry Collector %s ready after %s: %s", Version, time.Since(begin).Round(time.Second), bin)
+	return bin
+}
+
+// Build builds the collector into BinaryPath unless it is there, and
+// returns that path. Builds are serialised by an flock on
+// CacheDir()/build.lock, so test binaries running side by side build it
+// once.
+func Build(ctx context.Context, logf func(format string, args ...any)) (string, error) {
+	dir := CacheDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	unlock, err := lockBuild(ctx, dir, logf)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	bin := BinaryPath()
+	if isExecutable(bin) {
+		return bin, nil // built by the holder of the lock we waited for
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return "", err
+	}
+	logPath := bin + ".log"
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return "", err
+	}
+	defer logFile.Close()
+	logf("building the OpenTelemetry Collector %s into %s (log: %s)", Version, bin, logPath)
+	begin := time.Now()
+	b := &builder{ctx: ctx, goBin: goBin, src: filepath.Join(dir, "src-"+Version), log: logFile, logPath: logPath}
+	if err := b.wrapperModule(); err != nil {
+		return "", err
+	}
+	tmp := bin + ".tmp"
+	if _, err := b.run("build", "-trimpath", "-ldflags", "-s -w", "-o", tmp, "."); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	fmt.Fprintf(logFile, "# built in %s\n", time.Since(begin).Round(time.Second))
+	return bin, os.Rename(tmp, bin)
+}
+
+// builder runs the go commands of one build in the wrapper module.
+type builder struct {
+	ctx        context.Context
+	goBin, src string
+	log        *os.File
+	logPath    string
+}
+
+func (b *builder) run(args ...string) ([]byte, error) {
+	fmt.Fprintf(b.log, "$ go %s\n", strings.Join(args, " "))
+	var stdout bytes.Buffer
+	cmd := exec.CommandContext(b.ctx, b.goBin, args...)
+	cmd.Dir = b.src
+	cmd.Env = append(os.Environ(),
+		"GOWORK=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=0", "GOTOOLCHAIN=local",
+		"GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
+	cmd.Stdout = io.MultiWriter(&stdout, b.log)
+	cmd.Stderr = b.log
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("go %s: %w (log: %s)\n%s", strings.Join(args, " "), err, b.logPath, tail(b.logPath, 30))
+	}
+	return stdout.Bytes(), nil
+}
+
+// wrapperModule writes the wrapper's sources into b.src and, unless an
+// earlier build left the same requirements (its stamp) and a go.sum, a
+// fresh go.mod in which go get pins Modules (and writes go.sum). Not go mod
+// tidy: it also resolves the tests of the modules' packages, and some of
+// what they import is not on the proxy at the matching version
+// (otlpencodingextension v0.165.1).
+func (b *builder) wrapperModule() error {
+	if err := os.MkdirAll(b.src, 0o755); err != nil {
+		return err
+	}
+	for _, f := range wrapperFiles() {
+		if err := os.WriteFile(filepath.Join(b.src, f.name), f.data, 0o644); err != nil {
+			return err
+		}
+	}
+	stampPath, stamp := filepath.Join(b.src, "requirements"), requirements()
+	old, _ := os.ReadFile(stampPath)
+	if _, err := os.Stat(filepath.Join(b.src, "go.sum")); err == nil && bytes.Equal(old, stamp) {
+		fmt.Fprintf(b.log, "# requirements unchanged, go.sum there: no go get\n")
+		return nil
+	}
+	os.Remove(filepath.Join(b.src, "go.sum"))
+	if err := os.WriteFile(filepath.Join(b.src, "go.mod"), goMod(), 0o644); err != nil {
+		return err
+	}
+	args := []string{"get"}
+	for _, m := range Modules {
+		args = append(args, m.path+"@"+m.version)
+	}
+	if _, err := b.run(args...); err != nil {
+		return err
+	}
+	return os.WriteFile(stampPath, stamp, 0o644)
+}
+
+// lockBuild takes dir/build.lock, waiting (within ctx) while another
+// process builds; the returned func releases it.
+func lockBuild(ctx context.Context, dir string, logf func(format string, args ...any)) (func(), error) {
+	lock, err := os.OpenFile(filepath.Join(dir, "build.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for first := true; ; first = false {
+		err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			lock.Close()
+			return nil, fmt.Errorf("flock %s: %w", lock.Name(), err)
+		}
+		if first {
+			logf("another process is building the collector (%s is locked): waiting", lock.Name())
+		}
+		select {
+		case <-ctx.Done():
+			lock.Close()
+			return nil, fmt.Errorf("waiting for %s: %w", lock.Name(), ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+	return func() {
+		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+		lock.Close()
+	}, nil
+}
+
+// writableDir is nil when dir exists and this process may create files in
+// it, or when it does not exist and its nearest existing parent allows that.
+func writableDir(dir string) error {
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			if err := syscall.Access(d, 2 /* W_OK */); err != nil {
+				return fmt.Errorf("%s: not writable by euid %d: %w", d, os.Geteuid(), err)
+			}
+			return nil
+		}
+		if d == filepath.Dir(d) {
+			return fmt.Errorf("%s: no existing parent", dir)
+		}
+	}
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// tail returns the last n lines of a file, for error messages.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
