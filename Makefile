@@ -101,6 +101,22 @@ kube:
 kube-apiserver:
 	$(GO) run ./internal/kubetest/cmd/build-kube kube-apiserver
 
+# A single-node Kubernetes cluster on this machine, for people (internal/kubecluster: etcd,
+# kube-apiserver, kube-controller-manager, kube-scheduler, a private containerd with a CNI bridge,
+# kubelet, kube-proxy, all 1.34.2 from `make kube`'s cache). `make cluster-up` starts it, prints
+# the kubeconfig and how to use the real kubectl with it, and runs until Ctrl-C; `make
+# cluster-down`, from any shell, stops it and puts back what it changed on the host, recorded in
+# CLUSTER_STATE (also after a killed cluster-up). Needs root and `make deps`.
+CLUSTER_STATE ?= /run/eaddr-kubecluster.json
+.PHONY: cluster-up cluster-down
+cluster-up:
+	CGO_ENABLED=0 $(GO) build -o bin/kubecluster ./internal/kubecluster/cmd/kubecluster
+	./bin/kubecluster up -state $(CLUSTER_STATE)
+
+cluster-down:
+	CGO_ENABLED=0 $(GO) build -o bin/kubecluster ./internal/kubecluster/cmd/kubecluster
+	./bin/kubecluster down -state $(CLUSTER_STATE)
+
 # The OpenTelemetry Collector the log agent tests run (internal/otelcol: file_log receiver, file
 # and debug exporters, as ocb would build them), built from the Go module proxy into
 # /var/cache/eaddr-otelcol unless it is there: about 3 minutes on 2 cores cold, then nothing.

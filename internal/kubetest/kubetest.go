@@ -16,6 +16,7 @@ package kubetest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -31,6 +32,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -52,6 +54,29 @@ type Options struct {
 	// a cluster administrator would set). Unset, it is kube-apiserver's
 	// default: privileged, i.e. nothing is enforced without a label.
 	PodSecurityDefaultEnforce string
+
+	// Address, when set, is the IP address the API server binds, advertises
+	// and is reached at (URL), instead of 127.0.0.1. A non-loopback address
+	// also lets the API server keep the "kubernetes" Service's endpoints (the
+	// default lease reconciler), so that pods reach it through the Service.
+	Address string
+
+	// Users are more users of the token file, beside "admin": each gets a
+	// token of its own (Server.Tokens).
+	Users []User
+
+	// AuthorizationMode is --authorization-mode; RBAC when empty.
+	AuthorizationMode string
+
+	// ExtraArgs are appended to kube-apiserver's command line. A flag that
+	// takes one value overrides the one Start sets; a list flag adds to it.
+	ExtraArgs []string
+}
+
+// User is one user of the API server's token file.
+type User struct {
+	Name   string   // e.g. system:node:NODE
+	Groups []string // e.g. system:nodes
 }
 
 // Server is a running API server.
@@ -62,6 +87,11 @@ type Server struct {
 	Client  *http.Client // trusts CAPEM; sends no credentials of its own (Do adds them)
 	Dir     string       // the test's directory: certs, keys, etcd data, logs
 	EtcdURL string       // http://127.0.0.1:PORT
+	// Tokens are the bearer tokens of Options.Users, by name.
+	Tokens map[string]string
+	// CertFile is the self-signed serving certificate and its CA (the file
+	// CAPEM was read from).
+	CertFile string
 
 	t          testing.TB
 	etcd, kube *process
@@ -92,12 +122,16 @@ func StartWith(t testing.TB, opts Options) *Server {
 
 	s := &Server{t: t, Dir: t.TempDir()}
 	t.Cleanup(s.Stop)
-	ports, err := freePorts(3)
+	ports, err := FreePorts(3)
 	if err != nil {
 		t.Fatal(err)
 	}
+	addr := "127.0.0.1"
+	if opts.Address != "" {
+		addr = opts.Address
+	}
 	s.EtcdURL = "http://127.0.0.1:" + strconv.Itoa(ports[0])
-	s.URL = "https://127.0.0.1:" + strconv.Itoa(ports[2])
+	s.URL = "https://" + net.JoinHostPort(addr, strconv.Itoa(ports[2]))
 	s.startEtcd(etcdBin, "http://127.0.0.1:"+strconv.Itoa(ports[1]))
 	s.startAPIServer(apiserverBin, ports[2], opts)
 	return s
@@ -137,30 +171,34 @@ func (s *Server) startAPIServer(bin string, port int, opts Options) {
 	if err := writeRSAKey(saKey); err != nil {
 		t.Fatal(err)
 	}
-	s.Token = randomToken()
-	// token,user,uid,"group,group"
-	if err := os.WriteFile(tokenFile, []byte(s.Token+",admin,kubetest-admin,\"system:masters\"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, s.tokenFile(opts.Users), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	addr := "127.0.0.1"
+	if opts.Address != "" {
+		addr = opts.Address
 	}
 	args := []string{
 		"--etcd-servers=" + s.EtcdURL,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address=" + addr,
+		"--advertise-address=" + addr,
 		"--secure-port=" + strconv.Itoa(port),
 		"--cert-dir=" + certDir, // no --tls-cert-file: kube-apiserver writes a self-signed pair here
 		"--service-account-key-file=" + saKey,
 		"--service-account-signing-key-file=" + saKey,
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--token-auth-file=" + tokenFile,
-		"--authorization-mode=RBAC",
-		"--service-cluster-ip-range=10.96.0.0/12",
-		// No Endpoints for the "kubernetes" Service: they would hold the
-		// advertise address, and loopback addresses are not valid endpoints.
-		"--endpoint-reconciler-type=none",
+		"--authorization-mode=" + cmp.Or(opts.AuthorizationMode, "RBAC"),
+		"--service-cluster-ip-range=" + ServiceCIDR,
 		// As on kubeadm's, kind's and managed clusters: privileged containers
 		// are allowed (kubectl debug node's sysadmin profile makes one);
 		// whether a namespace admits them is Pod Security's decision.
 		"--allow-privileged=true",
+	}
+	if ip := net.ParseIP(addr); ip == nil || ip.IsLoopback() {
+		// No Endpoints for the "kubernetes" Service: they would hold the
+		// advertise address, and loopback addresses are not valid endpoints.
+		args = append(args, "--endpoint-reconciler-type=none")
 	}
 	if opts.PodSecurityDefaultEnforce != "" {
 		path := filepath.Join(s.Dir, "admission.yaml")
@@ -169,13 +207,15 @@ func (s *Server) startAPIServer(bin string, port int, opts Options) {
 		}
 		args = append(args, "--admission-control-config-file="+path)
 	}
+	args = append(args, opts.ExtraArgs...)
 	var err error
 	s.kube, err = startProcess(filepath.Join(s.Dir, "kube-apiserver.log"), bin, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	begin := time.Now()
-	if err := s.waitReady(filepath.Join(certDir, "apiserver.crt")); err != nil {
+	s.CertFile = filepath.Join(certDir, "apiserver.crt")
+	if err := s.waitReady(s.CertFile); err != nil {
 		t.Fatalf("kube-apiserver %s not ready: %v\nlast lines of %s:\n%s", Version, err, s.kube.logPath, tail(s.kube.logPath, 60))
 	}
 	t.Logf("kube-apiserver %s ready at %s after %s (etcd %s; logs in %s)", Version, s.URL, time.Since(begin).Round(100*time.Millisecond), s.EtcdURL, s.Dir)
@@ -361,9 +401,28 @@ func (p *process) stop(grace time.Duration) error {
 	}
 }
 
-// freePorts asks the kernel for n free loopback ports, holding each until all
+// ServiceCIDR is the API server's --service-cluster-ip-range; the
+// "kubernetes" Service has its first address, 10.96.0.1.
+const ServiceCIDR = "10.96.0.0/12"
+
+// tokenFile is the --token-auth-file: the admin (s.Token) and users, each
+// with a new random token (s.Tokens).
+func (s *Server) tokenFile(users []User) []byte {
+	s.Token = randomToken()
+	s.Tokens = map[string]string{}
+	// token,user,uid,"group,group"
+	b := []byte(s.Token + ",admin,kubetest-admin,\"system:masters\"\n")
+	for _, u := range users {
+		tok := randomToken()
+		s.Tokens[u.Name] = tok
+		b = fmt.Appendf(b, "%s,%s,%s,%q\n", tok, u.Name, "kubetest-"+u.Name, strings.Join(u.Groups, ","))
+	}
+	return b
+}
+
+// FreePorts asks the kernel for n free loopback ports, holding each until all
 // are known so that they differ.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	var ports []int
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -1,0 +1,263 @@
+package deploy
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eaddr/eaddr/internal/critest"
+	"github.com/eaddr/eaddr/internal/kubecluster"
+	"github.com/eaddr/eaddr/internal/kubetest"
+	"github.com/eaddr/eaddr/internal/testenv"
+)
+
+// clusterImageTag is the VERSION `make image` is given here: the image is
+// localhost/eaddr:cluster-test.
+const clusterImageTag = "cluster-test"
+
+// TestClusterInstall is the README's install path on a real node
+// (internal/kubecluster: kubelet, containerd, kube-proxy), with the real
+// kubectl: `make image`, the archive imported into the node's containerd,
+// the image set as an operator sets it (a kustomize overlay's images: over
+// deploy/kube-events, the shipped files untouched), `kubectl apply -k`, the
+// DaemonSet's pod Running and its log saying attached. Then a workload whose
+// pod narrows its port range through securityContext.sysctls fails for real,
+// and eaddr's `kubectl logs` and the workload's `kubectl describe pod` say so.
+func TestClusterInstall(t *testing.T) {
+	testenv.RequireRoot(t)
+	archive := makeImage(t, clusterImageTag)
+	c := kubecluster.Start(t)
+	names, err := c.ImportImage(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("imported %s as %v", filepath.Base(archive), names)
+	k := c.Kubectl
+	begin := time.Now()
+	out, stderr, err := k.Run(nil, "apply", "-k", imageOverlay(t, clusterImageTag))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kubectl apply -k:\n%s%s", out, stderr)
+	pod := waitDaemonSetPod(t, k)
+	t.Logf("DaemonSet pod %s Running %s after kubectl apply", pod, time.Since(begin).Round(100*time.Millisecond))
+	line := waitLogLine(t, k, []string{"-n", "eaddr", pod}, func(l string) bool { return strings.Contains(l, "level=INFO msg=attached") })
+	t.Logf("eaddr's log: %s (%s after kubectl apply)", line, time.Since(begin).Round(100*time.Millisecond))
+	t.Run("workload", func(t *testing.T) { testClusterWorkload(t, k, pod) })
+}
+
+// makeImage runs `make image` with VERSION tag into the test's temporary
+// directory and returns the OCI archive.
+func makeImage(t *testing.T, tag string) string {
+	t.Helper()
+	testenv.Program(t, "buildah", "buildah")
+	testenv.Program(t, "make", "make")
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(t.TempDir(), "eaddr-image.tar")
+	begin := time.Now()
+	cmd := exec.Command("make", "-C", root, "--no-print-directory", "image", "IMAGE_ARCHIVE="+archive, "VERSION="+tag)
+	cmd.Env = append(os.Environ(), "TMPDIR="+filepath.Dir(archive))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make image: %v\n%s", err, out)
+	}
+	t.Logf("make image in %v: %s", time.Since(begin).Round(time.Millisecond), strings.TrimSpace(string(out)))
+	return archive
+}
+
+// imageOverlay writes a kustomization over deploy/kube-events that sets
+// eaddr's image tag, as docs/kubernetes.md tells an operator to ("set the
+// image"), and returns its directory.
+func imageOverlay(t *testing.T, tag string) string {
+	t.Helper()
+	base, err := filepath.Abs("kube-events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, base) // kustomize refuses an absolute path
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - %s
+images:
+  - name: localhost/eaddr
+    newTag: %s
+`, rel, tag)
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// waitDaemonSetPod waits for the rollout of eaddr's DaemonSet and returns its
+// pod's name; on a timeout it fails with kubectl describe of the pods.
+func waitDaemonSetPod(t *testing.T, k *kubetest.Kubectl) string {
+	t.Helper()
+	if _, _, err := k.Run(nil, "-n", "eaddr", "rollout", "status", "daemonset/eaddr", "--timeout=100s"); err != nil {
+		out, _, _ := k.Run(nil, "-n", "eaddr", "describe", "pods")
+		t.Fatalf("%v\n%s", err, out)
+	}
+	out, _, err := k.Run(nil, "-n", "eaddr", "get", "pods", "-l", "app=eaddr", "-o", "jsonpath={.items[*].metadata.name} {.items[*].status.phase}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(out))
+	if len(f) != 2 || f[1] != "Running" {
+		t.Fatalf("eaddr's pods: %q, want one Running", out)
+	}
+	return f[0]
+}
+
+// waitLogLine polls `kubectl logs ARGS` until a line matches, and returns
+// it; it fails after 2 minutes with the log.
+func waitLogLine(t *testing.T, k *kubetest.Kubectl, args []string, match func(string) bool) string {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	var out []byte
+	var err error
+	for time.Now().Before(deadline) {
+		out, _, err = k.Run(nil, append([]string{"logs"}, args...)...)
+		if err == nil {
+			for _, l := range strings.Split(string(out), "\n") {
+				if match(l) {
+					return l
+				}
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Fatalf("kubectl logs %s: no matching line within 2 minutes (%v):\n%s", strings.Join(args, " "), err, lastN(string(out), 40))
+	return ""
+}
+
+func lastN(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// workload is a Deployment whose pod narrows its ephemeral port range to
+// two ports (a safe sysctl, allowed by the kubelet and by Pod Security's
+// baseline), holds both with two nc clients toward an nc server of its own
+// on 127.0.0.1:8080, and then runs busybox wget toward it every 2 s, which
+// fails with EADDRNOTAVAIL.
+const workload = `apiVersion: v1
+kind: Namespace
+metadata:
+  name: e2e
+  labels:
+    pod-security.kubernetes.io/enforce: baseline
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: client
+  namespace: e2e
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: client}
+  template:
+    metadata:
+      labels: {app: client, tier: e2e}
+    spec:
+      securityContext:
+        sysctls:
+          - name: net.ipv4.ip_local_port_range
+            value: "40000 40001"
+      terminationGracePeriodSeconds: 1
+      containers:
+        - name: client
+          image: ` + critest.Image + `
+          imagePullPolicy: Never
+          command:
+            - sh
+            - -c
+            - |
+              nc -ll -p 8080 -e /bin/cat &
+              sleep 1
+              sleep 100000 | nc 127.0.0.1 8080 &
+              sleep 100000 | nc 127.0.0.1 8080 &
+              sleep 1
+              while true; do wget -q -O /dev/null http://127.0.0.1:8080/; echo "wget exit $?"; sleep 2; done
+`
+
+// testClusterWorkload runs the workload and finds its failure in eaddr's
+// log (schema-valid, with the pod's name, namespace, container and labels)
+// and eaddr's Warning Event in kubectl describe pod.
+func testClusterWorkload(t *testing.T, k *kubetest.Kubectl, eaddrPod string) {
+	if _, _, err := k.Run([]byte(workload), "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := k.Run(nil, "-n", "e2e", "rollout", "status", "deployment/client", "--timeout=100s"); err != nil {
+		out, _, _ := k.Run(nil, "-n", "e2e", "describe", "pods")
+		t.Fatalf("%v\n%s", err, out)
+	}
+	out, _, err := k.Run(nil, "-n", "e2e", "get", "pods", "-l", "app=client", "-o", "jsonpath={.items[0].metadata.name}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := string(out)
+	waitLogLine(t, k, []string{"-n", "e2e", client}, func(l string) bool { return strings.HasPrefix(l, "wget exit 1") })
+	line := waitLogLine(t, k, []string{"-n", "eaddr", eaddrPod}, func(l string) bool {
+		return strings.Contains(l, `"errno":"EADDRNOTAVAIL"`) && strings.Contains(l, `"name":"`+client+`"`)
+	})
+	t.Logf("eaddr: %s", line)
+	testenv.ValidateLine(t, line)
+	checkEventPod(t, line, client)
+	describeShowsEvent(t, k, client)
+}
+
+// checkEventPod checks the pod object of eaddr's JSON line.
+func checkEventPod(t *testing.T, line, client string) {
+	t.Helper()
+	var e struct {
+		Syscall string `json:"syscall"`
+		Pod     struct {
+			Name, Namespace, Container string
+			Labels                     map[string]string
+		} `json:"pod"`
+	}
+	if err := json.Unmarshal([]byte(line), &e); err != nil {
+		t.Fatal(err)
+	}
+	p := e.Pod
+	if e.Syscall != "connect" || p.Name != client || p.Namespace != "e2e" || p.Container != "client" ||
+		p.Labels["app"] != "client" || p.Labels["tier"] != "e2e" {
+		t.Errorf("event %+v: want connect in pod e2e/%s, container client, labels app=client tier=e2e", e, client)
+	}
+}
+
+// describeShowsEvent waits until `kubectl describe pod` of the client shows
+// eaddr's Warning Event.
+func describeShowsEvent(t *testing.T, k *kubetest.Kubectl, client string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	var out []byte
+	for time.Now().Before(deadline) {
+		out, _, _ = k.Run(nil, "-n", "e2e", "describe", "pod", client)
+		for _, l := range strings.Split(string(out), "\n") {
+			f := strings.Fields(l)
+			if len(f) > 3 && f[0] == "Warning" && f[1] == "EphemeralPortsExhausted" && strings.Contains(l, "eaddr.io/eaddr") {
+				t.Logf("kubectl describe pod %s:\n%s", client, l)
+				return
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	t.Errorf("kubectl describe pod %s shows no Warning EphemeralPortsExhausted from eaddr.io/eaddr:\n%s", client, out)
+}

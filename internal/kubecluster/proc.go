@@ -1,0 +1,140 @@
+package kubecluster
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// hostPath is the PATH the node's components run with (containerd finds its
+// shim and runc through it, the kubelet mount and iptables), whatever the
+// test's environment.
+const hostPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// process is a started component with its output in a log file.
+type process struct {
+	name, logPath string
+	cmd           *exec.Cmd
+	done          chan struct{}
+	err           error // of Wait, once done is closed
+}
+
+// startProcess starts bin from a goroutine locked to its OS thread for the
+// child's whole life: Pdeathsig fires when the thread that forked the child
+// exits, so the child is SIGKILLed when the test binary dies, and never
+// earlier because the Go runtime retired that thread.
+func startProcess(name, logPath, bin string, args ...string) (*process, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = []string{"PATH=" + hostPath, "HOME=/root"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p := &process{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		err := cmd.Start()
+		started <- err
+		if err == nil {
+			p.err = cmd.Wait()
+		}
+		f.Close()
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	return p, nil
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stopProc sends SIGTERM to p's process group (each component is started
+// in its own), SIGKILL after grace, and waits until p is gone.
+func stopProc(p Proc, grace time.Duration) error {
+	if !p.alive() {
+		return nil
+	}
+	syscall.Kill(-p.Pid, syscall.SIGTERM)
+	syscall.Kill(p.Pid, syscall.SIGTERM)
+	if waitGone(p, grace) {
+		return nil
+	}
+	syscall.Kill(-p.Pid, syscall.SIGKILL)
+	syscall.Kill(p.Pid, syscall.SIGKILL)
+	if waitGone(p, 10*time.Second) {
+		return fmt.Errorf("%s (pid %d) did not stop within %s of SIGTERM; killed", p.Name, p.Pid, grace)
+	}
+	return fmt.Errorf("%s (pid %d) still running 10 s after SIGKILL", p.Name, p.Pid)
+}
+
+// waitGone waits up to d for p to end (a zombie counts as ended).
+func waitGone(p Proc, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if !p.alive() {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return !p.alive()
+}
+
+// processesMatching returns the live processes (not this one) whose command
+// line contains one of subs.
+func processesMatching(subs ...string) []int {
+	self := os.Getpid()
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self || procStart(pid) == 0 {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		cmdline := strings.ReplaceAll(string(b), "\x00", " ")
+		for _, s := range subs {
+			if strings.Contains(cmdline, s) {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
+}
+
+// sweep SIGKILLs the processes pids() returns until it returns none.
+func sweep(pids func() []int, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		left := pids()
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes still alive after SIGKILL: %v", left)
+		}
+		for _, pid := range left {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
