@@ -52,7 +52,7 @@ func Teardown(s *State, logf func(string, ...any)) error {
 		if p.Name == "containerd" {
 			add(s.removePods(p, logf))
 		}
-		add(stopProc(p, stopGrace))
+		add(stopProc(p, stopGrace, logf))
 	}
 	add(sweep(func() []int { return s.leftoverPIDs() }, 15*time.Second))
 	add(unmountBelow(s.Dir))
@@ -120,7 +120,7 @@ func (s *State) removePods(p Proc, logf func(string, ...any)) error {
 			return err
 		}
 		p = procOf("containerd", cp.cmd.Process.Pid)
-		defer stopProc(p, stopGrace)
+		defer stopProc(p, stopGrace, logf)
 	}
 	conn, err := grpc.NewClient("unix://"+s.CRISocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
