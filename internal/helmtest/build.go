@@ -7,19 +7,17 @@
 package helmtest
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/internal/buildcache"
 	"github.com/eaddr/eaddr/internal/kubetest"
 	"github.com/eaddr/eaddr/internal/testenv"
 )
@@ -50,13 +48,13 @@ func BinaryPath() string {
 func Binary(t testing.TB) string {
 	t.Helper()
 	bin := BinaryPath()
-	if isExecutable(bin) {
+	if buildcache.IsExecutable(bin) {
 		return bin
 	}
 	if _, err := exec.LookPath("go"); err != nil {
 		testenv.Skip(t, fmt.Sprintf("no Go toolchain on PATH to build helm %s into %s: %v", Version, bin, err))
 	}
-	if err := writableDir(kubetest.CacheDir()); err != nil {
+	if err := buildcache.WritableDir(kubetest.CacheDir()); err != nil {
 		testenv.Skip(t, fmt.Sprintf("helm %s is not built and cannot be built here (`make helm` as root builds it): %v", Version, err))
 	}
 	ctx := context.Background()
@@ -89,13 +87,13 @@ func Build(ctx context.Context, logf func(format string, args ...any)) (string, 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	unlock, err := lock(ctx, filepath.Join(dir, "helm-build.lock"), logf)
+	unlock, err := buildcache.Lock(ctx, filepath.Join(dir, "helm-build.lock"), "building helm", logf)
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
 	bin := BinaryPath()
-	if isExecutable(bin) {
+	if buildcache.IsExecutable(bin) {
 		return bin, nil // built by the holder of the lock we waited for
 	}
 	goBin, err := exec.LookPath("go")
@@ -140,7 +138,7 @@ func install(ctx context.Context, goBin, gobin, logPath string) error {
 	cmd.Stdout, cmd.Stderr = log, log
 	begin := time.Now()
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go install %s/cmd/helm@%s: %w (log: %s)\n%s", Module, Version, err, logPath, tail(logPath, 30))
+		return fmt.Errorf("go install %s/cmd/helm@%s: %w (log: %s)\n%s", Module, Version, err, logPath, buildcache.Tail(logPath, 30))
 	}
 	fmt.Fprintf(log, "# built in %s\n", time.Since(begin).Round(time.Second))
 	return nil
@@ -158,70 +156,4 @@ func ldflags() string {
 		b.WriteString(" -X " + Module + "/" + pkg + ".k8sVersionMinor=" + kubeMinor)
 	}
 	return b.String()
-}
-
-// lock takes an flock on path, waiting (within ctx) while another process
-// holds it; the returned func releases it.
-func lock(ctx context.Context, path string, logf func(format string, args ...any)) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	for waited := false; ; waited = true {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("flock %s: %w", path, err)
-		}
-		if !waited {
-			logf("another process is building helm (%s is locked): waiting", path)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("waiting for %s: %w", path, ctx.Err())
-		case <-time.After(time.Second):
-		}
-	}
-	return func() {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	}, nil
-}
-
-// writableDir is nil when dir exists and this process may create files in
-// it, or when it does not exist and its nearest existing parent allows that.
-func writableDir(dir string) error {
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil {
-			if err := syscall.Access(d, 2 /* W_OK */); err != nil {
-				return fmt.Errorf("%s: not writable by euid %d: %w", d, os.Geteuid(), err)
-			}
-			return nil
-		}
-		if d == filepath.Dir(d) {
-			return fmt.Errorf("%s: no existing parent", dir)
-		}
-	}
-}
-
-func isExecutable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
-}
-
-// tail returns the last n lines of a file, for error messages.
-func tail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(%v)", err)
-	}
-	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
 }

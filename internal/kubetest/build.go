@@ -14,10 +14,10 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/internal/buildcache"
 	"github.com/eaddr/eaddr/internal/testenv"
 )
 
@@ -84,13 +84,13 @@ func KubectlBinary(t testing.TB) string {
 func Binary(t testing.TB, name string) string {
 	t.Helper()
 	bin := BinaryPath(name)
-	if isExecutable(bin) {
+	if buildcache.IsExecutable(bin) {
 		return bin
 	}
 	if _, err := exec.LookPath("go"); err != nil {
 		testenv.Skip(t, fmt.Sprintf("no Go toolchain on PATH to build %s %s into %s: %v", name, Version, bin, err))
 	}
-	if err := writableDir(CacheDir()); err != nil {
+	if err := buildcache.WritableDir(CacheDir()); err != nil {
 		testenv.Skip(t, fmt.Sprintf("%s %s is not built and cannot be built here (`make kube` as root builds it): %v", name, Version, err))
 	}
 	ctx := context.Background()
@@ -108,22 +108,6 @@ func Binary(t testing.TB, name string) string {
 	}
 	t.Logf("%s %s ready after %s: %s", name, Version, time.Since(begin).Round(time.Second), bins[0])
 	return bins[0]
-}
-
-// writableDir is nil when dir exists and this process may create files in
-// it, or when it does not exist and its nearest existing parent allows that.
-func writableDir(dir string) error {
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil {
-			if err := syscall.Access(d, 2 /* W_OK */); err != nil {
-				return fmt.Errorf("%s: not writable by euid %d: %w", d, os.Geteuid(), err)
-			}
-			return nil
-		}
-		if d == filepath.Dir(d) {
-			return fmt.Errorf("%s: no existing parent", dir)
-		}
-	}
 }
 
 // Build builds each of the named Commands (all of them when none is named)
@@ -149,7 +133,7 @@ func Build(ctx context.Context, logf func(format string, args ...any), names ...
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	unlock, err := lockBuild(ctx, dir, logf)
+	unlock, err := buildcache.Lock(ctx, filepath.Join(dir, "build.lock"), "building a Kubernetes binary", logf)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +146,7 @@ func Build(ctx context.Context, logf func(format string, args ...any), names ...
 	for _, name := range names {
 		bin := BinaryPath(name)
 		bins = append(bins, bin)
-		if isExecutable(bin) {
+		if buildcache.IsExecutable(bin) {
 			continue // cached, or built by the holder of the lock we waited for
 		}
 		if err := buildOne(ctx, logf, goBin, name, bin); err != nil {
@@ -198,30 +182,6 @@ func buildOne(ctx context.Context, logf func(format string, args ...any), goBin,
 	return nil
 }
 
-// lockBuild takes CacheDir()/build.lock, waiting (within ctx) while
-// another process builds; the returned func releases it.
-func lockBuild(ctx context.Context, dir string, logf func(format string, args ...any)) (func(), error) {
-	lock, err := os.OpenFile(filepath.Join(dir, "build.lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			lock.Close()
-			return nil, fmt.Errorf("flock %s: %w", lock.Name(), err)
-		}
-		logf("another process is building a Kubernetes binary (%s is locked): waiting", lock.Name())
-		if err := flockContext(ctx, lock); err != nil {
-			lock.Close()
-			return nil, err
-		}
-	}
-	return func() {
-		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-		lock.Close()
-	}, nil
-}
-
 // builder runs the go commands of one build in the wrapper module.
 type builder struct {
 	ctx        context.Context
@@ -241,7 +201,7 @@ func (b *builder) run(args ...string) ([]byte, error) {
 	cmd.Stdout = io.MultiWriter(&stdout, b.log)
 	cmd.Stderr = b.log
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("go %s: %w (log: %s)\n%s", strings.Join(args, " "), err, b.logPath, tail(b.logPath, 30))
+		return nil, fmt.Errorf("go %s: %w (log: %s)\n%s", strings.Join(args, " "), err, b.logPath, buildcache.Tail(b.logPath, 30))
 	}
 	return stdout.Bytes(), nil
 }
@@ -356,40 +316,4 @@ func wrapperGoMod(upstream []byte, version string) ([]byte, error) {
 		fmt.Fprintf(&b, "replace %s => %s %s\n", r[1], r[1], staging)
 	}
 	return []byte(b.String()), nil
-}
-
-// flockContext waits for an exclusive lock on f until ctx is done.
-func flockContext(ctx context.Context, f *os.File) error {
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			return fmt.Errorf("flock %s: %w", f.Name(), err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", f.Name(), ctx.Err())
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-func isExecutable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
-}
-
-// tail returns the last n lines of a file, for error messages.
-func tail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(%v)", err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

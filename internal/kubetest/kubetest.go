@@ -38,6 +38,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/internal/buildcache"
 	"github.com/eaddr/eaddr/internal/testenv"
 )
 
@@ -157,7 +158,7 @@ func (s *Server) startEtcd(bin, peerURL string) {
 		t.Fatal(err)
 	}
 	if err := s.waitEtcd(); err != nil {
-		t.Fatalf("etcd did not become healthy: %v\n%s", err, tail(s.etcd.logPath, 40))
+		t.Fatalf("etcd did not become healthy: %v\n%s", err, buildcache.Tail(s.etcd.logPath, 40))
 	}
 }
 
@@ -216,7 +217,7 @@ func (s *Server) startAPIServer(bin string, port int, opts Options) {
 	begin := time.Now()
 	s.CertFile = filepath.Join(certDir, "apiserver.crt")
 	if err := s.waitReady(s.CertFile); err != nil {
-		t.Fatalf("kube-apiserver %s not ready: %v\nlast lines of %s:\n%s", Version, err, s.kube.logPath, tail(s.kube.logPath, 60))
+		t.Fatalf("kube-apiserver %s not ready: %v\nlast lines of %s:\n%s", Version, err, s.kube.logPath, buildcache.Tail(s.kube.logPath, 60))
 	}
 	t.Logf("kube-apiserver %s ready at %s after %s (etcd %s; logs in %s)", Version, s.URL, time.Since(begin).Round(100*time.Millisecond), s.EtcdURL, s.Dir)
 }
@@ -229,7 +230,7 @@ func (s *Server) Stop() {
 		if s.t.Failed() {
 			for _, p := range []*process{s.kube, s.etcd} {
 				if p != nil {
-					s.t.Logf("last lines of %s:\n%s", p.logPath, tail(p.logPath, 40))
+					s.t.Logf("last lines of %s:\n%s", p.logPath, buildcache.Tail(p.logPath, 40))
 				}
 			}
 		}

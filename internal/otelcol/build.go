@@ -15,7 +15,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,10 +22,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/internal/buildcache"
 	"github.com/eaddr/eaddr/internal/testenv"
 )
 
@@ -94,13 +93,13 @@ func BinaryPath() string {
 func Binary(t testing.TB) string {
 	t.Helper()
 	bin := BinaryPath()
-	if isExecutable(bin) {
+	if buildcache.IsExecutable(bin) {
 		return bin
 	}
 	if _, err := exec.LookPath("go"); err != nil {
 		testenv.Skip(t, fmt.Sprintf("no Go toolchain on PATH to build the OpenTelemetry Collector %s into %s: %v", Version, bin, err))
 	}
-	if err := writableDir(CacheDir()); err != nil {
+	if err := buildcache.WritableDir(CacheDir()); err != nil {
 		testenv.Skip(t, fmt.Sprintf("the OpenTelemetry Collector %s is not built and cannot be built here (`make otelcol` as root builds it): %v", Version, err))
 	}
 	ctx := context.Background()
@@ -129,13 +128,13 @@ func Build(ctx context.Context, logf func(format string, args ...any)) (string, 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	unlock, err := lockBuild(ctx, dir, logf)
+	unlock, err := buildcache.Lock(ctx, filepath.Join(dir, "build.lock"), "building the collector", logf)
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
 	bin := BinaryPath()
-	if isExecutable(bin) {
+	if buildcache.IsExecutable(bin) {
 		return bin, nil // built by the holder of the lock we waited for
 	}
 	goBin, err := exec.LookPath("go")
@@ -182,7 +181,7 @@ func (b *builder) run(args ...string) ([]byte, error) {
 	cmd.Stdout = io.MultiWriter(&stdout, b.log)
 	cmd.Stderr = b.log
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("go %s: %w (log: %s)\n%s", strings.Join(args, " "), err, b.logPath, tail(b.logPath, 30))
+		return nil, fmt.Errorf("go %s: %w (log: %s)\n%s", strings.Join(args, " "), err, b.logPath, buildcache.Tail(b.logPath, 30))
 	}
 	return stdout.Bytes(), nil
 }
@@ -220,70 +219,4 @@ func (b *builder) wrapperModule() error {
 		return err
 	}
 	return os.WriteFile(stampPath, stamp, 0o644)
-}
-
-// lockBuild takes dir/build.lock, waiting (within ctx) while another
-// process builds; the returned func releases it.
-func lockBuild(ctx context.Context, dir string, logf func(format string, args ...any)) (func(), error) {
-	lock, err := os.OpenFile(filepath.Join(dir, "build.lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	for first := true; ; first = false {
-		err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			lock.Close()
-			return nil, fmt.Errorf("flock %s: %w", lock.Name(), err)
-		}
-		if first {
-			logf("another process is building the collector (%s is locked): waiting", lock.Name())
-		}
-		select {
-		case <-ctx.Done():
-			lock.Close()
-			return nil, fmt.Errorf("waiting for %s: %w", lock.Name(), ctx.Err())
-		case <-time.After(time.Second):
-		}
-	}
-	return func() {
-		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-		lock.Close()
-	}, nil
-}
-
-// writableDir is nil when dir exists and this process may create files in
-// it, or when it does not exist and its nearest existing parent allows that.
-func writableDir(dir string) error {
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil {
-			if err := syscall.Access(d, 2 /* W_OK */); err != nil {
-				return fmt.Errorf("%s: not writable by euid %d: %w", d, os.Geteuid(), err)
-			}
-			return nil
-		}
-		if d == filepath.Dir(d) {
-			return fmt.Errorf("%s: no existing parent", dir)
-		}
-	}
-}
-
-func isExecutable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
-}
-
-// tail returns the last n lines of a file, for error messages.
-func tail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(%v)", err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eaddr/eaddr/internal/buildcache"
 )
 
 // CollectorAttributes are the attributes of a record that the collector
@@ -45,11 +47,11 @@ func Check(t testing.TB, include string, want []string) []Record {
 	c := Run(t, include)
 	recs, missing := waitDelivered(t, c, want)
 	if err := c.Stop(); err != nil {
-		t.Errorf("%v\n%s", err, tail(c.Log, 30))
+		t.Errorf("%v\n%s", err, buildcache.Tail(c.Log, 30))
 	}
 	if len(missing) > 0 {
 		t.Fatalf("after %v the collector had handed on %d records, none with the body of these %d of the %d lines eaddr wrote:\n%s\ncollector log:\n%s",
-			CheckWait, len(recs), len(missing), len(want), strings.Join(missing, "\n"), tail(c.Log, 30))
+			CheckWait, len(recs), len(missing), len(want), strings.Join(missing, "\n"), buildcache.Tail(c.Log, 30))
 	}
 	byBody := map[string][]Record{}
 	for _, r := range recs {

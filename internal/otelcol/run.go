@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/eaddr/eaddr/internal/buildcache"
 )
 
 // ConfigPath is deploy/otelcol/eaddr.yaml in this repository: the config
@@ -98,7 +100,7 @@ func Run(t testing.TB, include string, config ...string) *Collector {
 	}
 	t.Cleanup(func() {
 		if err := c.Stop(); err != nil {
-			t.Errorf("%v\n%s", err, tail(c.Log, 30))
+			t.Errorf("%v\n%s", err, buildcache.Tail(c.Log, 30))
 		}
 	})
 	t.Logf("otelcol %s: pid %d, configs %q, include %s, output %s", Version, c.cmd.Process.Pid, c.Config, include, c.Output)
