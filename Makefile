@@ -88,11 +88,12 @@ check-generated: generate
 helm:
 	$(GO) run ./internal/helmtest/cmd/build-helm
 
-# The Kubernetes binaries the API server tests run (internal/kubetest's Commands: kube-apiserver
-# for internal/kubetest, deploy/ and cmd/eaddr; kubectl for deploy/'s kustomize, dry-run and debug
-# tests and cmd/eaddr's kubectl describe), built from the Go module proxy into
-# /var/cache/eaddr-kube unless they are there: kube-apiserver about 8 minutes on 2 cores once,
-# kubectl about 2 more, then nothing. The tests build what they need on first use; this does it up
+# The Kubernetes binaries the API server and cluster tests run (internal/kubetest's Commands:
+# kube-apiserver for internal/kubetest, deploy/ and cmd/eaddr; kubectl for deploy/'s kustomize,
+# dry-run and debug tests and cmd/eaddr's kubectl describe; kube-controller-manager,
+# kube-scheduler, kubelet and kube-proxy for internal/kubecluster), built from the Go module proxy
+# into /var/cache/eaddr-kube unless they are there: kube-apiserver about 8 minutes on 2 cores once,
+# kubectl about 2 more, the other four about 3.5 more, then nothing. The tests build what they need on first use; this does it up
 # front. `make kube-apiserver` builds only that one.
 .PHONY: kube kube-apiserver
 kube:
