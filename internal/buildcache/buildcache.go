@@ -6,14 +6,21 @@
 package buildcache
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
+
+	"github.com/eaddr/eaddr/internal/testenv"
 )
 
 // Lock takes an exclusive flock on path (made if missing), waiting within
@@ -82,4 +89,66 @@ func Tail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Ensure returns bin, the cached program what ("helm v3.22.0"), building
+// it first with build when it is not there, within the test's deadline less
+// 30 s. It skips (testenv.Skip: a failure under EADDR_REQUIRE_BPF=1) when
+// bin is missing and cannot be built here: no Go toolchain on PATH, or a
+// cacheDir this user cannot write (makeTarget, run as root, builds it
+// there). A failed build fails the test with build's error.
+func Ensure(t testing.TB, what, bin, cacheDir, makeTarget string, build func(ctx context.Context, logf func(string, ...any)) error) string {
+	t.Helper()
+	if IsExecutable(bin) {
+		return bin
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		testenv.Skip(t, fmt.Sprintf("no Go toolchain on PATH to build %s into %s: %v", what, bin, err))
+	}
+	if err := WritableDir(cacheDir); err != nil {
+		testenv.Skip(t, fmt.Sprintf("%s is not built and cannot be built here (`%s` as root builds it): %v", what, makeTarget, err))
+	}
+	ctx := context.Background()
+	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if d, ok := dt.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, d.Add(-30*time.Second))
+			defer cancel()
+		}
+	}
+	begin := time.Now()
+	if err := build(ctx, func(format string, args ...any) { t.Logf(format, args...) }); err != nil {
+		t.Fatalf("building %s: %v", what, err)
+	}
+	t.Logf("%s ready after %s: %s", what, time.Since(begin).Round(time.Second), bin)
+	return bin
+}
+
+// Go runs the go commands of one build in Dir (a wrapper module), each
+// logged with its output to Log, with the settings a reproducible static
+// build of someone else's module needs.
+type Go struct {
+	Ctx     context.Context
+	Bin     string // the go command
+	Dir     string
+	Log     *os.File
+	LogPath string
+}
+
+// Run runs `go args...` and returns its standard output; a failure says
+// which command and ends with the log's tail.
+func (g *Go) Run(args ...string) ([]byte, error) {
+	fmt.Fprintf(g.Log, "$ go %s\n", strings.Join(args, " "))
+	var stdout bytes.Buffer
+	cmd := exec.CommandContext(g.Ctx, g.Bin, args...)
+	cmd.Dir = g.Dir
+	cmd.Env = append(os.Environ(),
+		"GOWORK=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=0", "GOTOOLCHAIN=local",
+		"GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
+	cmd.Stdout = io.MultiWriter(&stdout, g.Log)
+	cmd.Stderr = g.Log
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("go %s: %w (log: %s)\n%s", strings.Join(args, " "), err, g.LogPath, Tail(g.LogPath, 30))
+	}
+	return stdout.Bytes(), nil
 }

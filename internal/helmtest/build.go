@@ -19,7 +19,6 @@ import (
 
 	"github.com/eaddr/eaddr/internal/buildcache"
 	"github.com/eaddr/eaddr/internal/kubetest"
-	"github.com/eaddr/eaddr/internal/testenv"
 )
 
 // Version is the helm release the tests run: the newest v3 the module proxy
@@ -47,30 +46,10 @@ func BinaryPath() string {
 // there). A failed build fails the test with the build log's tail.
 func Binary(t testing.TB) string {
 	t.Helper()
-	bin := BinaryPath()
-	if buildcache.IsExecutable(bin) {
-		return bin
-	}
-	if _, err := exec.LookPath("go"); err != nil {
-		testenv.Skip(t, fmt.Sprintf("no Go toolchain on PATH to build helm %s into %s: %v", Version, bin, err))
-	}
-	if err := buildcache.WritableDir(kubetest.CacheDir()); err != nil {
-		testenv.Skip(t, fmt.Sprintf("helm %s is not built and cannot be built here (`make helm` as root builds it): %v", Version, err))
-	}
-	ctx := context.Background()
-	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
-		if d, ok := dt.Deadline(); ok {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, d.Add(-30*time.Second))
-			defer cancel()
-		}
-	}
-	begin := time.Now()
-	if _, err := Build(ctx, func(format string, args ...any) { t.Logf(format, args...) }); err != nil {
-		t.Fatalf("building helm %s: %v", Version, err)
-	}
-	t.Logf("helm %s ready after %s: %s", Version, time.Since(begin).Round(time.Second), bin)
-	return bin
+	return buildcache.Ensure(t, "helm "+Version, BinaryPath(), kubetest.CacheDir(), "make helm", func(ctx context.Context, logf func(string, ...any)) error {
+		_, err := Build(ctx, logf)
+		return err
+	})
 }
 
 // Build builds helm Version into BinaryPath unless it is there, and returns

@@ -6,19 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/eaddr/eaddr/internal/buildcache"
-	"github.com/eaddr/eaddr/internal/testenv"
 )
 
 // Version is the Kubernetes release whose binaries the tests run. Its
@@ -83,31 +80,10 @@ func KubectlBinary(t testing.TB) string {
 // test with the build log's tail.
 func Binary(t testing.TB, name string) string {
 	t.Helper()
-	bin := BinaryPath(name)
-	if buildcache.IsExecutable(bin) {
-		return bin
-	}
-	if _, err := exec.LookPath("go"); err != nil {
-		testenv.Skip(t, fmt.Sprintf("no Go toolchain on PATH to build %s %s into %s: %v", name, Version, bin, err))
-	}
-	if err := buildcache.WritableDir(CacheDir()); err != nil {
-		testenv.Skip(t, fmt.Sprintf("%s %s is not built and cannot be built here (`make kube` as root builds it): %v", name, Version, err))
-	}
-	ctx := context.Background()
-	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
-		if d, ok := dt.Deadline(); ok {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, d.Add(-30*time.Second))
-			defer cancel()
-		}
-	}
-	begin := time.Now()
-	bins, err := Build(ctx, func(format string, args ...any) { t.Logf(format, args...) }, name)
-	if err != nil {
-		t.Fatalf("building %s %s: %v", name, Version, err)
-	}
-	t.Logf("%s %s ready after %s: %s", name, Version, time.Since(begin).Round(time.Second), bins[0])
-	return bins[0]
+	return buildcache.Ensure(t, name+" "+Version, BinaryPath(name), CacheDir(), "make kube", func(ctx context.Context, logf func(string, ...any)) error {
+		_, err := Build(ctx, logf, name)
+		return err
+	})
 }
 
 // Build builds each of the named Commands (all of them when none is named)
@@ -168,8 +144,8 @@ func buildOne(ctx context.Context, logf func(format string, args ...any), goBin,
 	defer logFile.Close()
 	logf("building %s %s into %s (kube-apiserver takes about 8 minutes on 2 cores, kubectl about 2 more; log: %s)", name, Version, bin, logPath)
 	begin := time.Now()
-	b := &builder{ctx: ctx, goBin: goBin, src: filepath.Join(dir, "src-"+Version), log: logFile, logPath: logPath}
-	if err := os.MkdirAll(b.src, 0o755); err != nil {
+	b := &builder{buildcache.Go{Ctx: ctx, Bin: goBin, Dir: filepath.Join(dir, "src-"+Version), Log: logFile, LogPath: logPath}}
+	if err := os.MkdirAll(b.Dir, 0o755); err != nil {
 		return err
 	}
 	if err := b.wrapperModule(); err != nil {
@@ -182,43 +158,22 @@ func buildOne(ctx context.Context, logf func(format string, args ...any), goBin,
 	return nil
 }
 
-// builder runs the go commands of one build in the wrapper module.
-type builder struct {
-	ctx        context.Context
-	goBin, src string
-	log        *os.File
-	logPath    string
-}
-
-func (b *builder) run(args ...string) ([]byte, error) {
-	fmt.Fprintf(b.log, "$ go %s\n", strings.Join(args, " "))
-	var stdout bytes.Buffer
-	cmd := exec.CommandContext(b.ctx, b.goBin, args...)
-	cmd.Dir = b.src
-	cmd.Env = append(os.Environ(),
-		"GOWORK=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=0", "GOTOOLCHAIN=local",
-		"GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
-	cmd.Stdout = io.MultiWriter(&stdout, b.log)
-	cmd.Stderr = b.log
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("go %s: %w (log: %s)\n%s", strings.Join(args, " "), err, b.logPath, buildcache.Tail(b.logPath, 30))
-	}
-	return stdout.Bytes(), nil
-}
+// builder runs the go commands of one build in the wrapper module (Dir).
+type builder struct{ buildcache.Go }
 
 // wrapperModule writes the wrapper's go.mod (k8s.io/kubernetes and its
 // staging modules at their published versions), a tools.go that imports
 // every one of Commands, and go.sum (go mod tidy, skipped when go.mod and
 // tools.go are what an earlier build left with its go.sum).
 func (b *builder) wrapperModule() error {
-	modPath, toolsPath, sumPath := filepath.Join(b.src, "go.mod"), filepath.Join(b.src, "tools.go"), filepath.Join(b.src, "go.sum")
+	modPath, toolsPath, sumPath := filepath.Join(b.Dir, "go.mod"), filepath.Join(b.Dir, "tools.go"), filepath.Join(b.Dir, "go.sum")
 	oldMod, _ := os.ReadFile(modPath)
 	oldTools, _ := os.ReadFile(toolsPath)
 	// A first go.mod so that `go mod download` runs inside the module.
 	if err := os.WriteFile(modPath, []byte("module eaddr.local/kube\n"), 0o644); err != nil {
 		return err
 	}
-	out, err := b.run("mod", "download", "-json", "k8s.io/kubernetes@"+Version)
+	out, err := b.Run("mod", "download", "-json", "k8s.io/kubernetes@"+Version)
 	if err != nil {
 		return err
 	}
@@ -246,10 +201,10 @@ func (b *builder) wrapperModule() error {
 		return err
 	}
 	if _, err := os.Stat(sumPath); err == nil && bytes.Equal(oldMod, gomod) && bytes.Equal(oldTools, tools) {
-		fmt.Fprintf(b.log, "# go.mod and tools.go unchanged, go.sum there: no go mod tidy\n")
+		fmt.Fprintf(b.Log, "# go.mod and tools.go unchanged, go.sum there: no go mod tidy\n")
 		return nil
 	}
-	_, err = b.run("mod", "tidy")
+	_, err = b.Run("mod", "tidy")
 	return err
 }
 
@@ -282,7 +237,7 @@ func (b *builder) build(name, bin string) error {
 			"-X "+pkg+".gitTreeState=clean")
 	}
 	tmp := bin + ".tmp"
-	if _, err := b.run("build", "-trimpath", "-ldflags", "-s -w "+strings.Join(ldflags, " "), "-o", tmp, commandPackage(name)); err != nil {
+	if _, err := b.Run("build", "-trimpath", "-ldflags", "-s -w "+strings.Join(ldflags, " "), "-o", tmp, commandPackage(name)); err != nil {
 		os.Remove(tmp)
 		return err
 	}

@@ -16,17 +16,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/eaddr/eaddr/internal/buildcache"
-	"github.com/eaddr/eaddr/internal/testenv"
 )
 
 // Version is the collector release: the core modules' v0.x (beta) line.
@@ -92,31 +88,10 @@ func BinaryPath() string {
 // failed build fails the test with the build log's tail.
 func Binary(t testing.TB) string {
 	t.Helper()
-	bin := BinaryPath()
-	if buildcache.IsExecutable(bin) {
-		return bin
-	}
-	if _, err := exec.LookPath("go"); err != nil {
-		testenv.Skip(t, fmt.Sprintf("no Go toolchain on PATH to build the OpenTelemetry Collector %s into %s: %v", Version, bin, err))
-	}
-	if err := buildcache.WritableDir(CacheDir()); err != nil {
-		testenv.Skip(t, fmt.Sprintf("the OpenTelemetry Collector %s is not built and cannot be built here (`make otelcol` as root builds it): %v", Version, err))
-	}
-	ctx := context.Background()
-	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
-		if d, ok := dt.Deadline(); ok {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, d.Add(-30*time.Second))
-			defer cancel()
-		}
-	}
-	begin := time.Now()
-	bin, err := Build(ctx, func(format string, args ...any) { t.Logf(format, args...) })
-	if err != nil {
-		t.Fatalf("building the OpenTelemetry Collector %s: %v", Version, err)
-	}
-	t.Logf("OpenTelemetry Collector %s ready after %s: %s", Version, time.Since(begin).Round(time.Second), bin)
-	return bin
+	return buildcache.Ensure(t, "the OpenTelemetry Collector "+Version, BinaryPath(), CacheDir(), "make otelcol", func(ctx context.Context, logf func(string, ...any)) error {
+		_, err := Build(ctx, logf)
+		return err
+	})
 }
 
 // Build builds the collector into BinaryPath unless it is there, and
@@ -149,12 +124,12 @@ func Build(ctx context.Context, logf func(format string, args ...any)) (string, 
 	defer logFile.Close()
 	logf("building the OpenTelemetry Collector %s into %s (log: %s)", Version, bin, logPath)
 	begin := time.Now()
-	b := &builder{ctx: ctx, goBin: goBin, src: filepath.Join(dir, "src-"+Version), log: logFile, logPath: logPath}
+	b := &builder{buildcache.Go{Ctx: ctx, Bin: goBin, Dir: filepath.Join(dir, "src-"+Version), Log: logFile, LogPath: logPath}}
 	if err := b.wrapperModule(); err != nil {
 		return "", err
 	}
 	tmp := bin + ".tmp"
-	if _, err := b.run("build", "-trimpath", "-ldflags", "-s -w", "-o", tmp, "."); err != nil {
+	if _, err := b.Run("build", "-trimpath", "-ldflags", "-s -w", "-o", tmp, "."); err != nil {
 		os.Remove(tmp)
 		return "", err
 	}
@@ -162,60 +137,39 @@ func Build(ctx context.Context, logf func(format string, args ...any)) (string, 
 	return bin, os.Rename(tmp, bin)
 }
 
-// builder runs the go commands of one build in the wrapper module.
-type builder struct {
-	ctx        context.Context
-	goBin, src string
-	log        *os.File
-	logPath    string
-}
+// builder runs the go commands of one build in the wrapper module (Dir).
+type builder struct{ buildcache.Go }
 
-func (b *builder) run(args ...string) ([]byte, error) {
-	fmt.Fprintf(b.log, "$ go %s\n", strings.Join(args, " "))
-	var stdout bytes.Buffer
-	cmd := exec.CommandContext(b.ctx, b.goBin, args...)
-	cmd.Dir = b.src
-	cmd.Env = append(os.Environ(),
-		"GOWORK=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=0", "GOTOOLCHAIN=local",
-		"GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
-	cmd.Stdout = io.MultiWriter(&stdout, b.log)
-	cmd.Stderr = b.log
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("go %s: %w (log: %s)\n%s", strings.Join(args, " "), err, b.logPath, buildcache.Tail(b.logPath, 30))
-	}
-	return stdout.Bytes(), nil
-}
-
-// wrapperModule writes the wrapper's sources into b.src and, unless an
+// wrapperModule writes the wrapper's sources into b.Dir and, unless an
 // earlier build left the same requirements (its stamp) and a go.sum, a
 // fresh go.mod in which go get pins Modules (and writes go.sum). Not go mod
 // tidy: it also resolves the tests of the modules' packages, and some of
 // what they import is not on the proxy at the matching version
 // (otlpencodingextension v0.165.1).
 func (b *builder) wrapperModule() error {
-	if err := os.MkdirAll(b.src, 0o755); err != nil {
+	if err := os.MkdirAll(b.Dir, 0o755); err != nil {
 		return err
 	}
 	for _, f := range wrapperFiles() {
-		if err := os.WriteFile(filepath.Join(b.src, f.name), f.data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(b.Dir, f.name), f.data, 0o644); err != nil {
 			return err
 		}
 	}
-	stampPath, stamp := filepath.Join(b.src, "requirements"), requirements()
+	stampPath, stamp := filepath.Join(b.Dir, "requirements"), requirements()
 	old, _ := os.ReadFile(stampPath)
-	if _, err := os.Stat(filepath.Join(b.src, "go.sum")); err == nil && bytes.Equal(old, stamp) {
-		fmt.Fprintf(b.log, "# requirements unchanged, go.sum there: no go get\n")
+	if _, err := os.Stat(filepath.Join(b.Dir, "go.sum")); err == nil && bytes.Equal(old, stamp) {
+		fmt.Fprintf(b.Log, "# requirements unchanged, go.sum there: no go get\n")
 		return nil
 	}
-	os.Remove(filepath.Join(b.src, "go.sum"))
-	if err := os.WriteFile(filepath.Join(b.src, "go.mod"), goMod(), 0o644); err != nil {
+	os.Remove(filepath.Join(b.Dir, "go.sum"))
+	if err := os.WriteFile(filepath.Join(b.Dir, "go.mod"), goMod(), 0o644); err != nil {
 		return err
 	}
 	args := []string{"get"}
 	for _, m := range Modules {
 		args = append(args, m.path+"@"+m.version)
 	}
-	if _, err := b.run(args...); err != nil {
+	if _, err := b.Run(args...); err != nil {
 		return err
 	}
 	return os.WriteFile(stampPath, stamp, 0o644)
