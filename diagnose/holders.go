@@ -36,7 +36,7 @@ func (d *Diagnoser) holders(ns *netdiag.Netns, perInode map[uint64]int) []Holder
 	}
 	out := make([]Holder, 0, len(byPID))
 	for _, h := range byPID {
-		h.PodUID, h.ContainerID = holderPod(h.PID)
+		h.PodUID, h.ContainerID = PodOfProcess(h.PID)
 		out = append(out, *h)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -48,10 +48,10 @@ func (d *Diagnoser) holders(ns *netdiag.Netns, perInode map[uint64]int) []Holder
 	return out[:min(len(out), 3)]
 }
 
-// holderPod is the pod and container of pid from its cgroup path (any
+// PodOfProcess is the pod and container of pid from its cgroup path (any
 // hierarchy: on hybrid nodes the v1 controllers carry it), "" outside a pod
 // or when the process has exited.
-func holderPod(pid int) (uid, container string) {
+func PodOfProcess(pid int) (uid, container string) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
 	if err != nil {
 		return "", ""

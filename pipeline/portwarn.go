@@ -26,8 +26,9 @@ type portWarnings struct {
 	k    reportSink
 	d    *diagnose.Diagnoser // its own: the trace's runs on the diagnosis worker
 	log  *slog.Logger
-	// nearly is d.Nearly; tests replace it.
+	// nearly is d.Nearly, podUID diagnose.PodOfProcess; tests replace them.
 	nearly func(inode uint64, pid int, dst netip.AddrPort, warn int) (*diagnose.Diagnosis, error)
+	podUID func(pid int) string
 }
 
 // reportSink is what portWarnings needs of the Events reporter.
@@ -39,12 +40,14 @@ type reportSink interface {
 func newPortWarnings(k reportSink, warn int, host uint64, log *slog.Logger) *portWarnings {
 	d := diagnose.NewDiagnoser()
 	d.HostNetNS = host
-	return &portWarnings{warn: warn, k: k, d: d, log: log, nearly: d.Nearly}
+	return &portWarnings{warn: warn, k: k, d: d, log: log, nearly: d.Nearly,
+		podUID: func(pid int) string { uid, _ := diagnose.PodOfProcess(pid); return uid }}
 }
 
 // sampled reports the destinations of s's pod netns at or above the mark.
 // The host's netns is no pod's (hostNetwork pods share it): it gets no
-// Event. A pod whose name is not known gets none either, counted.
+// Event, nor does a netns whose process is in no pod's cgroup (a node
+// daemon's own). A pod whose name is not known gets none either, counted.
 func (w *portWarnings) sampled(s *PortSample) {
 	for i := range s.NetNS {
 		n := &s.NetNS[i]
@@ -56,7 +59,9 @@ func (w *portWarnings) sampled(s *PortSample) {
 				continue
 			}
 			if n.Pod == "" {
-				w.k.UnnamedWarning()
+				if w.podUID(n.PID) != "" {
+					w.k.UnnamedWarning() // a pod's, but which Pod object is not known
+				}
 				continue
 			}
 			w.check(n, d)
