@@ -30,7 +30,8 @@ const clusterImageTag = "cluster-test"
 // DaemonSet's pod Running and its log saying attached. Then, each a subtest
 // with its own assertions: a workload whose pod narrows its port range
 // through securityContext.sysctls fails for real, and eaddr's `kubectl
-// logs` and the workload's `kubectl describe pod` say so.
+// logs` and the workload's `kubectl describe pod` say so; a real
+// Prometheus scrapes the count.
 func TestClusterInstall(t *testing.T) {
 	testenv.RequireRoot(t)
 	archive, tag := makeImagePrinted(t, clusterImageTag)
@@ -49,6 +50,7 @@ func TestClusterInstall(t *testing.T) {
 		return ok
 	}
 	story("workload", s.workload)
+	story("metrics", s.metrics)
 }
 
 // stories is what the stories of TestClusterInstall share: the cluster,
