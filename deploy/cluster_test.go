@@ -31,7 +31,9 @@ const clusterImageTag = "cluster-test"
 // with its own assertions: a workload whose pod narrows its port range
 // through securityContext.sysctls fails for real, and eaddr's `kubectl
 // logs` and the workload's `kubectl describe pod` say so; a real
-// Prometheus scrapes the count; the README's debug pod shows the failure.
+// Prometheus scrapes the count; the README's debug pod shows the failure;
+// a log agent (the OpenTelemetry Collector) reads eaddr's log from
+// /var/log/pods.
 func TestClusterInstall(t *testing.T) {
 	testenv.RequireRoot(t)
 	archive, tag := makeImagePrinted(t, clusterImageTag)
@@ -52,6 +54,7 @@ func TestClusterInstall(t *testing.T) {
 	story("workload", s.workload)
 	story("metrics", s.metrics)
 	story("debug", s.debug)
+	story("logagent", s.logAgent)
 }
 
 // stories is what the stories of TestClusterInstall share: the cluster,
