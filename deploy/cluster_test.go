@@ -33,7 +33,7 @@ const clusterImageTag = "cluster-test"
 // logs` and the workload's `kubectl describe pod` say so; a real
 // Prometheus scrapes the count; the README's debug pod shows the failure;
 // a log agent (the OpenTelemetry Collector) reads eaddr's log from
-// /var/log/pods.
+// /var/log/pods; and the kubelet's probe from a NodePort source port.
 func TestClusterInstall(t *testing.T) {
 	testenv.RequireRoot(t)
 	archive, tag := makeImagePrinted(t, clusterImageTag)
@@ -51,10 +51,13 @@ func TestClusterInstall(t *testing.T) {
 		t.Logf("story %s: %s", name, time.Since(begin).Round(100*time.Millisecond))
 		return ok
 	}
-	story("workload", s.workload)
+	if !story("workload", s.workload) {
+		return // the stories below look for this workload's failures
+	}
 	story("metrics", s.metrics)
 	story("debug", s.debug)
 	story("logagent", s.logAgent)
+	story("nodeport", s.nodePort)
 }
 
 // stories is what the stories of TestClusterInstall share: the cluster,
@@ -65,6 +68,8 @@ type stories struct {
 	tag      string
 	eaddrPod string
 	client   string // the workload's pod, once it runs
+
+	undoNarrow func() error // the nodeport story's host changes, while they last
 }
 
 // makeImage runs `make image` with VERSION tag into the test's temporary
