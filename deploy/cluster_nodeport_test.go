@@ -361,24 +361,28 @@ func containsAll(s string, subs []string) bool {
 }
 
 // What differs per run in an Event line: the Age column (with its count),
-// then any number (pids, addresses, source ports).
+// kube-proxy's chain of the Service port that the source port happened to
+// be (its name a hash of the port's), then any number (pids, addresses,
+// source ports).
 var (
-	eventAge = regexp.MustCompile(`\b\d+(m\d+)?[smhd]( \(x\d+ over \d+(m\d+)?[smhd]\))?\b\)?`)
-	digits   = regexp.MustCompile(`\d+`)
+	eventAge  = regexp.MustCompile(`\b\d+(m\d+)?[smhd]( \(x\d+ over \d+(m\d+)?[smhd]\))?\b\)?`)
+	kubeChain = regexp.MustCompile(`\bKUBE-(EXT|SVC|SEP|FW)-[A-Z0-9]{16}\b`)
+	digits    = regexp.MustCompile(`\d+`)
 )
 
 // eventsExcerpt checks the fenced block of doc that begins with command:
 // each of its lines from "Events:" on, but for a "..." line (lines left
 // out), must be one kubectl printed (Events in any order: kubectl sorts
-// them by time, which differs per run), but for the Age column and the
-// numbers, runs of spaces counting as one.
+// them by time, which differs per run), but for the Age column, the
+// numbers and kube-proxy's chain hashes, runs of spaces counting as one.
 func eventsExcerpt(doc, command string, printed []string) error {
 	data, err := os.ReadFile(doc)
 	if err != nil {
 		return err
 	}
 	norm := func(l string) string {
-		return strings.Join(strings.Fields(digits.ReplaceAllString(eventAge.ReplaceAllString(l, "AGE"), "N")), " ")
+		l = kubeChain.ReplaceAllString(eventAge.ReplaceAllString(l, "AGE"), "KUBE-$1-HASH")
+		return strings.Join(strings.Fields(digits.ReplaceAllString(l, "N")), " ")
 	}
 	paste := fmt.Sprintf("paste (leaving lines out as ...):\n%s\n...\n%s", command, strings.Join(printed, "\n"))
 	_, after, ok := strings.Cut(string(data), "```\n"+command+"\n")
