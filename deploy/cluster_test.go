@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -20,63 +21,106 @@ import (
 // localhost/eaddr:cluster-test.
 const clusterImageTag = "cluster-test"
 
-// TestClusterInstall is the README's install path on a real node
+// TestClusterInstall is the README's path on a real node
 // (internal/kubecluster: kubelet, containerd, kube-proxy), with the real
-// kubectl: `make image`, the archive imported into the node's containerd,
-// the image set as an operator sets it (a kustomize overlay's images: over
-// deploy/kube-events, the shipped files untouched), `kubectl apply -k`, the
-// DaemonSet's pod Running and its log saying attached. Then a workload whose
-// pod narrows its port range through securityContext.sysctls fails for real,
-// and eaddr's `kubectl logs` and the workload's `kubectl describe pod` say so.
+// kubectl, one cluster for every story (docs/testing.md, "The cluster
+// tier"): `make image`, the archive imported into the node's containerd,
+// then README.md's own commands (`kubectl apply -k deploy/kube-events`,
+// `kubectl -n eaddr set image ...` with the tag make image printed), the
+// DaemonSet's pod Running and its log saying attached. Then, each a subtest
+// with its own assertions: a workload whose pod narrows its port range
+// through securityContext.sysctls fails for real, and eaddr's `kubectl
+// logs` and the workload's `kubectl describe pod` say so; a real
+// Prometheus scrapes the count; the README's debug pod shows the failure;
+// a log agent (the OpenTelemetry Collector) reads eaddr's log from
+// /var/log/pods; and the kubelet's probe from a NodePort source port.
 func TestClusterInstall(t *testing.T) {
 	testenv.RequireRoot(t)
-	archive := makeImage(t, clusterImageTag)
-	c := kubecluster.Start(t)
+	archive, tag := makeImagePrinted(t, clusterImageTag)
+	c := kubecluster.StartWith(t, kubecluster.Options{PodLogsDir: "/var/log/pods"})
 	names, err := c.ImportImage(archive)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("imported %s as %v", filepath.Base(archive), names)
-	k := c.Kubectl
-	begin := time.Now()
-	out, stderr, err := k.Run(nil, "apply", "-k", imageOverlay(t, clusterImageTag))
-	if err != nil {
-		t.Fatal(err)
+	pod := readmeInstall(t, c.Kubectl, tag)
+	s := &stories{c: c, k: c.Kubectl, tag: tag, eaddrPod: pod}
+	story := func(name string, f func(*testing.T)) bool {
+		begin := time.Now()
+		ok := t.Run(name, f)
+		t.Logf("story %s: %s", name, time.Since(begin).Round(100*time.Millisecond))
+		return ok
 	}
-	t.Logf("kubectl apply -k:\n%s%s", out, stderr)
-	pod := waitDaemonSetPod(t, k)
-	t.Logf("DaemonSet pod %s Running %s after kubectl apply", pod, time.Since(begin).Round(100*time.Millisecond))
-	line := waitLogLine(t, k, []string{"-n", "eaddr", pod}, func(l string) bool { return strings.Contains(l, "level=INFO msg=attached") })
-	t.Logf("eaddr's log: %s (%s after kubectl apply)", line, time.Since(begin).Round(100*time.Millisecond))
-	t.Run("workload", func(t *testing.T) { testClusterWorkload(t, k, pod) })
+	if !story("workload", s.workload) {
+		return // the stories below look for this workload's failures
+	}
+	story("metrics", s.metrics)
+	story("debug", s.debug)
+	story("logagent", s.logAgent)
+	story("nodeport", s.nodePort)
+}
+
+// stories is what the stories of TestClusterInstall share: the cluster,
+// its kubectl, the image tag, eaddr's pod and the failing workload's pod.
+type stories struct {
+	c        *kubecluster.Cluster
+	k        *kubetest.Kubectl
+	tag      string
+	eaddrPod string
+	client   string // the workload's pod, once it runs
+
+	undoNarrow func() error // the nodeport story's host changes, while they last
 }
 
 // makeImage runs `make image` with VERSION tag into the test's temporary
 // directory and returns the OCI archive.
 func makeImage(t *testing.T, tag string) string {
 	t.Helper()
+	archive, _ := makeImagePrinted(t, tag)
+	return archive
+}
+
+// madeImage is what `make image` prints: "ARCHIVE: localhost/eaddr:TAG, SIZE...".
+var madeImage = regexp.MustCompile(`: localhost/eaddr:(\S+), `)
+
+// makeImagePrinted is makeImage, and returns the tag make image printed,
+// which README.md tells the operator to set (and which must be tag).
+func makeImagePrinted(t *testing.T, tag string) (archive, printed string) {
+	t.Helper()
 	testenv.Program(t, "buildah", "buildah")
 	testenv.Program(t, "make", "make")
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	archive := filepath.Join(t.TempDir(), "eaddr-image.tar")
+	archive = filepath.Join(t.TempDir(), "eaddr-image.tar")
 	begin := time.Now()
-	cmd := exec.Command("make", "-C", root, "--no-print-directory", "image", "IMAGE_ARCHIVE="+archive, "VERSION="+tag)
+	cmd := exec.Command("make", "-C", repoRoot(t), "--no-print-directory", "image", "IMAGE_ARCHIVE="+archive, "VERSION="+tag)
 	cmd.Env = append(os.Environ(), "TMPDIR="+filepath.Dir(archive))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("make image: %v\n%s", err, out)
 	}
 	t.Logf("make image in %v: %s", time.Since(begin).Round(time.Millisecond), strings.TrimSpace(string(out)))
-	return archive
+	m := madeImage.FindAllStringSubmatch(string(out), -1)
+	if len(m) == 0 || m[len(m)-1][1] != tag {
+		t.Fatalf("make image VERSION=%s printed no \"localhost/eaddr:%s, \" line: %v", tag, tag, m)
+	}
+	return archive, m[len(m)-1][1]
+}
+
+// repoRoot is the repository's top directory, where README.md's commands
+// run.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
 }
 
 // imageOverlay writes a kustomization over deploy/kube-events that sets
-// eaddr's image tag, as docs/kubernetes.md tells an operator to ("set the
-// image"), and returns its directory.
-func imageOverlay(t *testing.T, tag string) string {
+// eaddr's image tag (images:) and applies patch (a JSON patch of the
+// DaemonSet, none when empty), and returns its directory: a test's own
+// overlay, the shipped files untouched.
+func imageOverlay(t *testing.T, tag, patch string) string {
 	t.Helper()
 	base, err := filepath.Abs("kube-events")
 	if err != nil {
@@ -95,29 +139,45 @@ images:
   - name: localhost/eaddr
     newTag: %s
 `, rel, tag)
+	if patch != "" {
+		k += "patches:\n  - path: patch.yaml\n    target: {group: apps, version: v1, kind: DaemonSet, name: eaddr}\n"
+		if err := os.WriteFile(filepath.Join(dir, "patch.yaml"), []byte(patch), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir
 }
 
-// waitDaemonSetPod waits for the rollout of eaddr's DaemonSet and returns its
-// pod's name; on a timeout it fails with kubectl describe of the pods.
+// waitDaemonSetPod waits for the rollout of eaddr's DaemonSet and for its
+// one pod (a replaced one gone) and returns the pod's name; on a timeout it
+// fails with kubectl describe of the pods.
 func waitDaemonSetPod(t *testing.T, k *kubetest.Kubectl) string {
 	t.Helper()
-	if _, _, err := k.Run(nil, "-n", "eaddr", "rollout", "status", "daemonset/eaddr", "--timeout=100s"); err != nil {
+	fail := func(format string, args ...any) {
+		t.Helper()
 		out, _, _ := k.Run(nil, "-n", "eaddr", "describe", "pods")
-		t.Fatalf("%v\n%s", err, out)
+		t.Fatalf(format+"\n%s", append(args, out)...)
 	}
-	out, _, err := k.Run(nil, "-n", "eaddr", "get", "pods", "-l", "app=eaddr", "-o", "jsonpath={.items[*].metadata.name} {.items[*].status.phase}")
-	if err != nil {
-		t.Fatal(err)
+	if _, _, err := k.Run(nil, "-n", "eaddr", "rollout", "status", "daemonset/eaddr", "--timeout=100s"); err != nil {
+		fail("%v", err)
 	}
-	f := strings.Fields(string(out))
-	if len(f) != 2 || f[1] != "Running" {
-		t.Fatalf("eaddr's pods: %q, want one Running", out)
+	var out []byte
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		var err error
+		out, _, err = k.Run(nil, "-n", "eaddr", "get", "pods", "-l", "app=eaddr", "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.status.phase} {.metadata.deletionTimestamp}{"\n"}{end}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := strings.Fields(string(out)); len(f) == 2 && f[1] == "Running" {
+			return f[0]
+		}
 	}
-	return f[0]
+	fail("eaddr's pods: %q, want one Running", out)
+	return ""
 }
 
 // waitLogLine polls `kubectl logs ARGS` until a line matches, and returns
@@ -196,10 +256,11 @@ spec:
               while true; do wget -q -O /dev/null http://127.0.0.1:8080/; echo "wget exit $?"; sleep 2; done
 `
 
-// testClusterWorkload runs the workload and finds its failure in eaddr's
-// log (schema-valid, with the pod's name, namespace, container and labels)
-// and eaddr's Warning Event in kubectl describe pod.
-func testClusterWorkload(t *testing.T, k *kubetest.Kubectl, eaddrPod string) {
+// workload runs the workload and finds its failure in eaddr's log
+// (schema-valid, with the pod's name, namespace, container and labels) and
+// eaddr's Warning Event in kubectl describe pod.
+func (s *stories) workload(t *testing.T) {
+	k := s.k
 	if _, _, err := k.Run([]byte(workload), "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
@@ -213,13 +274,14 @@ func testClusterWorkload(t *testing.T, k *kubetest.Kubectl, eaddrPod string) {
 	}
 	client := string(out)
 	waitLogLine(t, k, []string{"-n", "e2e", client}, func(l string) bool { return strings.HasPrefix(l, "wget exit 1") })
-	line := waitLogLine(t, k, []string{"-n", "eaddr", eaddrPod}, func(l string) bool {
+	line := waitLogLine(t, k, []string{"-n", "eaddr", s.eaddrPod}, func(l string) bool {
 		return strings.Contains(l, `"errno":"EADDRNOTAVAIL"`) && strings.Contains(l, `"name":"`+client+`"`)
 	})
 	t.Logf("eaddr: %s", line)
 	testenv.ValidateLine(t, line)
 	checkEventPod(t, line, client)
 	describeShowsEvent(t, k, client)
+	s.client = client
 }
 
 // checkEventPod checks the pod object of eaddr's JSON line.

@@ -238,8 +238,22 @@ func (c *Cluster) record(p Proc) error {
 }
 
 // start starts a component with its log in Dir/logs/NAME.log and records it.
+// A cached binary (kubelet-v1.34.2) runs through a link named NAME in
+// Dir/bin, so that its comm is NAME as on a stock node: eaddr tells the
+// kubelet's connects by that comm.
 func (c *Cluster) start(name string, args ...string) (*process, error) {
-	p, err := startProcess(name, c.logPath(name), c.bins[name], args...)
+	bin := c.bins[name]
+	if filepath.Base(bin) != name {
+		link := filepath.Join(c.Dir, "bin", name)
+		if err := os.MkdirAll(filepath.Dir(link), 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.Symlink(bin, link); err != nil {
+			return nil, err
+		}
+		bin = link
+	}
+	p, err := startProcess(name, c.logPath(name), bin, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,7 @@ type State struct {
 	PodLogsDir    string            `json:"pod_logs_dir"`    // the kubelet's podLogsDir
 	PodLogsBefore []string          `json:"pod_logs_before"` // its entries before start (when it is not below Dir)
 	NftTables     []string          `json:"nft_tables"`      // nftables tables before start
+	OwnNftTables  []string          `json:"own_nft_tables"`  // tables a test made (AddNftTable), to delete
 
 	path string
 	mu   sync.Mutex

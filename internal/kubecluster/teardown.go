@@ -60,6 +60,7 @@ func Teardown(s *State, logf func(string, ...any)) error {
 		add(s.cleanupIptables())
 		add(removeEmptyXtables(s.NftTables))
 	}
+	add(s.deleteOwnNftTables())
 	add(restoreSysctls(s.Sysctls))
 	for _, b := range s.Bridges {
 		add(deleteLink(b))
