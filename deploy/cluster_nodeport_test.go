@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/eaddr/eaddr/internal/critest"
 	"github.com/eaddr/eaddr/internal/kubetest"
 )
@@ -36,16 +34,14 @@ const (
 	npWait = 40 * time.Second
 )
 
-// nodePortPatch turns on --nodeport-collisions in eaddr's DaemonSet for
-// the node's netns (inode %d: see nodePortEaddr) and adds NET_ADMIN,
-// without which eaddr cannot read kube-proxy's rules to name the Service
-// (docs/kubernetes.md, "Capabilities").
+// nodePortPatch turns on --nodeport-collisions in eaddr's DaemonSet and
+// adds NET_ADMIN, without which eaddr cannot read kube-proxy's rules to name
+// the Service (docs/kubernetes.md, "Capabilities"). No --nodeport-netns:
+// eaddr finds the node's netns itself, also on this VM where pid 1's is
+// hidden even from root (netdiag.HostInode: kthreadd's, never its own pod's).
 const nodePortPatch = `- op: add
   path: /spec/template/spec/containers/0/args/-
   value: --nodeport-collisions
-- op: add
-  path: /spec/template/spec/containers/0/args/-
-  value: --nodeport-netns=%d
 - op: add
   path: /spec/template/spec/containers/0/securityContext/capabilities/add/-
   value: NET_ADMIN
@@ -118,17 +114,10 @@ func (s *stories) nodePort(t *testing.T) {
 }
 
 // nodePortEaddr applies the test's overlay of deploy/kube-events with
-// nodePortPatch and returns eaddr's new pod once attached. The node's netns
-// is named (--nodeport-netns): eaddr takes pid 1's by default, and where
-// pid 1 is hidden even from root (this VM: stat /proc/1/ns/net is EACCES)
-// its own, which in the DaemonSet's pod (hostNetwork: false) is the pod's.
+// nodePortPatch and returns eaddr's new pod once attached.
 func (s *stories) nodePortEaddr(t *testing.T) string {
 	t.Helper()
-	var st unix.Stat_t // the node's netns: this test's, where the cluster's kubelet runs
-	if err := unix.Stat("/proc/self/ns/net", &st); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.k.Run(nil, "apply", "-k", imageOverlay(t, s.tag, fmt.Sprintf(nodePortPatch, st.Ino))); err != nil {
+	if _, _, err := s.k.Run(nil, "apply", "-k", imageOverlay(t, s.tag, nodePortPatch)); err != nil {
 		t.Fatal(err)
 	}
 	pod := waitDaemonSetPod(t, s.k)

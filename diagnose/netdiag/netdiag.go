@@ -18,6 +18,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/eaddr/eaddr/internal/netns"
 	"golang.org/x/sys/unix"
@@ -111,20 +112,60 @@ func (n *Netns) PID() int { return n.pid }
 // Close closes the namespace file descriptor. It is idempotent.
 func (n *Netns) Close() error { return n.ns.Close() }
 
-// HostInode returns the netns inode of pid 1 (the node's host network
-// namespace when eaddr runs with hostPID), or eaddr's own when pid 1 cannot
-// be inspected.
-func HostInode() (uint64, error) {
-	var st unix.Stat_t
-	if err := unix.Stat("/proc/1/ns/net", &st); err == nil {
-		return st.Ino, nil
+// HostInode returns the node's network namespace: pid 1's when eaddr sees
+// the host's processes (hostPID). Some sandboxes make pid 1 uninspectable
+// even for root (this CI machine's does); then a kernel thread's, pid 2
+// (kthreadd), which is always in the initial namespace. Never eaddr's own:
+// in a pod without the host's network it is the pod's, and a NodePort
+// check or host-network advice for it would be wrong without a word.
+func HostInode() (uint64, error) { return hostInode("/proc") }
+
+func hostInode(proc string) (uint64, error) {
+	ino, err1 := nsInode(proc + "/1/ns/net")
+	if err1 == nil {
+		return ino, nil
 	}
-	// Some sandboxes make pid 1 uninspectable even for root; then eaddr's
-	// own netns stands in, which is the host's when eaddr runs on the node.
-	if err := unix.Stat("/proc/self/ns/net", &st); err != nil {
-		return 0, fmt.Errorf("netdiag: stat /proc/self/ns/net: %w", err)
+	if !kernelThread(proc + "/2/stat") {
+		return 0, fmt.Errorf("netdiag: the host network namespace is not known: %v, and pid 2 is no kernel thread (eaddr needs the host's PID namespace: hostPID)", err1)
 	}
-	return st.Ino, nil
+	ino, err2 := nsInode(proc + "/2/ns/net")
+	if err2 != nil {
+		return 0, fmt.Errorf("netdiag: the host network namespace is not known: %v; %v", err1, err2)
+	}
+	return ino, nil
+}
+
+// nsInode is the namespace inode a /proc/PID/ns link names ("net:[4026531833]").
+func nsInode(link string) (uint64, error) {
+	target, err := os.Readlink(link)
+	if err != nil {
+		return 0, err
+	}
+	inner, ok := strings.CutPrefix(target, "net:[")
+	if !ok || !strings.HasSuffix(inner, "]") {
+		return 0, fmt.Errorf("%s: %q is no network namespace", link, target)
+	}
+	return strconv.ParseUint(strings.TrimSuffix(inner, "]"), 10, 64)
+}
+
+// kernelThread: the process of a /proc/PID/stat has PF_KTHREAD in its flags
+// (the ninth field, after the comm in parentheses).
+func kernelThread(stat string) bool {
+	b, err := os.ReadFile(stat)
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 7 {
+		return false
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	const pfKthread = 0x00200000
+	return err == nil && flags&pfKthread != 0
 }
 
 // nsLink is what readlink /proc/PID/ns/net shows for the namespace inode.

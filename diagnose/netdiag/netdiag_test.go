@@ -220,26 +220,6 @@ func TestOpenNetns(t *testing.T) {
 	}
 }
 
-func TestHostInode(t *testing.T) {
-	testenv.RequireRoot(t)
-	ino, err := HostInode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "/proc/1/ns/net"
-	if _, err := os.Readlink(want); err != nil {
-		t.Logf("pid 1 cannot be inspected here (%v): HostInode falls back to its own netns", err)
-		want = "/proc/self/ns/net"
-	}
-	link, err := os.Readlink(want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if link != nsLink(ino) {
-		t.Errorf("HostInode = %d, %s -> %s", ino, want, link)
-	}
-}
-
 // ssName maps a kernel TCP state to the name ss prints.
 func ssName(s Socket) string {
 	if s.Proto == unix.IPPROTO_UDP {
