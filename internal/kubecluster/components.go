@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -85,6 +86,35 @@ func checkHost(t testing.TB) {
 // so test binaries (and `make cluster-up`) run their clusters one after the
 // other instead of failing; the kernel drops the lock of a killed process.
 const LockPath = "/run/eaddr-kubecluster.lock"
+
+// held counts this process's holds of LockPath: a test that looks at the
+// host before and after its cluster (TestCluster) holds it around Start,
+// which takes it again. Another open of the file would wait for itself.
+var held struct {
+	sync.Mutex
+	n       int
+	release func()
+}
+
+// LockHost takes the flock of LockPath, waiting while another cluster runs
+// (until the test's deadline), and returns its release; this process may
+// take it again while it holds it.
+func LockHost(t testing.TB) func() {
+	t.Helper()
+	held.Lock()
+	defer held.Unlock()
+	if held.n == 0 {
+		held.release = lockHost(t)
+	}
+	held.n++
+	return func() {
+		held.Lock()
+		defer held.Unlock()
+		if held.n--; held.n == 0 {
+			held.release()
+		}
+	}
+}
 
 // lockHost takes the flock of LockPath, waiting while another cluster runs
 // (until the test's deadline), and returns its release.

@@ -130,7 +130,7 @@ func Start(t testing.TB) *Cluster {
 func StartWith(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	bins := prerequisites(t)
-	t.Cleanup(lockHost(t)) // released after Stop, which is registered later
+	t.Cleanup(LockHost(t)) // released after Stop, which is registered later
 	if err := TeardownStale(t.Logf); err != nil {
 		t.Fatalf("kubecluster: a cluster left by a killed process: %v", err)
 	}

@@ -80,6 +80,8 @@ func (before hostSnapshot) compare(t *testing.T, after hostSnapshot) {
 // checks that the host is as it was.
 func TestCluster(t *testing.T) {
 	testenv.RequireRoot(t)
+	// Held around the snapshots: another test binary's cluster would be in them.
+	t.Cleanup(LockHost(t))
 	// What a killed run left is restored by Start: compare with the host after that.
 	if err := TeardownStale(t.Logf); err != nil {
 		t.Fatal(err)
