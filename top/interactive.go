@@ -54,9 +54,9 @@ func Interactive(ctx context.Context, s *Sampler, m *Model, interval time.Durati
 	defer cancel()
 	var paused atomic.Bool
 	samples := make(chan result, 1)
-	go sampleEvery(ctx, s, interval, &paused, samples)
+	go sampleEvery(ctx, s, interval, &paused, samples, sleep)
 	keys := readKeys(in)
-	h := Header{Interval: interval, Keys: true}
+	h := Header{Interval: interval, Paced: true, Keys: true}
 	if err := sc.draw([]string{"eaddr top: taking the first sample..."}); err != nil {
 		return err
 	}
@@ -100,10 +100,12 @@ func handleKey(k Key, m *Model, paused *atomic.Bool) {
 	}
 }
 
-// sampleEvery samples every interval, but not while paused, until ctx is done.
-func sampleEvery(ctx context.Context, s *Sampler, interval time.Duration, paused *atomic.Bool, out chan<- result) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
+// sampleEvery samples, then waits Pace(interval, the sample's time) with
+// sleep (tests pass their own), but does not sample while paused, until
+// ctx is done.
+func sampleEvery(ctx context.Context, s *Sampler, interval time.Duration, paused *atomic.Bool, out chan<- result,
+	sleep func(context.Context, time.Duration) bool) {
+	wait := interval
 	for {
 		if !paused.Load() {
 			smp, err := s.Sample()
@@ -115,11 +117,10 @@ func sampleEvery(ctx context.Context, s *Sampler, interval time.Duration, paused
 			if err != nil {
 				return
 			}
+			wait = Pace(interval, smp.Took)
 		}
-		select {
-		case <-ctx.Done():
+		if !sleep(ctx, wait) {
 			return
-		case <-t.C:
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 type Snapshot struct {
 	Time            string     `json:"time"`
 	IntervalSeconds float64    `json:"interval_seconds"`
+	SampleSeconds   float64    `json:"sample_seconds"`
 	Sort            string     `json:"sort"`
 	FailuresUnknown string     `json:"failures_unknown,omitempty"`
 	NetNS           []NetNSRow `json:"netns"`
@@ -43,9 +44,11 @@ type NetNSRow struct {
 	FailuresUnknown     string             `json:"failures_unknown,omitempty"`
 }
 
-// Snapshot is the newest sample's rows in m.Sort's order.
+// Snapshot is the newest sample's rows in m.Sort's order; interval is the
+// wait before the next sample (paced: Pace's).
 func (m *Model) Snapshot(interval time.Duration) Snapshot {
-	s := Snapshot{Time: m.last.At.UTC().Format(time.RFC3339Nano), IntervalSeconds: interval.Seconds(), Sort: m.Sort.String(), NetNS: []NetNSRow{}}
+	s := Snapshot{Time: m.last.At.UTC().Format(time.RFC3339Nano), IntervalSeconds: interval.Seconds(),
+		SampleSeconds: m.last.Took.Seconds(), Sort: m.Sort.String(), NetNS: []NetNSRow{}}
 	if m.last.Failures == nil {
 		s.FailuresUnknown = m.last.FailuresWhy
 	}

@@ -27,7 +27,7 @@ func Once(ctx context.Context, s *Sampler, m *Model, interval time.Duration, asJ
 		}
 		m.Add(smp)
 	}
-	text, err := render(m, interval, asJSON)
+	text, err := render(m, Header{Interval: interval}, interval, asJSON)
 	if err != nil {
 		return err
 	}
@@ -35,21 +35,23 @@ func Once(ctx context.Context, s *Sampler, m *Model, interval time.Duration, asJ
 	return err
 }
 
-// render is the newest sample as a table or a line of JSON.
-func render(m *Model, interval time.Duration, asJSON bool) (string, error) {
+// render is the newest sample as a table with h's header or a line of
+// JSON; wait is the time before the next sample.
+func render(m *Model, h Header, wait time.Duration, asJSON bool) (string, error) {
 	if asJSON {
-		b, err := m.JSON(interval)
+		b, err := m.JSON(wait)
 		return string(b) + "\n", err
 	}
-	return strings.Join(m.Table(Header{Interval: interval}), "\n") + "\n", nil
+	return strings.Join(m.Table(h), "\n") + "\n", nil
 }
 
 // Plain writes a table (or, asJSON, a line of JSON) every interval until
 // ctx is done: for a pipe or a file, no escape codes, a blank line between
-// tables.
+// tables. The wait after a sample is Pace's: interval, or longer after a
+// sample that took more than 1/MaxShare of it.
 func Plain(ctx context.Context, s *Sampler, m *Model, interval time.Duration, asJSON bool, w io.Writer) error {
-	for first := true; ; first = false {
-		if !first && !sleep(ctx, interval) {
+	for wait := time.Duration(0); ; {
+		if wait > 0 && !sleep(ctx, wait) {
 			return nil
 		}
 		smp, err := s.Sample()
@@ -57,7 +59,9 @@ func Plain(ctx context.Context, s *Sampler, m *Model, interval time.Duration, as
 			return err
 		}
 		m.Add(smp)
-		text, err := render(m, interval, asJSON)
+		first := wait == 0
+		wait = Pace(interval, smp.Took)
+		text, err := render(m, Header{Interval: interval, Paced: true}, wait, asJSON)
 		if err != nil {
 			return err
 		}

@@ -13,14 +13,27 @@ const BarWidth = 20
 // paused or not, and where failures/s come from or why they are not there.
 type Header struct {
 	Interval time.Duration
-	Paused   bool
-	Keys     bool // interactive: name the keys
+	// Paced: the view samples again after Pace(Interval, the last
+	// sample's Took), and the header says so when that is longer.
+	Paced  bool
+	Paused bool
+	Keys   bool // interactive: name the keys
+}
+
+// every is the header's "every ...": the wait before the next sample, and
+// why when Pace stretched it.
+func (h Header) every(took time.Duration) string {
+	if !h.Paced || Pace(h.Interval, took) == h.Interval {
+		return "every " + h.Interval.String()
+	}
+	return fmt.Sprintf("every %s (not %s: a sample took %s, and top samples at most 1/%d of the time)",
+		Pace(h.Interval, took).Round(time.Millisecond), h.Interval, took.Round(time.Millisecond), MaxShare)
 }
 
 // header lines for s.
 func (m *Model) header(h Header) []string {
 	s := m.last
-	line := fmt.Sprintf("eaddr top  %s  every %s  %d netns  sorted by %s", s.At.UTC().Format("15:04:05"), h.Interval, len(s.NetNS), m.Sort.Title())
+	line := fmt.Sprintf("eaddr top  %s  %s  %d netns  sorted by %s", s.At.UTC().Format("15:04:05"), h.every(s.Took), len(s.NetNS), m.Sort.Title())
 	if h.Paused {
 		line += "  PAUSED"
 	}

@@ -10,6 +10,7 @@ import (
 // failures counted so far.
 type Sample struct {
 	At    time.Time
+	Took  time.Duration // the audit's time: Pace stretches the wait after it
 	NetNS []diagnose.NetNSReport
 	// Failures counts, per netns inode, the failures the tracer saw since
 	// FailuresSince; nil with FailuresWhy when they are not counted.
@@ -42,11 +43,13 @@ func (s *Sampler) Sample() (Sample, error) {
 	if now == nil {
 		now = time.Now
 	}
+	start := now()
 	reps, err := s.Audit()
 	if err != nil {
 		return Sample{}, err
 	}
-	smp := Sample{At: now(), NetNS: reps, FailuresWhy: s.NoFailuresWhy}
+	at := now()
+	smp := Sample{At: at, Took: at.Sub(start), NetNS: reps, FailuresWhy: s.NoFailuresWhy}
 	if s.Failures != nil {
 		smp.Failures, smp.FailuresSince, smp.FailuresWhy = s.Failures.Counts()
 	}
