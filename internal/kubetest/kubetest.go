@@ -236,7 +236,11 @@ func (s *Server) Stop() {
 		}
 		for _, p := range []*process{s.kube, s.etcd} {
 			if p != nil {
-				if err := p.stop(10 * time.Second); err != nil {
+				killed, err := p.stop(10 * time.Second)
+				if killed {
+					s.t.Logf("%s did not stop within 10 s of SIGTERM and was killed", p.cmd.Path)
+				}
+				if err != nil {
 					s.t.Errorf("stopping %s: %v", p.cmd.Path, err)
 				}
 			}
@@ -382,23 +386,26 @@ func (p *process) exited() bool {
 }
 
 // stop sends SIGTERM to the process group, SIGKILL after grace, and waits.
-func (p *process) stop(grace time.Duration) error {
+// killed says it took SIGKILL: not a failure (on a loaded machine a
+// server can take longer than grace to shut down, and its state dies with
+// it); a process that outlives SIGKILL is.
+func (p *process) stop(grace time.Duration) (killed bool, err error) {
 	if p.exited() {
-		return nil // already gone; its exit status was logged by whoever cared
+		return false, nil // already gone; its exit status was logged by whoever cared
 	}
 	pgid := p.cmd.Process.Pid
 	syscall.Kill(-pgid, syscall.SIGTERM)
 	select {
 	case <-p.done:
-		return nil
+		return false, nil
 	case <-time.After(grace):
 	}
 	syscall.Kill(-pgid, syscall.SIGKILL)
 	select {
 	case <-p.done:
-		return fmt.Errorf("did not stop within %s of SIGTERM; killed", grace)
+		return true, nil
 	case <-time.After(10 * time.Second):
-		return errors.New("still running 10 s after SIGKILL")
+		return true, errors.New("still running 10 s after SIGKILL")
 	}
 }
 
