@@ -22,9 +22,9 @@ var debugPodName = regexp.MustCompile(`\bnode-debugger-\S+-[a-z0-9]{5}\b`)
 // debug runs README.md's `kubectl debug node/NODE --profile=sysadmin ...`
 // (without -it, so that kubectl returns; its output read with `kubectl logs
 // -f` of the pod it made) while the workload keeps failing: the table shows
-// a row of busybox wget's EADDRNOTAVAIL in the workload's pod (its cgroup,
-// by pod UID: the table has no pod name column), with the client line and
-// the verdict under it. docs/kubernetes.md quotes such a row; the test
+// a row of busybox wget's EADDRNOTAVAIL in the workload's pod (found by its
+// cgroup's pod UID; its POD column must name it, as the runtime does), with
+// the client line and the verdict under it. docs/kubernetes.md quotes such a row; the test
 // checks that the quote is what eaddr printed, but for the per-run parts.
 func (s *stories) debug(t *testing.T) {
 	cmd := readmeCommand(t, readmeCommands(t, s.tag, kubecluster.NodeName), "kubectl debug node/")
@@ -53,6 +53,9 @@ func (s *stories) debug(t *testing.T) {
 	}
 	row := s.followTable(t, pod, string(uid))
 	t.Logf("the debug pod printed:\n%s", strings.Join(row, "\n"))
+	if want := " e2e/" + s.client + " "; !strings.Contains(row[0], want) {
+		t.Errorf("the row does not name the pod %q in its POD column:\n%s\n%s", want, output.TableHeader, row[0])
+	}
 	if err := tableExcerpt("../docs/kubernetes.md", row); err != nil {
 		t.Error(err)
 	}
@@ -105,6 +108,7 @@ var tablePerRun = []struct {
 	re   *regexp.Regexp
 	with string
 }{
+	{regexp.MustCompile(`\b(e2e/[a-z0-9-]+?)-[a-z0-9]{6,10}-[a-z0-9]{5}\b`), "$1-RSHASH-XXXXX"}, // a Deployment's pod
 	{regexp.MustCompile(`\b\d\d:\d\d:\d\d\.\d{6}\b`), "HH:MM:SS.UUUUUU"},
 	{regexp.MustCompile(`\bpod[0-9a-f-]{36}/[0-9a-f]{64}\b`), "podUID/CONTAINER"},
 	{regexp.MustCompile(`\bpid \d+\b`), "pid N"},

@@ -142,3 +142,30 @@ func TestEventJSONDoesNotAllocate(t *testing.T) {
 		t.Errorf("event JSON allocates %.1f times per event, want 0", n)
 	}
 }
+
+// The POD column names a pod only when the runtime named it; the host's
+// processes and a pod whose names are not known show "-", and CGROUP
+// lines up with the header in every case.
+func TestTablePodColumn(t *testing.T) {
+	var ev decode.Event
+	decodeRecorded(t, "../testdata/events/connect-eaddrnotavail-curl-ipv4.bin", &ev)
+	ev.CgroupPath = "/kubepods/besteffort/pod0123/abcd"
+	named := &decode.Pod{UID: "0123", Name: "client-6fdf49848b-dwfm2", Namespace: "e2e", Container: "wget"}
+	for _, c := range []struct {
+		pod        *decode.Pod
+		unresolved string
+		want       string
+	}{
+		{named, "", "e2e/client-6fdf49848b-dwfm2"},
+		{named, "the runtime did not answer", "-"},
+		{&decode.Pod{UID: "0123"}, "", "-"},
+		{nil, "", "-"},
+	} {
+		ev.Pod, ev.PodNamesUnresolved = c.pod, c.unresolved
+		row := string(AppendTable(nil, &ev))
+		pod, cg := strings.Index(TableHeader, "POD"), strings.Index(TableHeader, "CGROUP")
+		if got := strings.TrimSpace(row[pod:cg]); got != c.want || row[cg:] != ev.CgroupPath {
+			t.Errorf("pod %+v (unresolved %q): POD %q, CGROUP %q; want %q and %q", c.pod, c.unresolved, got, row[cg:], c.want, ev.CgroupPath)
+		}
+	}
+}

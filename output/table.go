@@ -7,7 +7,9 @@ import (
 )
 
 // TableHeader is the first line of --output table.
-const TableHeader = "TIME             SYSCALL ERRNO          PID     COMM             LOCAL                          REMOTE                         NETNS       CGROUP"
+// POD is namespace/name when the runtime named the pod, else "-" (the
+// host, or a pod not named: the JSON says why); CGROUP is always there.
+const TableHeader = "TIME             SYSCALL ERRNO          PID     COMM             LOCAL                          REMOTE                         NETNS       POD                                      CGROUP"
 
 // AppendTable appends ev as one aligned row (no newline) under TableHeader.
 func AppendTable(b []byte, ev *decode.Event) []byte {
@@ -32,6 +34,14 @@ func AppendTable(b []byte, ev *decode.Event) []byte {
 	b = pad(b, start, 127)
 	b = strconv.AppendUint(b, uint64(ev.NetNS), 10)
 	b = pad(b, start, 139)
+	if p := ev.Pod; p != nil && p.Name != "" && p.Namespace != "" && ev.PodNamesUnresolved == "" {
+		b = appendPrintableString(b, p.Namespace)
+		b = append(b, '/')
+		b = appendPrintableString(b, p.Name)
+	} else {
+		b = append(b, '-')
+	}
+	b = pad(b, start, 180)
 	if ev.CgroupPath != "" {
 		b = appendPrintableString(b, ev.CgroupPath)
 	} else {
