@@ -34,19 +34,6 @@ const (
 	npWait = 40 * time.Second
 )
 
-// nodePortPatch turns on --nodeport-collisions in eaddr's DaemonSet and
-// adds NET_ADMIN, without which eaddr cannot read kube-proxy's rules to name
-// the Service (docs/kubernetes.md, "Capabilities"). No --nodeport-netns:
-// eaddr finds the node's netns itself, also on this VM where pid 1's is
-// hidden even from root (netdiag.HostInode: kthreadd's, never its own pod's).
-const nodePortPatch = `- op: add
-  path: /spec/template/spec/containers/0/args/-
-  value: --nodeport-collisions
-- op: add
-  path: /spec/template/spec/containers/0/securityContext/capabilities/add/-
-  value: NET_ADMIN
-`
-
 // probedPod is pod shop/web, busybox httpd on 8080 with an httpGet
 // liveness probe (the server closes each connection first: the kubelet's
 // side of a probe leaves no TIME_WAIT to fill the node's ten ports); and
@@ -113,11 +100,16 @@ func (s *stories) nodePort(t *testing.T) {
 	s.describeProbedPod(t)
 }
 
-// nodePortEaddr applies the test's overlay of deploy/kube-events with
-// nodePortPatch and returns eaddr's new pod once attached.
+// nodePortEaddr applies deploy/nodeport-collisions, the shipped overlay
+// (--nodeport-collisions and NET_ADMIN, without which eaddr cannot read
+// kube-proxy's rules to name the Service: docs/kubernetes.md,
+// "Capabilities"), with the image's tag, and returns eaddr's new pod once
+// attached. No --nodeport-netns: eaddr finds the node's netns itself, also
+// on this VM where pid 1's is hidden even from root (netdiag.HostInode:
+// kthreadd's, never its own pod's).
 func (s *stories) nodePortEaddr(t *testing.T) string {
 	t.Helper()
-	if _, _, err := s.k.Run(nil, "apply", "-k", imageOverlay(t, s.tag, nodePortPatch)); err != nil {
+	if _, _, err := s.k.Run(nil, "apply", "-k", imageOverlay(t, s.tag, "nodeport-collisions")); err != nil {
 		t.Fatal(err)
 	}
 	pod := waitDaemonSetPod(t, s.k)

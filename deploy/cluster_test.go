@@ -116,18 +116,17 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// imageOverlay writes a kustomization over deploy/kube-events that sets
-// eaddr's image tag (images:) and applies patch (a JSON patch of the
-// DaemonSet, none when empty), and returns its directory: a test's own
-// overlay, the shipped files untouched.
-func imageOverlay(t *testing.T, tag, patch string) string {
+// imageOverlay writes a kustomization over deploy/dir that sets eaddr's
+// image tag (images:) and returns its directory: a test's own overlay, the
+// shipped files untouched.
+func imageOverlay(t *testing.T, tag, dir string) string {
 	t.Helper()
-	base, err := filepath.Abs("kube-events")
+	base, err := filepath.Abs(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	rel, err := filepath.Rel(dir, base) // kustomize refuses an absolute path
+	tmp := t.TempDir()
+	rel, err := filepath.Rel(tmp, base) // kustomize refuses an absolute path
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,16 +138,10 @@ images:
   - name: localhost/eaddr
     newTag: %s
 `, rel, tag)
-	if patch != "" {
-		k += "patches:\n  - path: patch.yaml\n    target: {group: apps, version: v1, kind: DaemonSet, name: eaddr}\n"
-		if err := os.WriteFile(filepath.Join(dir, "patch.yaml"), []byte(patch), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(tmp, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return dir
+	return tmp
 }
 
 // waitDaemonSetPod waits for the rollout of eaddr's DaemonSet and for its

@@ -24,8 +24,9 @@ import (
 	"github.com/eaddr/eaddr/internal/kubetest"
 )
 
-// chartDir is eaddr's Helm chart: the objects of deploy/base, and with
-// kubeEvents.enabled=true those of deploy/kube-events.
+// chartDir is eaddr's Helm chart: the objects of deploy/base, with
+// kubeEvents.enabled=true those of deploy/kube-events, and with
+// nodePortCollisions.enabled=true too those of deploy/nodeport-collisions.
 const chartDir = "helm/eaddr"
 
 // release is the release name the tests render and install the chart as:
@@ -41,6 +42,7 @@ var chartVariants = []struct {
 }{
 	{"default", nil, "base"},
 	{"kubeEvents", []string{"kubeEvents.enabled=true"}, "kube-events"},
+	{"nodePortCollisions", []string{"kubeEvents.enabled=true", "nodePortCollisions.enabled=true"}, "nodeport-collisions"},
 }
 
 // setArgs turns kv pairs into helm's --set arguments.
@@ -390,8 +392,8 @@ func nestedMap(obj map[string]any, path []string) (map[string]any, bool) {
 
 // TestChartAgreesWithManifests: the chart rendered with default values is
 // the objects of `kubectl kustomize deploy/base`, and with
-// kubeEvents.enabled=true those of `kubectl kustomize deploy/kube-events`:
-// the same objects, compared as parsed objects field by field, with Helm's
+// kubeEvents.enabled=true those of `kubectl kustomize deploy/kube-events`
+// (and so on, chartVariants): the same objects, compared as parsed objects field by field, with Helm's
 // standard labels (helmLabels) the only difference allowed.
 func TestChartAgreesWithManifests(t *testing.T) {
 	h := helmtest.New(t)
@@ -432,7 +434,7 @@ func TestChartAgreesWithManifests(t *testing.T) {
 }
 
 // TestChartValues: each value of values.yaml reaches every place it must
-// (the agreement test only sees the defaults and kubeEvents.enabled).
+// (the agreement test only sees chartVariants' values).
 func TestChartValues(t *testing.T) {
 	h := helmtest.New(t)
 	for _, tc := range []struct {

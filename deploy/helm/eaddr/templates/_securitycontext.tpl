@@ -1,7 +1,8 @@
 {{/*
 The container's securityContext: deploy/base/daemonset.yaml's, whose comments and
 docs/kubernetes.md say what each capability is for. Not a value: without any one of them eaddr
-fails to attach, to diagnose or to name the process.
+fails to attach, to diagnose or to name the process. NET_ADMIN comes only with
+nodePortCollisions.enabled, as in deploy/nodeport-collisions.
 */}}
 {{- define "eaddr.securityContext" -}}
 securityContext:
@@ -27,6 +28,10 @@ securityContext:
       - SYS_PTRACE
       # List /proc/PID/fd of processes of other uids.
       - DAC_READ_SEARCH
+      {{- if .Values.nodePortCollisions.enabled }}
+      # Read kube-proxy's rules, to name the Service of a NodePort rule (--nodeport-collisions).
+      - NET_ADMIN
+      {{- end }}
   seccompProfile:
     type: RuntimeDefault
   # The runtimes' default AppArmor profile denies what eaddr reads of host processes.
