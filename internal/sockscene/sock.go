@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os/exec"
+	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -174,15 +177,43 @@ func (r *rig) waitTCPState(what string, fds []int, state uint8) {
 	})
 }
 
+// kernelTCPLines are the kernel log's lines about TCP (orphans, memory,
+// time-wait buckets: why a socket may skip a state), or why not read.
+func kernelTCPLines() string {
+	out, err := exec.Command("dmesg").Output()
+	if err != nil {
+		return fmt.Sprintf("(dmesg: %v)", err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "TCP") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 {
+		return "none"
+	}
+	return "\n" + strings.Join(lines[max(0, len(lines)-20):], "\n")
+}
+
 // waitSS waits until `ss` shows want sockets in state (as ss names it,
-// e.g. "TIME-WAIT") on the local ports of the scene.
+// e.g. "TIME-WAIT") on the local ports of the scene; when it never does, it
+// fails with the states ss showed last and its output.
 func (r *rig) waitSS(proto, state string, want int) {
 	r.t.Helper()
-	r.waitFor(fmt.Sprintf("%d %s sockets", want, state), func() (bool, error) {
+	var last Truth
+	deadline := time.Now().Add(waitLimit)
+	for {
 		tr, err := r.readSS(proto, false)
-		if err != nil {
-			return false, err
+		r.must(err, "ss")
+		if tr.States[state] == want {
+			return
 		}
-		return tr.States[state] == want, nil
-	})
+		last = tr
+		if time.Now().After(deadline) {
+			r.fatalf("%d %s sockets: not reached after %v; ss showed last, on the scene's ports, %v:\n%s\nthe kernel's TCP messages: %s",
+				want, state, waitLimit, last.States, last.Raw, kernelTCPLines())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
