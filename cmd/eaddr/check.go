@@ -36,7 +36,7 @@ type CheckFlags struct {
 func (f *CheckFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.Output, "output", "o", "table", "table for a person, json for a script")
 	fs.StringVar(&f.NodePortRange, "node-port-range", "30000-32767", "the cluster's Service NodePort range (kube-apiserver --service-node-port-range)")
-	fs.Uint64Var(&f.HostNetNS, "host-netns", 0, "inode of the node's network namespace, where NodePorts live (default: that of pid 1)")
+	fs.Uint64Var(&f.HostNetNS, "host-netns", 0, "inode of the node's network namespace, where NodePorts live (default: that of pid 1, else of kthreadd, pid 2, a kernel thread always in it)")
 	fs.UintSliceVar(&f.NetNS, "netns", nil, "check only these netns inodes (default: every netns found through /proc)")
 	fs.IntVar(&f.Warn, "warn", 70, "warn when the ports toward one destination reach this percent of the usable range")
 	fs.IntVar(&f.Crit, "crit", 90, "critical at this percent")

@@ -34,7 +34,7 @@ func (f *TopFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Sort, "sort", "eta", "order of the rows: eta (time to exhaustion), used, trend, failures, name")
 	fs.BoolVar(&f.Trace, "trace", true, "count failures per netns with eaddr's tracer (EADDRNOTAVAIL, EADDRINUSE); false: the column shows -")
 	fs.StringVar(&f.Check.NodePortRange, "node-port-range", "30000-32767", "the cluster's Service NodePort range (kube-apiserver --service-node-port-range)")
-	fs.Uint64Var(&f.Check.HostNetNS, "host-netns", 0, "inode of the node's network namespace (default: that of pid 1)")
+	fs.Uint64Var(&f.Check.HostNetNS, "host-netns", 0, "inode of the node's network namespace (default: that of pid 1, else of kthreadd, pid 2, a kernel thread always in it)")
 	fs.UintSliceVar(&f.Check.NetNS, "netns", nil, "show only these netns inodes (default: every netns found through /proc)")
 	fs.BoolVar(&f.Check.SocketIterators, "socket-iterators", true, "read sockets with BPF socket iterators, as eaddr check does; false: sock_diag only")
 	fs.StringVar(&f.Check.CRIEndpoint, "cri-endpoint", "", "container runtime socket, to name the pod of each netns (default: the usual containerd, k3s, CRI-O and cri-dockerd sockets)")
