@@ -111,6 +111,30 @@ func (s *scene) close(fd int) {
 	}
 }
 
+// closeClientFirst closes client c, waits until the server side srv has
+// its FIN (CLOSE_WAIT), then closes srv: c alone ends in TIME_WAIT. Closed
+// back to back, the two FINs can cross on a slow machine (a TCG guest beside
+// busy loops did it): a simultaneous close, both sides in TIME_WAIT.
+func (s *scene) closeClientFirst(c, srv int) {
+	s.t.Helper()
+	s.close(c)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info, err := unix.GetsockoptTCPInfo(srv, unix.IPPROTO_TCP, unix.TCP_INFO)
+		if err != nil {
+			s.t.Fatalf("TCP_INFO of %d: %v", srv, err)
+		}
+		if info.State == tcpCloseWait {
+			break
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the server side is in state %d, not CLOSE_WAIT, 30 s after the client closed", info.State)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.close(srv)
+}
+
 func sockopt(opt int) func(int) error {
 	return func(fd int) error { return unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, 1) }
 }

@@ -39,8 +39,7 @@ func (s *scene) timeWait(l int, bind bool) netip.AddrPort {
 	s.connect(c, sockName(s.t, l, false))
 	srv := s.accept(l)
 	local := sockName(s.t, c, false)
-	s.close(c)
-	s.close(srv)
+	s.closeClientFirst(c, srv)
 	return local
 }
 
@@ -340,8 +339,7 @@ func TestSockIterIPv6(t *testing.T) {
 	}
 	srv := sc.accept(l)
 	tw := sockName6(t, c)
-	sc.close(c)
-	sc.close(srv)
+	sc.closeClientFirst(c, srv)
 	mapped := sc.socket6() // only bound, to ::ffff:127.0.0.1
 	if err := unix.Bind(mapped, &unix.SockaddrInet6{Addr: netip.AddrFrom4(loopback.As4()).As16()}); err != nil {
 		t.Fatal(err)
