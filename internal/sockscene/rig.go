@@ -111,6 +111,13 @@ func (r *rig) setRange(lo, hi int) {
 // waitFor polls cond until it holds, and fails the test after waitLimit.
 func (r *rig) waitFor(what string, cond func() (bool, error)) {
 	r.t.Helper()
+	r.waitForSaying(what, cond, nil)
+}
+
+// waitForSaying is waitFor whose failure also says seen(): what was seen
+// last, read once, when the wait has failed.
+func (r *rig) waitForSaying(what string, cond func() (bool, error), seen func() string) {
+	r.t.Helper()
 	deadline := time.Now().Add(waitLimit)
 	for {
 		ok, err := cond()
@@ -119,6 +126,9 @@ func (r *rig) waitFor(what string, cond func() (bool, error)) {
 			return
 		}
 		if time.Now().After(deadline) {
+			if seen != nil {
+				r.fatalf("%s: not reached after %v; %s", what, waitLimit, seen())
+			}
 			r.fatalf("%s: not reached after %v", what, waitLimit)
 		}
 		time.Sleep(5 * time.Millisecond)

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -198,22 +197,16 @@ func kernelTCPLines() string {
 
 // waitSS waits until `ss` shows want sockets in state (as ss names it,
 // e.g. "TIME-WAIT") on the local ports of the scene; when it never does, it
-// fails with the states ss showed last and its output.
+// fails with the states ss showed last, its output and the kernel's TCP
+// messages.
 func (r *rig) waitSS(proto, state string, want int) {
 	r.t.Helper()
 	var last Truth
-	deadline := time.Now().Add(waitLimit)
-	for {
+	r.waitForSaying(fmt.Sprintf("%d %s sockets", want, state), func() (bool, error) {
 		tr, err := r.readSS(proto, false)
-		r.must(err, "ss")
-		if tr.States[state] == want {
-			return
-		}
 		last = tr
-		if time.Now().After(deadline) {
-			r.fatalf("%d %s sockets: not reached after %v; ss showed last, on the scene's ports, %v:\n%s\nthe kernel's TCP messages: %s",
-				want, state, waitLimit, last.States, last.Raw, kernelTCPLines())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return err == nil && tr.States[state] == want, err
+	}, func() string {
+		return fmt.Sprintf("ss showed last, on the scene's ports, %v:\n%s\nthe kernel's TCP messages: %s", last.States, last.Raw, kernelTCPLines())
+	})
 }
