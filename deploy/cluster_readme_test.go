@@ -2,10 +2,7 @@ package deploy
 
 import (
 	"bytes"
-	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -111,14 +108,8 @@ func readmeInstall(t *testing.T, k *kubetest.Kubectl, tag string) string {
 // README.md's relative paths point, and returns stdout and stderr.
 func kubectlInRepo(t *testing.T, k *kubetest.Kubectl, args ...string) ([]byte, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), kubetest.KubectlTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, k.Bin, args...)
-	cmd.Dir = repoRoot(t)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "KUBECONFIG=" + k.Kubeconfig}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return out, fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
-	}
-	return out, nil
+	in := *k
+	in.Dir = repoRoot(t)
+	stdout, stderr, err := in.Run(nil, args...)
+	return append(stdout, stderr...), err
 }
