@@ -16,6 +16,7 @@ import (
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/kubeevent"
+	"github.com/eaddr/eaddr/tracer"
 )
 
 // metrics are eaddr's Prometheus series. Label sets are capped: past
@@ -29,10 +30,11 @@ type metrics struct {
 
 	errSeries map[errKey]prometheus.Counter
 
-	lost         atomic.Uint64 // kernel drops, set by the trace loop
-	dropped      atomic.Uint64 // events not written whole to stdout
-	suppressed   atomic.Uint64 // events held back by --rate-limit
-	limitEvicted atomic.Uint64 // rate limit keys the kernel's LRU dropped
+	lost         atomic.Uint64                       // kernel drops, set by the trace loop
+	skipped      [len(tracer.Programs)]atomic.Uint64 // runs the kernel skipped, by program
+	dropped      atomic.Uint64                       // events not written whole to stdout
+	suppressed   atomic.Uint64                       // events held back by --rate-limit
+	limitEvicted atomic.Uint64                       // rate limit keys the kernel's LRU dropped
 	events       atomic.Uint64
 	healthy      atomic.Bool
 
@@ -96,6 +98,13 @@ func newMetrics(maxSeries, maxPortSeries int) *metrics {
 				func() float64 { return float64(m.cacheSize(cs.size).Len) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_cache_capacity", Help: "The most entries that cache keeps.", ConstLabels: prometheus.Labels{"cache": cs.name}},
 				func() float64 { return float64(m.cacheSize(cs.size).Cap) }))
+	}
+	for i, name := range tracer.Programs {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "eaddr_bpf_runs_skipped_total",
+			Help:        "Runs of eaddr's BPF program the kernel skipped because a BPF program was already running on that CPU (its recursion check): a skipped exit_connect or exit_bind may have been a failure, a skipped async_state a failing connect's source port. Counted by the kernel: for the sock tracepoints (async_*) since Linux 5.12, for the syscall ones in newer kernels only.",
+			ConstLabels: prometheus.Labels{"program": name},
+		}, func() float64 { return float64(m.skipped[i].Load()) }))
 	}
 	m.reg.MustRegister(m.port.collectors()...)
 	m.reg.MustRegister(m.errors,

@@ -101,6 +101,7 @@ func TestHoldQueueBound(t *testing.T) {
 type fakeSource struct {
 	recs   []tracer.RawEvent
 	closed bool
+	stats  tracer.Stats // what Stats returns
 }
 
 func (f *fakeSource) Read(raw *tracer.RawEvent) error {
@@ -116,7 +117,7 @@ func (f *fakeSource) Read(raw *tracer.RawEvent) error {
 }
 func (f *fakeSource) SetDeadline(time.Time)        {}
 func (f *fakeSource) Pending() int                 { return len(f.recs) }
-func (f *fakeSource) Stats() (tracer.Stats, error) { return tracer.Stats{}, nil }
+func (f *fakeSource) Stats() (tracer.Stats, error) { return f.stats, nil }
 func (f *fakeSource) LimitCounts() (uint64, uint64, error) {
 	return 0, 0, nil
 }

@@ -35,6 +35,9 @@ func (r *traceRun) tick(now time.Time) {
 func (r *traceRun) updateMetrics(st tracer.Stats) {
 	m := r.met
 	m.lost.Store(st.KernelLost)
+	for i, n := range st.RunsSkipped {
+		m.skipped[i].Store(n)
+	}
 	m.events.Store(st.Events + r.limits.total)
 	m.dropped.Store(r.sk.Dropped())
 	m.suppressed.Store(r.limits.held())
@@ -75,6 +78,7 @@ func (r *traceRun) cacheSizes(st tracer.Stats) *Caches {
 // event written is delivered whole or dropped.
 type Stats struct {
 	Events, Lost, Malformed      uint64 // reported by the kernel; dropped by the kernel; not an event
+	RunsSkipped                  uint64 // runs of eaddr's programs the kernel skipped (tracer.Stats)
 	Written, Delivered, Dropped  uint64
 	Filtered, FilteredUnresolved uint64
 	Suppressed                   uint64
@@ -114,7 +118,7 @@ func (r *traceRun) stats() Stats {
 		r.log.Warn("reading counters", "err", err)
 	}
 	b := r.limits
-	s := Stats{Events: st.Events + b.total, Lost: st.KernelLost, Malformed: st.Malformed, Written: r.written,
+	s := Stats{Events: st.Events + b.total, Lost: st.KernelLost, RunsSkipped: st.RunsSkippedTotal(), Malformed: st.Malformed, Written: r.written,
 		Delivered: r.sk.Delivered(), Dropped: r.sk.Dropped(), Filtered: r.filtered + b.filtered,
 		FilteredUnresolved: r.filteredUnresolved + b.unresolved, Suppressed: b.held(), NamesNotAwaited: r.hold.overflow,
 		NamesHeld: r.hold.held, NamesWaitMax: r.hold.waitMax,
@@ -151,6 +155,9 @@ func (r *traceRun) stoppedAttrs(s Stats) []any {
 	}
 	if s.BinariesGivenUp > 0 {
 		attrs = append(attrs, "binaries_given_up", s.BinariesGivenUp)
+	}
+	if s.RunsSkipped > 0 {
+		attrs = append(attrs, "runs_skipped", s.RunsSkipped)
 	}
 	return attrs
 }

@@ -450,9 +450,28 @@ type Stats struct {
 	// 8,192 processes) nor the kernel's map (the last 8,192) still had.
 	ProcsForgotten  uint64
 	Procs, ProcsMax int // processes whose program identity is kept, and the bound
+	// RunsSkipped, by program (Programs), are the runs the kernel did not
+	// make because a BPF program was already running on that CPU (its
+	// recursion check; bpf_prog_info.recursion_misses): a skipped run of an
+	// exit may have been a failure, one of async_state a failing connect's
+	// source port or outcome. The kernel counts them for the sock:
+	// tracepoints since 5.12, for the syscall ones only in newer kernels.
+	RunsSkipped [len(Programs)]uint64
 }
 
-// Stats reads the counters; KernelLost sums the per-CPU counter.
+// Programs names eaddr's BPF programs, in the order of Stats.RunsSkipped.
+var Programs = [...]string{"exit_connect", "exit_bind", "async_error", "async_state"}
+
+// RunsSkippedTotal sums RunsSkipped.
+func (s Stats) RunsSkippedTotal() (n uint64) {
+	for _, v := range s.RunsSkipped {
+		n += v
+	}
+	return n
+}
+
+// Stats reads the counters; KernelLost sums the per-CPU counter, and
+// RunsSkipped is the kernel's count for each program (a syscall each).
 func (t *Tracer) Stats() (Stats, error) {
 	s := Stats{Events: t.events, Malformed: t.short, ProcsForgotten: t.procs.forgotten, Procs: t.procs.len(), ProcsMax: 2 * t.procs.max}
 	var per []uint64
@@ -461,6 +480,13 @@ func (t *Tracer) Stats() (Stats, error) {
 	}
 	for _, n := range per {
 		s.KernelLost += n
+	}
+	for i, p := range [...]*ebpf.Program{t.objs.ExitConnect, t.objs.ExitBind, t.objs.AsyncError, t.objs.AsyncState} {
+		ps, err := p.Stats()
+		if err != nil {
+			return s, fmt.Errorf("reading program %s's counters: %w", Programs[i], err)
+		}
+		s.RunsSkipped[i] = ps.RecursionMisses
 	}
 	return s, nil
 }

@@ -118,6 +118,9 @@ func TestMetrics(t *testing.T) {
 	if v := fams["eaddr_lost_events_total"].GetMetric()[0].GetCounter().GetValue(); v != 0 {
 		t.Errorf("lost %v", v)
 	}
+	if f := fams["eaddr_bpf_runs_skipped_total"]; len(f.GetMetric()) != 4 {
+		t.Errorf("eaddr_bpf_runs_skipped_total: %v; want a series for each of the 4 programs", f)
+	}
 }
 
 // With --summary-interval, the stream carries summary records with the
