@@ -462,6 +462,11 @@ type Stats struct {
 // Programs names eaddr's BPF programs, in the order of Stats.RunsSkipped.
 var Programs = [...]string{"exit_connect", "exit_bind", "async_error", "async_state"}
 
+// programs are eaddr's programs in the order of Programs.
+func (t *Tracer) programs() [len(Programs)]*ebpf.Program {
+	return [...]*ebpf.Program{t.objs.ExitConnect, t.objs.ExitBind, t.objs.AsyncError, t.objs.AsyncState}
+}
+
 // RunsSkippedTotal sums RunsSkipped.
 func (s Stats) RunsSkippedTotal() (n uint64) {
 	for _, v := range s.RunsSkipped {
@@ -481,7 +486,7 @@ func (t *Tracer) Stats() (Stats, error) {
 	for _, n := range per {
 		s.KernelLost += n
 	}
-	for i, p := range [...]*ebpf.Program{t.objs.ExitConnect, t.objs.ExitBind, t.objs.AsyncError, t.objs.AsyncState} {
+	for i, p := range t.programs() {
 		ps, err := p.Stats()
 		if err != nil {
 			return s, fmt.Errorf("reading program %s's counters: %w", Programs[i], err)
