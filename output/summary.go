@@ -19,6 +19,9 @@ type Summary struct {
 	DroppedTotal    uint64
 	Suppressed      uint64
 	SuppressedTotal uint64
+	// Runs of eaddr's programs the kernel skipped (tracer.Stats.RunsSkipped):
+	// written only once there was one.
+	RunsSkipped, RunsSkippedTotal uint64
 }
 
 // AppendSummary appends the summary record (docs/events.md).
@@ -65,6 +68,12 @@ func AppendSummary(b []byte, s *Summary) []byte {
 		b = append(b, f.name...)
 		b = append(b, `":`...)
 		b = strconv.AppendUint(b, f.n, 10)
+	}
+	if s.RunsSkippedTotal > 0 {
+		b = append(b, `,"runs_skipped":`...)
+		b = strconv.AppendUint(b, s.RunsSkipped, 10)
+		b = append(b, `,"runs_skipped_total":`...)
+		b = strconv.AppendUint(b, s.RunsSkippedTotal, 10)
 	}
 	return append(b, '}')
 }

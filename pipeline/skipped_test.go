@@ -2,7 +2,9 @@ package pipeline
 
 import (
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -62,4 +64,25 @@ func labelValue(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// A summary record gives the skipped runs of its interval and in total,
+// and a total read lower than at the last record (a failed read) gives 0
+// for the interval, not a wrapped count.
+func TestSummaryCountsSkippedRuns(t *testing.T) {
+	s := summary{enabled: true}
+	now := time.Unix(1_700_000_000, 0)
+	var lines []string
+	for _, tot := range []totals{{lost: 4, skipped: 5}, {lost: 6, skipped: 7}, {lost: 0, skipped: 0}} {
+		lines = append(lines, string(s.append(nil, now, "n", tot)))
+	}
+	for i, want := range []string{
+		`"lost":4,"lost_total":4,"dropped":0,"dropped_total":0,"suppressed":0,"suppressed_total":0,"runs_skipped":5,"runs_skipped_total":5}`,
+		`"lost":2,"lost_total":6,"dropped":0,"dropped_total":0,"suppressed":0,"suppressed_total":0,"runs_skipped":2,"runs_skipped_total":7}`,
+		`"lost":0,"lost_total":0,"dropped":0,"dropped_total":0,"suppressed":0,"suppressed_total":0}`,
+	} {
+		if !strings.HasSuffix(lines[i], want) {
+			t.Errorf("record %d: %s\nwant it to end %s", i, lines[i], want)
+		}
+	}
 }

@@ -26,7 +26,7 @@ func (r *traceRun) tick(now time.Time) {
 		r.updateMetrics(st)
 	}
 	if r.sum.enabled && now.Sub(r.sum.start) >= r.sum.every {
-		b := r.sum.append(r.sk.Buf(), now, r.c.Node, st.KernelLost, r.sk.Dropped(), r.limits.held())
+		b := r.sum.append(r.sk.Buf(), now, r.c.Node, totals{st.KernelLost, r.sk.Dropped(), r.limits.held(), st.RunsSkippedTotal()})
 		r.sk.Add(append(b, '\n'), 0)
 		r.sk.Flush()
 	}

@@ -9,15 +9,13 @@ import (
 
 // summary counts what the JSON stream carried between summary records.
 type summary struct {
-	enabled     bool
-	every       time.Duration
-	start       time.Time
-	events      uint64
-	nodeport    uint64
-	supprSeen   uint64 // held back by the rate limit, at the last record
-	errnos      [256]uint64
-	lostSeen    uint64 // kernel drops at the last record
-	droppedSeen uint64 // output drops at the last record
+	enabled  bool
+	every    time.Duration
+	start    time.Time
+	events   uint64
+	nodeport uint64
+	errnos   [256]uint64
+	seen     totals // at the last record
 }
 
 func (s *summary) count(ev *decode.Event) {
@@ -33,11 +31,20 @@ func (s *summary) count(ev *decode.Event) {
 	}
 }
 
-// append writes the record and starts the next interval.
-func (s *summary) append(b []byte, now time.Time, node string, lostTotal, droppedTotal, suppressedTotal uint64) []byte {
+// totals are the counters since the start that a summary record also
+// gives for its interval.
+type totals struct{ lost, dropped, suppressed, skipped uint64 }
+
+// append writes the record and starts the next interval. A total read
+// lower than at the last record (a failed read of the kernel's counters)
+// gives 0 for the interval, never a wrapped count.
+func (s *summary) append(b []byte, now time.Time, node string, t totals) []byte {
+	since := func(total, seen uint64) uint64 { return total - min(seen, total) }
 	b = output.AppendSummary(b, &output.Summary{Time: now, Since: s.start, Node: node, Events: s.events, Errnos: &s.errnos,
-		NodePort: s.nodeport, Lost: lostTotal - s.lostSeen, LostTotal: lostTotal, Dropped: droppedTotal - s.droppedSeen,
-		DroppedTotal: droppedTotal, Suppressed: suppressedTotal - min(s.supprSeen, suppressedTotal), SuppressedTotal: suppressedTotal})
-	*s = summary{enabled: s.enabled, every: s.every, start: now, lostSeen: lostTotal, droppedSeen: droppedTotal, supprSeen: suppressedTotal}
+		NodePort: s.nodeport, Lost: since(t.lost, s.seen.lost), LostTotal: t.lost,
+		Dropped: since(t.dropped, s.seen.dropped), DroppedTotal: t.dropped,
+		Suppressed: since(t.suppressed, s.seen.suppressed), SuppressedTotal: t.suppressed,
+		RunsSkipped: since(t.skipped, s.seen.skipped), RunsSkippedTotal: t.skipped})
+	*s = summary{enabled: s.enabled, every: s.every, start: now, seen: t}
 	return b
 }
