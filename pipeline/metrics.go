@@ -99,13 +99,7 @@ func newMetrics(maxSeries, maxPortSeries int) *metrics {
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_cache_capacity", Help: "The most entries that cache keeps.", ConstLabels: prometheus.Labels{"cache": cs.name}},
 				func() float64 { return float64(m.cacheSize(cs.size).Cap) }))
 	}
-	for i, name := range tracer.Programs {
-		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name:        "eaddr_bpf_runs_skipped_total",
-			Help:        "Runs of eaddr's BPF program the kernel skipped because a BPF program was already running on that CPU (its recursion check): a skipped exit_connect or exit_bind may have been a failure, a skipped async_state a failing connect's source port. Counted by the kernel: for the sock tracepoints (async_*) since Linux 5.12, for the syscall ones in newer kernels only.",
-			ConstLabels: prometheus.Labels{"program": name},
-		}, func() float64 { return float64(m.skipped[i].Load()) }))
-	}
+	m.reg.MustRegister(m.skippedCollectors()...)
 	m.reg.MustRegister(m.port.collectors()...)
 	m.reg.MustRegister(m.errors,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -158,6 +152,19 @@ func newMetrics(maxSeries, maxPortSeries int) *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m
+}
+
+// skippedCollectors are eaddr_bpf_runs_skipped_total, a series per program.
+func (m *metrics) skippedCollectors() []prometheus.Collector {
+	var cs []prometheus.Collector
+	for i, name := range tracer.Programs {
+		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "eaddr_bpf_runs_skipped_total",
+			Help:        "Runs of eaddr's BPF program the kernel skipped because a BPF program was already running on that CPU (its recursion check): a skipped exit_connect or exit_bind may have been a failure, a skipped async_state a failing connect's source port. Counted by the kernel: for the sock tracepoints (async_*) since Linux 5.12, for the syscall ones in newer kernels only.",
+			ConstLabels: prometheus.Labels{"program": name},
+		}, func() float64 { return float64(m.skipped[i].Load()) }))
+	}
+	return cs
 }
 
 // labelKey is the series of ev: its pod, or empty outside pods.
