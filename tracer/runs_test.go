@@ -5,6 +5,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/eaddr/eaddr/internal/testenv"
 )
 
 // Stats reads each program's kernel counters under its own name: with the
@@ -15,6 +17,7 @@ import (
 // BPF program is already running on that CPU); their read is the same
 // call's.
 func TestProgramsInOrder(t *testing.T) {
+	testenv.RequireRoot(t) // before EnableStats, which needs it too
 	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 	if err != nil {
 		t.Fatalf("enabling BPF statistics: %v", err)
