@@ -704,6 +704,14 @@ static __always_inline void key_copied_addr(struct limit_key *k, const struct ev
 	}
 }
 
+/* A TCP socket whose connect never had an answer (SYN-ACK): rcv_nxt is
+ * still the 0 that tcp_connect_init set (the peer's first sequence number
+ * + 1 is 0 once in 2^32). */
+static __always_inline bool never_answered(const struct sock *sk)
+{
+	return BPF_CORE_READ((const struct tcp_sock *)sk, rcv_nxt) == 0;
+}
+
 /* A pending connect's source port, read at connect(), is released when it
  * fails unless bind() chose it (tcp_set_state, TCP_CLOSE). Refused within
  * connect() (loopback), it was gone already: then conn_ends has it. */
@@ -728,6 +736,13 @@ static __always_inline void async_report(struct sock *sk, int err, __u64 cookie)
 	struct event *p = bpf_map_lookup_elem(&pending, &key);
 	if (!p || err <= 0)
 		return;
+	/* Connected, and its change to ESTABLISHED not seen (the kernel skipped
+	 * that run of async_state): this error is a later one, not the
+	 * connect's. */
+	if (!never_answered(sk)) {
+		bpf_map_delete_elem(&pending, &key);
+		return;
+	}
 	if (!wanted(-err) || udp_only(err)) { /* pending sockets are TCP */
 		bpf_map_delete_elem(&pending, &key);
 		return;
@@ -837,15 +852,6 @@ int exit_connect(struct syscall_exit_ctx *ctx)
 	return emit(ctx, EADDR_SYS_CONNECT, 0);
 }
 
-/* A socket's error: a pending connect refused, timed out, unreachable. */
-SEC("tp_btf/inet_sk_error_report")
-int BPF_PROG(async_error, const struct sock *sk)
-{
-	if (async_on)
-		async_report((struct sock *)sk, sk->sk_err, bpf_get_socket_cookie((struct sock *)sk));
-	return 0;
-}
-
 /* A TCP connect that left SYN_SENT for CLOSE with an error: its source
  * address and port (struct conn_end). inet_put_port has zeroed skc_num;
  * inet_sport is still the port. skc_num still set means bind() chose the
@@ -872,6 +878,23 @@ static __always_inline void record_end(const struct sock *sk)
 	 * left to the LRU. */
 	__u64 key = bpf_get_socket_cookie((struct sock *)sk);
 	bpf_map_update_elem(&conn_ends, &key, &c, BPF_ANY);
+}
+
+/* A socket's error: a pending connect refused, timed out, unreachable.
+ * The kernel reports it after the change to CLOSE (tcp_done_with_error),
+ * so the failing connect's source port is recorded here too: when the
+ * kernel skipped that run of async_state (it was already running on the
+ * CPU: runs_skipped), this one still records it; first, as async_report
+ * reads it for a refusal within connect(). */
+SEC("tp_btf/inet_sk_error_report")
+int BPF_PROG(async_error, const struct sock *sk)
+{
+	if (ended_on && sk->__sk_common.skc_state == EADDR_TCP_CLOSE && sk->sk_protocol == EADDR_IPPROTO_TCP &&
+	    never_answered(sk))
+		record_end(sk);
+	if (async_on)
+		async_report((struct sock *)sk, sk->sk_err, bpf_get_socket_cookie((struct sock *)sk));
+	return 0;
 }
 
 /* A pending connect that leaves SYN_SENT: connected (forgotten), or closed,

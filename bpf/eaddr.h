@@ -130,12 +130,17 @@ _Static_assert(sizeof(struct event) == 384, "event layout changed: update decode
 
 /*
  * How a TCP connect ended, recorded at its SYN_SENT -> CLOSE with an error
- * (tracepoint sock:inet_sock_set_state), by socket cookie, in the LRU hash
- * `conn_ends`: the kernel has released the source port and, by the time a
- * blocking connect() returns, reset the source address, so its exit reads
- * them here (and deletes the entry). Only failing connects write it. An
- * entry evicted before it is read leaves the event as before: local
- * 0.0.0.0:0, without EADDR_F_RELEASED.
+ * (tracepoint sock:inet_sock_set_state), and again at the error's report
+ * that follows (sock:inet_sk_error_report, for a socket that never had a
+ * SYN-ACK), by socket cookie, in the LRU hash `conn_ends`: the kernel has
+ * released the source port and, by the time a blocking connect() returns,
+ * reset the source address, so its exit reads them here (and deletes the
+ * entry). Twice, because the kernel skips a program's run on a CPU where
+ * it is already running (runs_skipped): a timer's state change that comes
+ * over async_state in process context is lost, the report usually not.
+ * Only failing connects write it. An entry missed by both, or evicted
+ * before it is read, leaves the event as before: local 0.0.0.0:0, without
+ * EADDR_F_RELEASED.
  */
 #define EADDR_CONN_ENDS 4096
 

@@ -19,6 +19,7 @@ import (
 // TCP states (include/net/tcp_states.h).
 const (
 	tcpEstablished = 1
+	tcpSynSent     = 2
 	tcpSynRecv     = 3
 	tcpFinWait2    = 5
 	tcpTimeWait    = 6

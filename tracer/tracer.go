@@ -213,7 +213,7 @@ func New(opts Options) (*Tracer, error) {
 			return nil, err
 		}
 	} else if endedOn(&opts) || opts.NodePort != nil {
-		t.attachState()
+		t.attachState(endedOn(&opts))
 	}
 	t.rd, err = ringbuf.NewReader(t.objs.Events)
 	if err != nil {
@@ -362,15 +362,23 @@ func endedOn(opts *Options) bool { return WantsAsync(opts) }
 // attachState attaches sock:inet_sock_set_state without the asynchronous
 // report: it makes the socket cookies of connects (Options.NodePort links
 // a collision to its failure with them) and records the source port of
-// failing ones. Without it events lack both, and say nothing wrong: the
+// failing ones; with ended, also sock:inet_sk_error_report, which records
+// that port again when the kernel skipped async_state's run (bpf
+// async_error). Without them events lack both, and say nothing wrong: the
 // failure is logged, not fatal.
-func (t *Tracer) attachState() {
-	l, err := link.AttachTracing(link.TracingOptions{Program: t.objs.AsyncState})
-	if err != nil {
-		t.log.Warn("attaching to tracepoint sock:inet_sock_set_state failed: failed connects will show local 0.0.0.0:0 and events no socket cookie", "err", err)
-		return
+func (t *Tracer) attachState(ended bool) {
+	progs := []*ebpf.Program{t.objs.AsyncState}
+	if ended {
+		progs = append(progs, t.objs.AsyncError)
 	}
-	t.links = append(t.links, l)
+	for _, p := range progs {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p})
+		if err != nil {
+			t.log.Warn("attaching to a sock tracepoint failed: failed connects may show local 0.0.0.0:0 and events no socket cookie", "program", p.String(), "err", err)
+			continue
+		}
+		t.links = append(t.links, l)
+	}
 }
 
 // gcra turns rate events per second, bursts of max(rate, 1), into the
@@ -451,11 +459,12 @@ type Stats struct {
 	ProcsForgotten  uint64
 	Procs, ProcsMax int // processes whose program identity is kept, and the bound
 	// RunsSkipped, by program (Programs), are the runs the kernel did not
-	// make because a BPF program was already running on that CPU (its
-	// recursion check; bpf_prog_info.recursion_misses): a skipped run of an
-	// exit may have been a failure, one of async_state a failing connect's
-	// source port or outcome. The kernel counts them for the sock:
-	// tracepoints since 5.12, for the syscall ones only in newer kernels.
+	// make because the program was already running on that CPU (for the
+	// syscall programs: any kprobe or tracepoint program was; its recursion
+	// check, bpf_prog_info.recursion_misses): a skipped run of an exit may
+	// have been a failure; what a skipped async_state records, async_error
+	// records again. The kernel counts them for the sock: tracepoints since
+	// 5.12, for the syscall ones only in newer kernels.
 	RunsSkipped [len(Programs)]uint64
 }
 

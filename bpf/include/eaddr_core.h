@@ -205,6 +205,10 @@ struct inet_sock {
 	__be16 inet_sport; /* the source port, network order: still set after close released inet_num */
 } __attribute__((preserve_access_index));
 
+struct tcp_sock {
+	__u32 rcv_nxt; /* the next sequence number expected: tcp_connect_init sets 0, a SYN-ACK the peer's */
+} __attribute__((preserve_access_index));
+
 struct socket {
 	short type;
 	struct file *file;
