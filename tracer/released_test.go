@@ -18,14 +18,7 @@ import (
 func TestReleasedSourcePort(t *testing.T) {
 	opts := Options{PID: uint32(os.Getpid()), Errnos: []int{int(unix.ECONNREFUSED)}, Async: true}
 	all := newTracer(t, opts) // first: it skips (or fails under EADDR_REQUIRE_BPF) without BPF
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "40000 40000"); err != nil {
-		t.Fatal(err)
-	}
+	ns := onePortNS(t)
 	opts.NetNS = uint32(ns.Inode())
 	inNS := newTracer(t, opts)
 	for _, tc := range []struct {
@@ -41,34 +34,56 @@ func TestReleasedSourcePort(t *testing.T) {
 		{"non-blocking, bound", unix.SOCK_NONBLOCK, 41001, 41001, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var cookie uint64
-			err := ns.Do(func() error {
-				fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|tc.flags, 0)
-				if err != nil {
-					return err
-				}
-				defer unix.Close(fd)
-				if tc.bind != 0 {
-					if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: tc.bind}); err != nil {
-						return err
-					}
-				}
-				err = unix.Connect(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: 9})
-				if want := map[int]error{0: unix.ECONNREFUSED, unix.SOCK_NONBLOCK: unix.EINPROGRESS}[tc.flags]; !errors.Is(err, want) {
-					t.Errorf("connect: %v, want %v", err, want)
-				}
-				cookie, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_COOKIE)
-				return err
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			cookie := refuse(t, ns, tc.flags, tc.bind)
 			for name, tr := range map[string]*Tracer{"all": all, "--netns": inNS} {
 				ev := expect(t, tr, tc.name+" refused connect", SysConnect, unix.ECONNREFUSED)
 				checkReleased(t, name, ev, tc.port, tc.released, tc.flags != 0, cookie)
 			}
 		})
 	}
+}
+
+// onePortNS is a netns whose ip_local_port_range is the single port 40000.
+func onePortNS(t *testing.T) *netns.NS {
+	t.Helper()
+	ns, err := netns.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "40000 40000"); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// refuse connects a TCP socket (socket type flags, bound first to port
+// bind unless 0) to 127.0.0.1:9 in ns, where nothing listens, and returns
+// its cookie: refused, or in progress when non-blocking.
+func refuse(t *testing.T, ns *netns.NS, flags, bind int) (cookie uint64) {
+	t.Helper()
+	err := ns.Do(func() error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|flags, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if bind != 0 {
+			if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: bind}); err != nil {
+				return err
+			}
+		}
+		err = unix.Connect(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: 9})
+		if want := map[int]error{0: unix.ECONNREFUSED, unix.SOCK_NONBLOCK: unix.EINPROGRESS}[flags]; !errors.Is(err, want) {
+			t.Errorf("connect: %v, want %v", err, want)
+		}
+		cookie, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_COOKIE)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cookie
 }
 
 func checkReleased(t *testing.T, name string, ev RawEvent, port int, released, async bool, cookie uint64) {

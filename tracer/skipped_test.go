@@ -46,30 +46,7 @@ func TestReleasedPortWithoutStateRun(t *testing.T) {
 		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) {
 			tr := newTracer(t, Options{PID: uint32(os.Getpid()), Errnos: []int{int(unix.ECONNREFUSED)}, Async: async})
 			detach(t, tr, tr.objs.AsyncState)
-			ns, err := netns.New()
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { ns.Close() })
-			if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "40000 40000"); err != nil {
-				t.Fatal(err)
-			}
-			var cookie uint64
-			err = ns.Do(func() error {
-				fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
-				if err != nil {
-					return err
-				}
-				defer unix.Close(fd)
-				if err := unix.Connect(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: 9}); !errors.Is(err, unix.ECONNREFUSED) {
-					t.Errorf("connect: %v, want ECONNREFUSED", err)
-				}
-				cookie, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_COOKIE)
-				return err
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			cookie := refuse(t, onePortNS(t), 0, 0)
 			ev := expect(t, tr, "refused connect", SysConnect, unix.ECONNREFUSED)
 			checkReleased(t, "without async_state", ev, 40000, true, false, cookie)
 		})
