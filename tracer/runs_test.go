@@ -10,12 +10,13 @@ import (
 )
 
 // Stats reads each program's kernel counters under its own name: with the
-// kernel's run counts on, 300 failing binds of this test add at least 300
-// runs to exit_bind, and (the machine's other connects in that moment
-// being far fewer) fewer than 300 to exit_connect. The skipped runs
-// themselves cannot be made on demand (the kernel skips a run only when a
-// BPF program is already running on that CPU); their read is the same
-// call's.
+// kernel's run counts on, 3000 failing binds of this test add at least
+// 3000 runs to the program read as exit_bind (the machine's other binds
+// only add to it). Read in the wrong order, that program would be
+// another, whose runs in those few milliseconds (the machine's connects,
+// its socket state changes) are far fewer. The skipped runs themselves
+// cannot be made on demand (the kernel skips a run only when it cannot
+// nest it); their read is the same call's.
 func TestProgramsInOrder(t *testing.T) {
 	testenv.RequireRoot(t) // before EnableStats, which needs it too
 	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
@@ -35,7 +36,7 @@ func TestProgramsInOrder(t *testing.T) {
 		return n
 	}
 	before := runs()
-	const calls = 300
+	const calls = 3000
 	for range calls {
 		failBind(t)
 	}
@@ -49,8 +50,8 @@ func TestProgramsInOrder(t *testing.T) {
 		t.Fatalf("no program %s", name)
 		return 0
 	}
-	if d("exit_bind") < calls || d("exit_connect") >= calls {
-		t.Errorf("runs during %d failing binds: exit_bind %d, exit_connect %d; want exit_bind's at least %d and exit_connect's fewer", calls, d("exit_bind"), d("exit_connect"), calls)
+	if d("exit_bind") < calls {
+		t.Errorf("runs during %d failing binds: exit_bind %d (exit_connect %d); want exit_bind's at least %d", calls, d("exit_bind"), d("exit_connect"), calls)
 	}
 	if _, err := tr.Stats(); err != nil {
 		t.Errorf("Stats: %v", err)
