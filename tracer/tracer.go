@@ -463,8 +463,9 @@ type Stats struct {
 	// syscall programs: any kprobe or tracepoint program was; its recursion
 	// check, bpf_prog_info.recursion_misses): a skipped run of an exit may
 	// have been a failure; what a skipped async_state records, async_error
-	// records again. The kernel counts them for the sock: tracepoints since
-	// 5.12, for the syscall ones only in newer kernels.
+	// records again. The kernel counts them for the sock: tracepoints on
+	// every kernel eaddr loads on (6.1's __bpf_trace_run does); 6.1 skips
+	// the syscall ones uncounted (trace_call_bpf), newer kernels count them.
 	RunsSkipped [len(Programs)]uint64
 }
 
