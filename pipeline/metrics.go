@@ -160,7 +160,7 @@ func (m *metrics) skippedCollectors() []prometheus.Collector {
 	for i, name := range tracer.Programs {
 		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "eaddr_bpf_runs_skipped_total",
-			Help:        "Runs of eaddr's BPF program the kernel skipped, as it was already running on that CPU (for the syscall programs: any kprobe or tracepoint program was): a skipped exit_connect or exit_bind may have been a failure; what a skipped async_state records, async_error records again. Counted by the kernel for the socket programs (async_*) on every kernel eaddr runs on; 6.1 does not count the syscall ones' (a 0 for them is no proof).",
+			Help:        "Runs of eaddr's BPF program the kernel skipped, as it was already running on that CPU (for the syscall programs: any kprobe or tracepoint program was): a skipped exit_connect or exit_bind may have been a failure; what a skipped async_state records, async_error records again. Counted by the kernel for the socket programs (async_*) on every kernel eaddr runs on, for the syscall ones by 6.12, not by 6.1 (there a 0 is no proof).",
 			ConstLabels: prometheus.Labels{"program": name},
 		}, func() float64 { return float64(m.skipped[i].Load()) }))
 	}

@@ -465,8 +465,7 @@ type Stats struct {
 	// have been a failure; what a skipped async_state records, async_error
 	// records again. The kernel counts them for the sock: tracepoints on
 	// every kernel eaddr loads on (6.1's __bpf_trace_run does); 6.1 skips
-	// the syscall ones uncounted (trace_call_bpf), later kernels may count
-	// them.
+	// the syscall ones uncounted (trace_call_bpf), 6.12 counts them.
 	RunsSkipped [len(Programs)]uint64
 }
 
