@@ -13,8 +13,6 @@ import (
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/explain"
-	"github.com/eaddr/eaddr/pod"
-	"github.com/eaddr/eaddr/pod/kube"
 	"github.com/eaddr/eaddr/tracer"
 )
 
@@ -46,10 +44,7 @@ func TestBinariesGivenUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.r.explainer, g.r.c.Explain = x, 1
-	g.r.names = kube.NewResolver("unix:///nonexistent", false, nil)
-	t.Cleanup(func() { g.r.names.Close() })
-	g.r.pods = pod.NewPodMapper(g.r.names, 0)
-	g.r.met = newMetrics(10, 10)
+	g.withMetrics(t)
 	g.rt.named[7] = true
 	// The process is gone; its parent (this test) shares its root, where
 	// argv[0] is found.

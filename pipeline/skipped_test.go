@@ -18,10 +18,7 @@ import (
 // program; with none, the stopped line does not name them.
 func TestRunsSkipped(t *testing.T) {
 	g := newWaitsRig(t, Config{})
-	g.r.met = newMetrics(10, 10)
-	g.r.names = kube.NewResolver("unix:///nonexistent", false, nil) // updateMetrics reads its health
-	t.Cleanup(func() { g.r.names.Close() })
-	g.r.pods = pod.NewPodMapper(g.r.names, 0)
+	g.withMetrics(t)
 	src := &fakeSource{}
 	g.r.t = src
 	if attrs := g.r.stoppedAttrs(g.r.stats()); slices.Contains(attrs, any("runs_skipped")) {
@@ -55,6 +52,15 @@ func TestRunsSkipped(t *testing.T) {
 			t.Errorf("eaddr_bpf_runs_skipped_total{program=%q} = %v; want %v", k, got[k], v)
 		}
 	}
+}
+
+// withMetrics gives the rig metrics, and the runtime resolver (no socket)
+// and pod mapper that updateMetrics reads.
+func (g *waitsRig) withMetrics(t *testing.T) {
+	g.r.met = newMetrics(10, 10)
+	g.r.names = kube.NewResolver("unix:///nonexistent", false, nil)
+	t.Cleanup(func() { g.r.names.Close() })
+	g.r.pods = pod.NewPodMapper(g.r.names, 0)
 }
 
 func labelValue(m *dto.Metric, name string) string {
