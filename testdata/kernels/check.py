@@ -64,6 +64,12 @@ outside = gotest_re.sub("", text)
 if vm:
     check(rc == "0", "qemu exited 0 (no timeout, guest powered off)", rc)
     check("==== guest done" in text, "guest ran to the end")
+    # the guest kernel's own words when it dies (the console carries them, kernel lines start with
+    # a [ seconds ] stamp): the first Oops, BUG or panic line and where it was, to tell a kernel's
+    # death from a test's failure at a glance
+    died = re.findall(r"^\[ *[0-9.]+\] ((?:Oops|Internal error: Oops|Unable to handle kernel|Kernel panic|general protection fault|BUG: (?:kernel NULL|unable to handle)).*)$", text, re.M)
+    rip = re.findall(r"^\[ *[0-9.]+\] (RIP: .*|pc : .*)$", text, re.M) if died else []
+    check(not died, "guest kernel: no Oops, BUG or panic", " | ".join(list(dict.fromkeys(died))[:3] + rip[:1]))
 else:
     check(rc == "0", "scenario and tests exited 0 (no timeout)", rc)
     check("==== scenario done" in text and "==== gotests done" in text, "scenario and tests ran to the end")
