@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/pdeath"
 	"github.com/eaddr/eaddr/internal/testenv"
 )
 
@@ -272,7 +273,7 @@ func startLogged(t *testing.T, cmd *exec.Cmd) *stderrLog {
 		t.Fatal(err)
 	}
 	cmd.Stderr = pw
-	if err := cmd.Start(); err != nil {
+	if err := pdeath.Start(cmd, nil); err != nil { // killed with the test binary, and not before
 		pr.Close()
 		pw.Close()
 		t.Fatal(err)

@@ -54,7 +54,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -65,6 +64,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/eaddr/eaddr/internal/pdeath"
 	"github.com/eaddr/eaddr/internal/testenv"
 )
 
@@ -336,10 +336,8 @@ disabled_plugins = [
 `, r.Root, r.State, r.Socket, Image, filepath.Join(r.State, "runc"), CNIBinDir, r.CNIConfDir)
 }
 
-// startContainerd starts containerd from a goroutine locked to its OS thread
-// for containerd's whole life: Pdeathsig is delivered when the *thread* that
-// forked the child exits, so containerd is SIGKILLed if the test binary dies,
-// and never earlier because some other goroutine retired that thread.
+// startContainerd starts containerd in its own process group through
+// pdeath.Start: SIGKILLed if the test binary dies, and never earlier.
 func (r *Runtime) startContainerd() error {
 	logf, err := os.OpenFile(r.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -354,21 +352,19 @@ func (r *Runtime) startContainerd() error {
 	cmd.Dir = r.Dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = []string{"PATH=" + hostPath, "HOME=/root", "TMPDIR=" + r.Dir}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	r.cmd = cmd
-
-	started := make(chan error, 1)
+	if err := pdeath.Start(cmd, nil); err != nil {
+		logf.Close()
+		close(r.exited)
+		return err
+	}
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
-		err := cmd.Start()
-		started <- err
-		if err == nil {
-			cmd.Wait()
-		}
+		cmd.Wait()
 		logf.Close()
 		close(r.exited)
 	}()
-	return <-started
+	return nil
 }
 
 // alive reports whether containerd is still running.

@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/eaddr/eaddr/internal/pdeath"
 )
 
 // hostPath is the PATH the node's components run with (containerd finds its
@@ -24,10 +25,8 @@ type process struct {
 	err           error // of Wait, once done is closed
 }
 
-// startProcess starts bin from a goroutine locked to its OS thread for the
-// child's whole life: Pdeathsig fires when the thread that forked the child
-// exits, so the child is SIGKILLed when the test binary dies, and never
-// earlier because the Go runtime retired that thread.
+// startProcess starts bin in its own process group through pdeath.Start:
+// SIGKILLed when the test binary dies, and never earlier.
 func startProcess(name, logPath, bin string, args ...string) (*process, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -36,22 +35,17 @@ func startProcess(name, logPath, bin string, args ...string) (*process, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = []string{"PATH=" + hostPath, "HOME=/root"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := pdeath.Start(cmd, nil); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
 	p := &process{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
-	started := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		err := cmd.Start()
-		started <- err
-		if err == nil {
-			p.err = cmd.Wait()
-		}
+		p.err = cmd.Wait()
 		f.Close()
 		close(p.done)
 	}()
-	if err := <-started; err != nil {
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
 	return p, nil
 }
 

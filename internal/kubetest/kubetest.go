@@ -31,7 +31,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +39,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/buildcache"
+	"github.com/eaddr/eaddr/internal/pdeath"
 	"github.com/eaddr/eaddr/internal/testenv"
 )
 
@@ -354,13 +354,10 @@ type process struct {
 	err     error // of Wait, once done is closed
 }
 
-// startProcess starts bin from a goroutine locked to its OS thread for the
-// child's whole life. Pdeathsig fires when the thread that forked the child
-// exits, and the Go runtime retires a thread whenever a goroutine that
-// locked it ends locked (netns.Do and the tests' namespace helpers do): a
-// child forked from any thread was SIGKILLed at such a moment, with no line
-// in its log, and kube-apiserver then waited on a dead etcd until kubectl's
-// timeout (CI's TestClusterInstall/nodeport, twice).
+// startProcess starts bin through pdeath.Start: killed with the test binary,
+// and never earlier (forked from an ordinary thread, etcd was SIGKILLed when
+// the runtime retired that thread, and kube-apiserver then waited on it until
+// kubectl's timeout: CI's TestClusterInstall/nodeport, twice).
 func startProcess(logPath, bin string, args ...string) (*process, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -370,22 +367,17 @@ func startProcess(logPath, bin string, args ...string) (*process, error) {
 	cmd.Stdout, cmd.Stderr = f, f
 	// Its own process group, and SIGKILL if the test binary dies without
 	// running its cleanups (a panic, -timeout).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := pdeath.Start(cmd, nil); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
 	p := &process{cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	started := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine, after the child
-		err := cmd.Start()
-		started <- err
-		if err == nil {
-			p.err = cmd.Wait()
-		}
+		p.err = cmd.Wait()
 		f.Close()
 		close(p.done)
 	}()
-	if err := <-started; err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
 	return p, nil
 }
 

@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/eaddr/eaddr/internal/pdeath"
 )
 
 // threadNetNS is the current thread's network namespace. /proc/self/ns/net
@@ -365,8 +367,37 @@ func (n *NS) Sysctl(name string) (string, error) {
 // cmd.Process.Pid is the pid of the process running in n. The caller waits
 // for the command as usual (cmd.Wait); I/O copying goroutines run outside n,
 // which does not matter since they only move bytes through pipes.
+//
+// A cmd with a parent-death signal (SysProcAttr.Pdeathsig) is started by
+// pdeath.Start instead, from a thread kept (back outside n) until the child
+// exits: the kernel sends that signal when the forking thread exits, and a
+// thread Do gave back could be retired by the runtime at any moment, killing
+// the child.
 func (n *NS) Start(cmd *exec.Cmd) error {
+	if cmd.SysProcAttr != nil && cmd.SysProcAttr.Pdeathsig != 0 {
+		return pdeath.Start(cmd, n.enterForFork)
+	}
 	return n.Do(cmd.Start)
+}
+
+// enterForFork moves the calling thread, locked, into n for pdeath.Start,
+// and returns how to move it back.
+func (n *NS) enterForFork() (leave func() error, err error) {
+	orig, err := openNS()
+	if err != nil {
+		return nil, fmt.Errorf("netns: Start: open current netns: %w", err)
+	}
+	if err := n.enter(); err != nil {
+		unix.Close(orig)
+		return nil, err
+	}
+	return func() error {
+		defer unix.Close(orig)
+		if err := unix.Setns(orig, unix.CLONE_NEWNET); err != nil {
+			return fmt.Errorf("netns: Start: setns back to original netns: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 // Cookie is the namespace's cookie (SO_NETNS_COOKIE, Linux 5.14+): unlike

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/buildcache"
+	"github.com/eaddr/eaddr/internal/pdeath"
 )
 
 // ConfigPath is deploy/otelcol/eaddr.yaml in this repository: the config
@@ -81,23 +82,15 @@ func Run(t testing.TB, include string, config ...string) *Collector {
 	c.cmd = exec.Command(bin, args...)
 	c.cmd.Env = append(os.Environ(), IncludeEnv+"="+include, "EADDR_OTLP_FILE="+c.Output)
 	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	started := make(chan error, 1)
+	if err := pdeath.Start(c.cmd, nil); err != nil { // killed with the test binary, and not before
+		logFile.Close()
+		t.Fatalf("starting %s: %v", bin, err)
+	}
 	go func() {
-		// Pdeathsig follows the thread that forked: keep it for the
-		// collector's whole life.
-		runtime.LockOSThread()
-		err := c.cmd.Start()
-		started <- err
-		if err == nil {
-			c.cmd.Wait()
-		}
+		c.cmd.Wait()
 		logFile.Close()
 		close(c.done)
 	}()
-	if err := <-started; err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
 	t.Cleanup(func() {
 		if err := c.Stop(); err != nil {
 			t.Errorf("%v\n%s", err, buildcache.Tail(c.Log, 30))

@@ -47,8 +47,9 @@ func (r *rig) hand(s *Scene, role string, fds []int) Holder {
 	cmd := exec.Command(r.sleep, "3600")
 	cmd.ExtraFiles = files
 	// If the test process dies before its cleanup (killed by a timeout),
-	// the holder dies with it instead of keeping the netns for an hour.
-	// (The signal follows the forking thread: Go keeps its threads.)
+	// the holder dies with it instead of keeping the netns for an hour
+	// (ns.Start forks it through pdeath.Start, from a thread kept for its
+	// life: the signal follows the forking thread, not the process).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	err := r.ns.Start(cmd)
 	if err == nil {

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 )
 
 // buildBase builds bin/eaddr of revision rev (-base) as `make build` does,
@@ -50,8 +49,7 @@ func buildBase(ctx context.Context, goTool, rev string) (bin, desc string, remov
 	cmd := exec.CommandContext(ctx, goTool, "build", "-trimpath", "-ldflags", "-s -w -X main.version=base-"+hash, "-o", bin, "./cmd/eaddr")
 	cmd.Dir = wt
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := combinedOutput(cmd); err != nil {
 		remove()
 		return "", "", nil, fmt.Errorf("building eaddr at %s: %v: %s", hash, err, lastLines(string(out), 10))
 	}

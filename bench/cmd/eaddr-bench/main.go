@@ -127,7 +127,7 @@ func main() {
 
 	// The first SIGINT/SIGTERM cancels ctx: loops return, tracers are stopped,
 	// the netns is closed. A second one exits at once (children die with us:
-	// Pdeathsig).
+	// pdeath.Start).
 	ctx, cancel := context.WithCancel(context.Background())
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)

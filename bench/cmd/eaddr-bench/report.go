@@ -583,8 +583,7 @@ func runGoBench(ctx context.Context, goTool string) ([]goBenchLine, error) {
 // passed, else its last lines.
 func runSteadyTest(ctx context.Context, goTool string) string {
 	cmd := exec.CommandContext(ctx, goTool, "test", "-count=1", "-run", "^TestSteadyPathDoesNotAllocate$", "./pipeline")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.CombinedOutput()
+	out, err := combinedOutput(cmd)
 	if err != nil {
 		return fmt.Sprintf("%v: %s", err, lastLines(string(out), 4))
 	}
@@ -593,8 +592,7 @@ func runSteadyTest(ctx context.Context, goTool string) string {
 
 func runGoBench1(ctx context.Context, goTool string, args []string) ([]goBenchLine, error) {
 	cmd := exec.CommandContext(ctx, goTool, append([]string{"test", "-run", "XXX"}, args...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.CombinedOutput()
+	out, err := combinedOutput(cmd)
 	var res []goBenchLine
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {

@@ -22,6 +22,8 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/eaddr/eaddr/internal/pdeath"
 )
 
 // A session is one configuration while it is attached.
@@ -115,14 +117,14 @@ type proc struct {
 func startProc(name string, args []string, stdout io.Writer) (*proc, error) {
 	cmd := exec.Command(name, args...)
 	cmd.Stdout = stdout
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
 	}
 	p := &proc{cmd: cmd, done: make(chan struct{}), lineCh: make(chan string, 64)}
 	p.start = time.Now()
-	if err := cmd.Start(); err != nil {
+	if err := pdeath.Start(cmd, nil); err != nil { // killed with eaddr-bench, and not before
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	go func() {
