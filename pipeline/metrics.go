@@ -60,6 +60,7 @@ type Size struct{ Len, Cap int }
 type Caches struct {
 	CgroupPaths, PodsByCgroup, PodsByNetNS, PodsByPID, Binaries Size
 	Diagnoses, NetNSHandles, RateLimitKeys, CRIIDs, Processes   Size
+	OutputBatches                                               Size // stdout's queue: 64 KiB each
 }
 
 // cacheSeries names each cache in eaddr_cache_entries and _capacity.
@@ -77,6 +78,7 @@ var cacheSeries = []struct {
 	{"rate_limit_keys", func(c *Caches) Size { return c.RateLimitKeys }},
 	{"cri_ids", func(c *Caches) Size { return c.CRIIDs }},
 	{"processes", func(c *Caches) Size { return c.Processes }},
+	{"output_batches", func(c *Caches) Size { return c.OutputBatches }},
 }
 
 type errKey struct {
@@ -94,9 +96,9 @@ func newMetrics(maxSeries, maxPortSeries int) *metrics {
 	}, []string{"syscall", "errno", "namespace", "pod"})
 	for _, cs := range cacheSeries {
 		m.reg.MustRegister(
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_cache_entries", Help: "Entries in one of eaddr's caches.", ConstLabels: prometheus.Labels{"cache": cs.name}},
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_cache_entries", Help: "Entries in one of eaddr's caches; output_batches: the 64 KiB buffers stdout's queue has made (when stdout fell behind; kept).", ConstLabels: prometheus.Labels{"cache": cs.name}},
 				func() float64 { return float64(m.cacheSize(cs.size).Len) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_cache_capacity", Help: "The most entries that cache keeps.", ConstLabels: prometheus.Labels{"cache": cs.name}},
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_cache_capacity", Help: "The most entries that cache keeps (output_batches: the queue's depth).", ConstLabels: prometheus.Labels{"cache": cs.name}},
 				func() float64 { return float64(m.cacheSize(cs.size).Cap) }))
 	}
 	m.reg.MustRegister(m.skippedCollectors()...)

@@ -69,6 +69,10 @@ func (r *traceRun) cacheSizes(st tracer.Stats) *Caches {
 	c.RateLimitKeys = Size{r.limits.entries, r.limits.max}
 	c.CRIIDs = Size{r.names.Len(), r.names.MaxEntries}
 	c.Processes = Size{st.Procs, st.ProcsMax}
+	if r.sk != nil {
+		made, depth := r.sk.Batches()
+		c.OutputBatches = Size{made, depth}
+	}
 	return &c
 }
 

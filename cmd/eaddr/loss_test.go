@@ -197,8 +197,10 @@ func TestRateLimitFilteredStorm(t *testing.T) {
 	}
 }
 
-// A reader that stops reading makes eaddr drop (counted), not block: it
-// still stops on SIGINT within seconds with its totals.
+// A reader that stops reading makes eaddr drop (counted), not block: its
+// output queue grows to its bound and no further, as
+// eaddr_cache_entries{cache="output_batches"} shows, and it still stops on
+// SIGINT within seconds with its totals.
 func TestStalledStdout(t *testing.T) {
 	ns := exhausted(t, "tcp4", "127.0.0.1")
 	testenv.RequireRoot(t)
@@ -207,13 +209,14 @@ func TestStalledStdout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	cmd := exec.Command(eaddrBin, "trace", "--netns", strconv.FormatUint(ns.Inode(), 10), "--rate-limit", "0", "--diagnose=false")
+	cmd := exec.Command(eaddrBin, "trace", "--netns", strconv.FormatUint(ns.Inode(), 10), "--rate-limit", "0", "--diagnose=false", "--metrics-addr", "127.0.0.1:0")
 	cmd.Stdout = w // nobody reads r: the pipe fills and stays full
 	log := startLogged(t, cmd)
 	w.Close()
 	log.waitFor(t, "attached", 30*time.Second)
 	const n = 20000
 	flood(t, ns, n)
+	outputQueueFull(t, (&traceProc{stderr: log}).metricsURL(t))
 	start := time.Now()
 	cmd.Process.Signal(syscall.SIGINT)
 	if err := log.wait(t, 15*time.Second, "a stalled stdout kept eaddr from stopping"); err != nil {
@@ -223,6 +226,29 @@ func TestStalledStdout(t *testing.T) {
 	t.Logf("stalled stdout, %d failures: stopped in %v, %v", n, time.Since(start).Round(time.Millisecond), c)
 	if c["events"]+c["lost"] != n || c["dropped"] == 0 || c["delivered"]+c["dropped"] != c["events"] {
 		t.Errorf("totals %v", c)
+	}
+}
+
+// outputQueueFull waits until eaddr has dropped events for a stalled stdout
+// and published its output queue's size, then checks that the queue holds
+// its bound, no less (it grows when stdout falls behind) and no more.
+func outputQueueFull(t *testing.T, base string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		fams := scrape(t, base)
+		made := cacheGauge(fams, "eaddr_cache_entries", "output_batches")
+		bound := cacheGauge(fams, "eaddr_cache_capacity", "output_batches")
+		dropped := fams["eaddr_dropped_events_total"].GetMetric()[0].GetCounter().GetValue()
+		if dropped > 0 && made == bound && bound > 0 {
+			t.Logf("stdout stalled: %.0f dropped, output queue %.0f of %.0f batches", dropped, made, bound)
+			return
+		}
+		if made > bound {
+			t.Fatalf("output queue %.0f batches, over its bound %.0f", made, bound)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s of a stalled stdout: %.0f dropped, output queue %.0f of %.0f batches; want drops and a full queue", dropped, made, bound)
+		}
 	}
 }
 

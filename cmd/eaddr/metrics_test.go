@@ -29,6 +29,17 @@ func (p *traceProc) metricsURL(t *testing.T) string {
 	return ""
 }
 
+// cacheGauge is family{cache=name} in fams (eaddr_cache_entries or
+// _capacity), -1 when it has none.
+func cacheGauge(fams map[string]*dto.MetricFamily, family, name string) float64 {
+	for _, m := range fams[family].GetMetric() {
+		if labels(m)["cache"] == name {
+			return m.GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
 func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
 	t.Helper()
 	resp, err := http.Get(base + "/metrics")
