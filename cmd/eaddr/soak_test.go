@@ -20,9 +20,17 @@ import (
 
 // Bounded memory: 20,000 short-lived processes in 2,000 cgroups and 200
 // network namespaces fail while eaddr traces them. Every cache stays within
-// its bound, and eaddr's RSS after the churn is within a few MiB of its RSS
-// after the first quarter (the point by which every cgroup and netns has
-// been seen): it does not grow with the number of processes.
+// its bound, and eaddr's RSS after the churn is within 4 MiB of its RSS
+// after the first half: it does not grow with the number of processes. By
+// half way every cgroup and netns has been seen and the process cache (8,192)
+// is full; the test checks that this still holds. stdout's queue is bounded
+// too, but grows (64 KiB a batch, up to 4 MiB) only when stdout falls behind,
+// which on a loaded machine can happen in either half: its growth is allowed
+// beside the 4 MiB. (The first baseline was a quarter, 5,000 processes, with
+// the queue not counted and the default GOGC, and 8 MiB allowed: the process
+// cache was still filling then, and RSS grew 6.8 to 8.5 MiB after it beside
+// two busy loops; a leak of 1 KiB per stdout write grew it 6.1 MiB and
+// passed.)
 func TestSoakBoundedMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("soak: not in -short")
@@ -84,6 +92,11 @@ func TestSoakBoundedMemory(t *testing.T) {
 	// as many again from the rest of the node even if eaddr never read
 	// (40,000 x 344 bytes < 32 MiB), so the delivery check below is exact
 	// and a loss fails the test instead of excusing it.
+	// GOGC=20: the heap, and with it RSS, stays near what is live, so that
+	// growth is not hidden in, nor faked by, how far the last GC let the heap
+	// run (at the default 100 the second half grew 2.6 to 6.8 MiB in runs
+	// beside two busy loops, with 20 -0.7 to 1.8 MiB).
+	t.Setenv("GOGC", "20")
 	p := startTrace(t, "--metrics-addr", "127.0.0.1:0", "--comm", filepath.Base(churn), "--explain", "short", "--ring-size", strconv.Itoa(soakRing))
 	base := p.metricsURL(t)
 	run := func(n int) {
@@ -93,31 +106,46 @@ func TestSoakBoundedMemory(t *testing.T) {
 			t.Fatalf("churn: %v: %s", err, out)
 		}
 	}
-	// rss samples once eaddr has written the first n failures (RSS is read
-	// at the scrape): however far behind the churn eaddr is on this
-	// machine, the samples are taken at the same points of its work.
+	// rss samples once eaddr has accounted for the first n failures (RSS is
+	// read at the scrape): written, or counted as dropped (its output queue
+	// full: on a loaded machine the writer can wait for a CPU) or
+	// suppressed, which are never written. However far behind the churn
+	// eaddr is on this machine, the samples are taken at the same points of
+	// its work. It waits as long as eaddr makes progress, and fails after 2
+	// minutes without any: slow is not what this test is about, stuck is.
 	rss := func(n int) (float64, map[string]*dto.MetricFamily) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		last, lastMove := -1, time.Now()
+		for ; ; time.Sleep(100 * time.Millisecond) {
 			p.mu.Lock()
 			written := len(p.events)
 			p.mu.Unlock()
 			fams := scrape(t, base)
-			if written >= n {
+			dropped := int(fams["eaddr_dropped_events_total"].GetMetric()[0].GetCounter().GetValue())
+			suppressed := int(fams["eaddr_suppressed_events_total"].GetMetric()[0].GetCounter().GetValue())
+			if done := written + dropped + suppressed; done >= n {
+				t.Logf("%d of the first %d failures written, %d dropped, %d suppressed", written, n, dropped, suppressed)
 				return fams["process_resident_memory_bytes"].GetMetric()[0].GetGauge().GetValue(), fams
+			} else if done != last {
+				last, lastMove = done, time.Now()
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d churn failures written within 5 minutes", written, n)
+			if time.Since(lastMove) > 2*time.Minute {
+				t.Fatalf("eaddr stuck: %d of %d churn failures written, %d dropped, %d suppressed, none more for 2 minutes", written, n, dropped, suppressed)
 			}
 		}
 	}
 	start := time.Now()
-	run(nProcs / 4)
-	rss1, _ := rss(nProcs / 4)
-	run(nProcs * 3 / 4)
+	run(nProcs / 2)
+	rss1, fams1 := rss(nProcs / 2)
+	run(nProcs / 2)
 	rss2, fams := rss(nProcs)
-	t.Logf("%d processes in %d cgroups and %d netns in %v: RSS %.1f MiB after a quarter, %.1f MiB at the end",
+	t.Logf("%d processes in %d cgroups and %d netns in %v: RSS %.1f MiB after half, %.1f MiB at the end",
 		nProcs, nCgroups, nNetNS, time.Since(start).Round(time.Second), rss1/(1<<20), rss2/(1<<20))
+	for _, m := range fams1["eaddr_cache_capacity"].GetMetric() {
+		if c := m.GetGauge().GetValue(); labels(m)["cache"] == "processes" && c >= nProcs/2 {
+			t.Fatalf("the process cache keeps %.0f: more than half the churn, so half way is no steady state to compare with", c)
+		}
+	}
 	caps := map[string]float64{}
 	for _, m := range fams["eaddr_cache_capacity"].GetMetric() {
 		caps[labels(m)["cache"]] = m.GetGauge().GetValue()
@@ -129,8 +157,9 @@ func TestSoakBoundedMemory(t *testing.T) {
 			t.Errorf("cache %s holds %.0f entries, over its bound %.0f", name, n, caps[name])
 		}
 	}
-	if grow := rss2 - rss1; grow > 8<<20 {
-		t.Errorf("RSS grew %.1f MiB over the last 15,000 processes: not flat", grow/(1<<20))
+	queue := (cacheGauge(fams, "eaddr_cache_entries", "output_batches") - cacheGauge(fams1, "eaddr_cache_entries", "output_batches")) * (64 << 10)
+	if grow := rss2 - rss1; grow > 4<<20+queue {
+		t.Errorf("RSS grew %.1f MiB over the last 10,000 processes, %.1f MiB of it stdout's queue: not flat", grow/(1<<20), queue/(1<<20))
 	}
 	c := p.stop(t)
 	t.Logf("totals %v", c)
