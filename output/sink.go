@@ -37,7 +37,6 @@ type Sink struct {
 	full      chan outBatch
 	free      chan outBatch
 	spare     int // buffers not made yet: they are made when first needed
-	depth     int // the most buffers: spare at the start
 	done      chan struct{}
 	closing   atomic.Bool   // close's timeout passed: give up waiting
 	abandoned atomic.Bool   // close stopped counting the writer's events
@@ -73,7 +72,7 @@ const pipeBuf = 4096
 // runs (once, from the writer) when a write fails.
 func NewSink(out io.Writer, batchBytes, depth int, onError func()) *Sink {
 	s := &Sink{out: out, batch: batchBytes, full: make(chan outBatch, depth), free: make(chan outBatch, depth+1),
-		done: make(chan struct{}), onError: onError, spare: depth, depth: depth}
+		done: make(chan struct{}), onError: onError, spare: depth}
 	s.cur = s.newBatch()
 	if f, ok := out.(*os.File); ok {
 		s.pipe = reopenPipe(f)
@@ -316,7 +315,7 @@ func (s *Sink) Spare() int { return s.spare }
 
 // Batches is how many batches the queue has made (each batchBytes, kept for
 // good) and the most it makes: the memory stdout's backlog has taken.
-func (s *Sink) Batches() (made, depth int) { return s.depth - s.spare, s.depth }
+func (s *Sink) Batches() (made, depth int) { return cap(s.full) - s.spare, cap(s.full) }
 
 // Delivered counts the events whose record was written whole.
 func (s *Sink) Delivered() uint64 { return s.delivered.Load() }
