@@ -84,21 +84,6 @@ func TestAppendStringEscapes(t *testing.T) {
 	}
 }
 
-func TestTableRow(t *testing.T) {
-	var ev decode.Event
-	decodeRecorded(t, "../testdata/events/connect-eaddrnotavail-curl-ipv4.bin", &ev)
-	row := string(AppendTable(nil, &ev))
-	for _, want := range []string{"connect", "EADDRNOTAVAIL", "curl", "0.0.0.0:0", "127.0.0.1:8080"} {
-		if !strings.Contains(row, want) {
-			t.Errorf("row %q lacks %q", row, want)
-		}
-	}
-	// Columns line up with the header.
-	if i, j := strings.Index(row, "EADDRNOTAVAIL"), strings.Index(TableHeader, "ERRNO"); i != j {
-		t.Errorf("ERRNO column at %d in the row, %d in the header", i, j)
-	}
-}
-
 // Events.Append writes an event with its explain object and diagnosis as
 // valid JSON of the published schema, without allocating once its buffers
 // have grown.
@@ -143,36 +128,3 @@ func TestEventJSONDoesNotAllocate(t *testing.T) {
 	}
 }
 
-// The POD column names a pod only when the runtime named it; the host's
-// processes and a pod whose names are not known show "-", and CGROUP
-// lines up with the header in every case.
-func TestTablePodColumn(t *testing.T) {
-	var ev decode.Event
-	decodeRecorded(t, "../testdata/events/connect-eaddrnotavail-curl-ipv4.bin", &ev)
-	ev.CgroupPath = "/kubepods/besteffort/pod0123/abcd"
-	named := &decode.Pod{UID: "0123", Name: "client-6fdf49848b-dwfm2", Namespace: "e2e", Container: "wget"}
-	for _, c := range []struct {
-		pod        *decode.Pod
-		unresolved string
-		want       string
-	}{
-		{named, "", "e2e/client-6fdf49848b-dwfm2"},
-		{named, "the runtime did not answer", "-"},
-		{&decode.Pod{UID: "0123"}, "", "-"},
-		{nil, "", "-"},
-	} {
-		ev.Pod, ev.PodNamesUnresolved = c.pod, c.unresolved
-		row := string(AppendTable(nil, &ev))
-		pod, cg := strings.Index(TableHeader, "POD"), strings.Index(TableHeader, "CGROUP")
-		if got := strings.TrimSpace(row[pod:cg]); got != c.want || row[cg:] != ev.CgroupPath {
-			t.Errorf("pod %+v (unresolved %q): POD %q, CGROUP %q; want %q and %q", c.pod, c.unresolved, got, row[cg:], c.want, ev.CgroupPath)
-		}
-	}
-	// The row is written per event: with a named pod too, into a reused
-	// buffer, it allocates nothing.
-	ev.Pod, ev.PodNamesUnresolved = named, ""
-	buf := AppendTable(nil, &ev)
-	if n := testing.AllocsPerRun(1000, func() { buf = AppendTable(buf[:0], &ev) }); n != 0 {
-		t.Errorf("a table row of a named pod allocates %v times", n)
-	}
-}

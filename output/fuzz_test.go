@@ -7,12 +7,14 @@ import (
 	"testing"
 
 	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/explain"
 	"github.com/eaddr/eaddr/tracer"
 )
 
 // FuzzDecodeRaw: any bytes the ring could hold decode, explain and write to
-// valid JSON and a table row, without a panic. Seeds: testdata/events.
+// valid JSON, and to text and a table row within the terminal's width with
+// nothing a terminal acts on, without a panic. Seeds: testdata/events.
 func FuzzDecodeRaw(f *testing.F) {
 	bins, _ := filepath.Glob("../testdata/events/*.bin")
 	for _, b := range bins {
@@ -23,6 +25,8 @@ func FuzzDecodeRaw(f *testing.F) {
 	d := decode.NewDecoder(nil)
 	x, _ := explain.NewExplainer()
 	var w Events
+	h := Human{Width: func() int { return 80 }}
+	g := &diagnose.Diagnosis{Verdict: "v", Fix: []string{"f"}}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var raw tracer.RawEvent
 		if err := raw.UnmarshalBinary(b); err != nil {
@@ -36,6 +40,7 @@ func FuzzDecodeRaw(f *testing.F) {
 		if !json.Valid(out) {
 			t.Fatalf("invalid JSON from %x: %s", b, out)
 		}
-		_ = AppendTable(nil, &ev)
+		lines(t, string(h.AppendText(nil, &ev, &ex, g)), 80)
+		lines(t, string(h.AppendRow(nil, &ev, &ex, g)), 80)
 	})
 }

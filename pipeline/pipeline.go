@@ -21,7 +21,10 @@ import (
 
 // Config is what a trace does, from `eaddr trace`'s flags, checked.
 type Config struct {
-	Table  bool           // a table for a person, not JSON lines
+	// Output is the records' form: JSON lines (the zero value), or for a
+	// person the text blocks or the table that Human renders.
+	Output output.Format
+	Human  output.Human
 	Tracer tracer.Options // what the kernel reports
 	Comm   string         // only this comm
 	Cgroup string         // only cgroup paths with this prefix
@@ -157,7 +160,7 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 		met.healthy.Store(true)
 		defer met.healthy.Store(false)
 	}
-	log.Info("attached", "syscalls", syscallNames(c.Tracer.Syscalls), "errnos", errnoNames(c.Tracer), "output", map[bool]string{true: "table", false: "json"}[c.Table])
+	log.Info("attached", "syscalls", syscallNames(c.Tracer.Syscalls), "errnos", errnoNames(c.Tracer), "output", c.Output.String())
 	if hooks.Attached != nil {
 		hooks.Attached()
 	}
@@ -273,13 +276,13 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 		}
 		r.diag, r.seenNetNS, r.share = newDiagWorker(d), map[uint32]bool{}, newDiagShare(c.DiagnoseEvery)
 	}
-	r.sum = summary{start: time.Now(), every: c.SummaryEvery, enabled: c.SummaryEvery > 0 && !c.Table}
+	r.sum = summary{start: time.Now(), every: c.SummaryEvery, enabled: c.SummaryEvery > 0 && c.Output == output.JSON}
 	r.consumers = newConsumers(&r.c, &r.sum, met, hooks)
 	// Lines are batched and handed to a writer goroutine whenever the ring
 	// is drained; a stalled stdout makes batches drop (counted), never the
 	// reader block. A closed stdout (EPIPE) stops the trace.
 	r.sk = output.NewSink(out, 64<<10, 64, t.Stop) // at most 4 MiB waiting for stdout
-	if c.Table {
+	if c.Output == output.Table {
 		r.sk.Add(append(r.sk.Buf(), output.TableHeader+"\n"...), 0)
 	}
 	return r, nil

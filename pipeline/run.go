@@ -173,25 +173,20 @@ func firstOf(s ...string) string {
 	return ""
 }
 
-// render appends one line for ev.
+// render appends ev's record: one JSON line, or the lines of its human
+// form.
 func (r *traceRun) render(buf []byte, ev *decode.Event, explained bool, g *diagnose.Diagnosis) []byte {
-	switch {
-	case r.c.Table:
-		buf = output.AppendTable(buf, ev)
-		if explained {
-			buf = append(buf, '\n')
-			buf = output.AppendTableExplained(buf, &r.x)
-		}
-		if g != nil {
-			buf = append(buf, "\n    ⚑ "...)
-			buf = append(buf, g.Verdict...)
-		}
-	case explained:
-		buf = r.events.Append(buf, ev, r.c.Node, &r.x, g)
-	default:
-		buf = r.events.Append(buf, ev, r.c.Node, nil, g)
+	var x *explain.Explanation
+	if explained {
+		x = &r.x
 	}
-	return append(buf, '\n')
+	switch r.c.Output {
+	case output.Table:
+		return r.c.Human.AppendRow(buf, ev, x, g)
+	case output.Text:
+		return append(r.c.Human.AppendText(buf, ev, x, g), '\n')
+	}
+	return append(r.events.Append(buf, ev, r.c.Node, x, g), '\n')
 }
 
 func (r *traceRun) close() {

@@ -16,6 +16,7 @@ import (
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/explain"
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/output"
 	"github.com/eaddr/eaddr/pipeline"
 )
 
@@ -24,11 +25,13 @@ type DemoFlags struct {
 	Output string
 	Port   int
 	IPv6   bool
+
+	tty *terminal // stdout when it is a terminal
 }
 
 // SetFlags registers the flags on fs.
 func (f *DemoFlags) SetFlags(fs *pflag.FlagSet) {
-	fs.StringVarP(&f.Output, "output", "o", "json", "how eaddr's events are shown: json or table")
+	fs.StringVarP(&f.Output, "output", "o", "", "how eaddr's events are shown: text (the default at a terminal), table, or json (the default when stdout is not a terminal), as in eaddr trace")
 	fs.IntVar(&f.Port, "port", 8080, "port of the listener inside the throwaway namespace")
 	fs.BoolVar(&f.IPv6, "ipv6", false, "exhaust [::1] instead of 127.0.0.1")
 }
@@ -55,8 +58,12 @@ Flags:
 	if err := parse(fs, args, stderr); err != nil {
 		return err
 	}
-	if f.Output != "json" && f.Output != "table" {
-		return usageErrorf("--output must be json or table, not %q", f.Output)
+	f.tty = stdoutTerminal(stdout)
+	if f.Output == "" {
+		f.Output = defaultOutput(f.tty)
+	}
+	if _, err := output.ParseFormat(f.Output, output.Text, output.Table, output.JSON); err != nil {
+		return usageErrorf("--output: %v", err)
 	}
 	if f.Port <= 0 || f.Port > 65535 {
 		return usageErrorf("--port %d is not a port", f.Port)
@@ -84,7 +91,7 @@ Flags:
 		if ctx.Err() != nil {
 			break
 		}
-		if demoClient(ctx, stdout, ns, cl, w) {
+		if demoClient(ctx, stdout, ns, cl, w, f.Output) {
 			caught++
 		}
 	}
@@ -145,7 +152,7 @@ type demoWatch struct {
 func startDemoTrace(ctx context.Context, f DemoFlags, ns *netns.NS, log *slog.Logger) (*demoWatch, error) {
 	var tf TraceFlags
 	tf.SetFlags(pflag.NewFlagSet("demo-trace", pflag.ContinueOnError)) // trace's defaults
-	tf.Output, tf.NetNS, tf.RingSize, tf.Explain = f.Output, uint32(ns.Inode()), 1<<20, "short"
+	tf.Output, tf.tty, tf.NetNS, tf.RingSize, tf.Explain = f.Output, f.tty, uint32(ns.Inode()), 1<<20, "short"
 	c, err := tf.config()
 	if err != nil {
 		return nil, err
@@ -211,8 +218,9 @@ func (w *demoWatch) stop() error {
 }
 
 // demoClient runs one client in the netns and prints what it said next to
-// what eaddr caught; true when eaddr caught it.
-func demoClient(ctx context.Context, stdout io.Writer, ns *netns.NS, cl client, w *demoWatch) bool {
+// what eaddr caught; true when eaddr caught it. In the text and table forms
+// the event's own lines say what the client prints, the cause and the fix.
+func demoClient(ctx context.Context, stdout io.Writer, ns *netns.NS, cl client, w *demoWatch, form string) bool {
 	fmt.Fprintf(stdout, "\n$ %s\n", strings.Join(append([]string{commOf(cl.Argv[0])}, cl.Argv[1:]...), " "))
 	out, pid, err := runIn(ctx, ns, cl.Argv)
 	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
@@ -229,6 +237,14 @@ func demoClient(ctx context.Context, stdout io.Writer, ns *netns.NS, cl client, 
 		return false
 	}
 	for _, l := range lines {
+		switch form {
+		case "text":
+			fmt.Fprintf(stdout, "eaddr caught it:\n%s\n", l.line)
+			continue
+		case "table":
+			fmt.Fprintf(stdout, "eaddr caught it:\n%s\n%s\n", output.TableHeader, l.line)
+			continue
+		}
 		if l.predicted != "" {
 			fmt.Fprintf(stdout, "eaddr predicted (%s):\n  %s\n", l.client, l.predicted)
 		} else {

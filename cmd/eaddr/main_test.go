@@ -361,7 +361,7 @@ func TestUsage(t *testing.T) {
 		{[]string{}, 2, "Usage:", ""},
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`, ""},
 		{[]string{"trace", "--bogus"}, 2, "unknown flag: --bogus", ""},
-		{[]string{"trace", "--output", "xml"}, 2, "--output must be json or table", ""},
+		{[]string{"trace", "--output", "xml"}, 2, `--output: "xml" is not one of text, table or json`, ""},
 		{[]string{"trace", "--errno", "ENOPE"}, 2, `unknown errno "ENOPE"`, ""},
 		{[]string{"trace", "--syscall", "accept"}, 2, `"accept" is not connect or bind`, ""},
 		{[]string{"trace", "--pid", "-1"}, 2, "invalid argument", ""},

@@ -16,6 +16,7 @@ import (
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/kubeevent"
+	"github.com/eaddr/eaddr/output"
 	"github.com/eaddr/eaddr/pipeline"
 	"github.com/eaddr/eaddr/tracer"
 )
@@ -66,11 +67,15 @@ type TraceFlags struct {
 	NodePortCollisions bool
 	NodePortRange      string
 	NodePortNetNS      uint32
+
+	// tty is stdout when it is a terminal (nil otherwise): the default
+	// --output and the human forms' width.
+	tty *terminal
 }
 
 // SetFlags registers the flags on fs.
 func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
-	fs.StringVarP(&f.Output, "output", "o", "json", "json: one JSON object per line (docs/events.md); table: aligned columns for a person")
+	fs.StringVarP(&f.Output, "output", "o", "", "text: a few lines per failure for a person: who, what failed, what the client printed, the cause and the fix (the default when stdout is a terminal); table: a row per failure with its client, cause and fix under it; json: one JSON object per line, for log pipelines (docs/events.md; the default when stdout is not a terminal)")
 	fs.StringVar(&f.Errno, "errno", "EADDRNOTAVAIL,EADDRINUSE,EAGAIN/udp", "errnos to report, by name or number, comma separated; NAME/udp: only from UDP sockets (the default's EAGAIN/udp: a UDP socket's connect() found no free local port to bind to; TCP and unix sockets' EAGAIN, such as a full unix backlog, are not reported unless asked for); 'all' reports every failure except EINPROGRESS, including probes programs make on purpose and print nothing about, marked explain.expected (glibc's nscd socket: ENOENT twice per name lookup)")
 	fs.StringVar(&f.Syscall, "syscall", "connect,bind", "syscalls to trace: connect, bind or both")
 	fs.BoolVar(&f.Async, "async", true, "with --errno all or ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, ENETUNREACH: also report a non-blocking connect() (EINPROGRESS) whose socket fails later, as \"async\":true; it follows up to 8192 pending connects and runs on every TCP state change. false: only what connect() itself returns")
@@ -210,12 +215,16 @@ func (f *TraceFlags) filters(c *pipeline.Config) error {
 
 // output: the stream's form, the explanation, metrics and summaries.
 func (f *TraceFlags) output(c *pipeline.Config) error {
-	switch f.Output {
-	case "json":
-	case "table":
-		c.Table = true
-	default:
-		return usageErrorf("--output must be json or table, not %q", f.Output)
+	if f.Output == "" {
+		f.Output = defaultOutput(f.tty)
+	}
+	format, err := output.ParseFormat(f.Output, output.Text, output.Table, output.JSON)
+	if err != nil {
+		return usageErrorf("--output: %v", err)
+	}
+	c.Output = format
+	if f.tty != nil {
+		c.Human.Width = f.tty.Width
 	}
 	switch f.Explain {
 	case "off":
@@ -311,6 +320,9 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 	f.SetFlags(fs)
 	if err := parse(fs, args, stderr); err != nil {
 		return err
+	}
+	if f.tty = stdoutTerminal(stdout); f.tty != nil {
+		f.tty.watch(ctx)
 	}
 	c, err := f.config()
 	if err != nil {

@@ -207,6 +207,28 @@ func AppendFit(b []byte, s string, cols int) []byte {
 	return append(b, Ellipsis...)
 }
 
+// Cut splits s where its safe form reaches cols columns: head is the
+// longest prefix whose Append takes at most cols columns (an escape is
+// never split), rest what follows. A first character wider than cols goes
+// into head all the same, so that a caller that loops on rest always moves
+// on.
+func Cut(s string, cols int) (head, rest string) {
+	w := 0
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		rw := runeWidth(r, n)
+		if w+rw > cols {
+			if i == 0 {
+				return s[:n], s[n:]
+			}
+			return s[:i], s[i:]
+		}
+		w += rw
+		i += n
+	}
+	return s, ""
+}
+
 // Fit returns s made safe and cut to at most cols columns (see AppendFit).
 func Fit(s string, cols int) string {
 	return string(AppendFit(nil, s, cols))

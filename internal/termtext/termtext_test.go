@@ -161,3 +161,22 @@ func FuzzAppend(f *testing.F) {
 		}
 	})
 }
+
+func TestCut(t *testing.T) {
+	for _, tc := range []struct {
+		in         string
+		cols       int
+		head, rest string
+	}{
+		{"abcdef", 4, "abcd", "ef"},
+		{"abc", 4, "abc", ""},
+		{"ab\x1bcd", 4, "ab", "\x1bcd"}, // \x1b takes 4 columns: not split
+		{"\x1bcd", 2, "\x1b", "cd"},     // wider than cols, first: taken whole
+		{"名前", 3, "名", "前"},
+	} {
+		h, r := Cut(tc.in, tc.cols)
+		if h != tc.head || r != tc.rest {
+			t.Errorf("Cut(%q, %d) = %q, %q; want %q, %q", tc.in, tc.cols, h, r, tc.head, tc.rest)
+		}
+	}
+}
