@@ -127,4 +127,3 @@ func TestEventJSONDoesNotAllocate(t *testing.T) {
 		t.Errorf("event JSON allocates %.1f times per event, want 0", n)
 	}
 }
-

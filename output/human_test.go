@@ -66,7 +66,9 @@ func lines(t *testing.T, out string, width int) []string {
 }
 
 // columns counts a safe line's columns as a terminal shows them.
-func columns(l string) int { return termtext.Width(strings.ReplaceAll(l, `\`, "")) + strings.Count(l, `\`) }
+func columns(l string) int {
+	return termtext.Width(strings.ReplaceAll(l, `\`, "")) + strings.Count(l, `\`)
+}
 
 // unwrap joins a labelled value and its continuation lines back into one,
 // spaces between words made one.
