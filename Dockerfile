@@ -26,6 +26,7 @@
 
 FROM --platform=$BUILDPLATFORM golang:1.26 AS build
 ARG VERSION=dev
+ARG REVISION=
 ARG TARGETOS TARGETARCH
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -33,7 +34,7 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o /eaddr ./cmd/eaddr
+    go build -trimpath -ldflags "-s -w -X main.version=$VERSION -X main.commit=$REVISION" -o /eaddr ./cmd/eaddr
 
 FROM scratch
 ARG VERSION=dev

@@ -4,8 +4,10 @@
 GO      ?= go
 CLANG   ?= clang-19
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 BIN     := bin/eaddr
-LDFLAGS := -s -w -X main.version=$(VERSION)
+# eaddr version prints both: the toolchain's own VCS stamp is off where GOFLAGS has -buildvcs=false.
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 .PHONY: all build run demo deps test test-race generate check-generated vet clean
 

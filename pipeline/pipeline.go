@@ -27,6 +27,7 @@ type Config struct {
 	Human  output.Human
 	Tracer tracer.Options // what the kernel reports
 	Comm   string         // only this comm
+	NetNS  []uint32       // only these netns (one is also the kernel's filter)
 	Cgroup string         // only cgroup paths with this prefix
 	Node   string         // the node's name in each record
 	// Explain: 0 off, 1 short, 2 full (with every other client's wording).
@@ -84,6 +85,9 @@ func (c *Config) defaults() {
 // (filtered_unresolved), never passed as if they matched.
 func (c *Config) keep(ev *decode.Event) (keep, unresolved bool) {
 	if c.Comm != "" && string(ev.Comm) != c.Comm {
+		return false, false
+	}
+	if len(c.NetNS) > 0 && !slices.Contains(c.NetNS, ev.NetNS) {
 		return false, false
 	}
 	if c.Cgroup != "" {

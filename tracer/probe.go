@@ -101,8 +101,19 @@ func checkCaps() error {
 	if has(capSysAdmin) || (has(capBPF) && has(capPerfmon)) {
 		return nil
 	}
-	return errors.New("root (or CAP_BPF and CAP_PERFMON) is needed to load the BPF programs: run eaddr with sudo")
+	return privilegeError("root (or CAP_BPF and CAP_PERFMON) is needed to load the BPF programs: run eaddr with sudo")
 }
+
+// ErrPrivilege is in the error chain when eaddr lacks the privilege to load
+// its programs: the CLI exits 3 then, as every command does that cannot
+// look for want of a privilege.
+var ErrPrivilege = errors.New("no privilege")
+
+// privilegeError says which privilege is missing, and is ErrPrivilege.
+type privilegeError string
+
+func (e privilegeError) Error() string        { return string(e) }
+func (e privilegeError) Is(target error) bool { return target == ErrPrivilege }
 
 // tracefsDir returns where tracefs is mounted, mounting it when it is not.
 func tracefsDir(log *slog.Logger) (string, error) {
@@ -113,7 +124,7 @@ func tracefsDir(log *slog.Logger) (string, error) {
 	if err := unix.Mount("tracefs", dir, "tracefs", 0, ""); err != nil {
 		return "", fmt.Errorf("tracefs is not mounted and mounting it at %s failed (%v): mount it with `mount -t tracefs tracefs %s`", dir, err, dir)
 	}
-	log.Info("mounted tracefs, which was not mounted", "path", dir)
+	log.Debug("mounted tracefs, which was not mounted", "path", dir)
 	return dir, nil
 }
 

@@ -3,15 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/explain"
@@ -38,21 +41,26 @@ func (f *DemoFlags) SetFlags(fs *pflag.FlagSet) {
 
 const demoRange = "40000 40001"
 
+// demoHelp is eaddr demo --help.
+var demoHelp = helpDoc{
+	usage: "eaddr demo [flags]",
+	about: `Reproduce ephemeral-port exhaustion and watch eaddr catch it (needs root): in a new network
+namespace, ip_local_port_range is set to "` + demoRange + `", both ports are held by connections to a
+local listener, and each client found on this machine (curl, GNU wget, busybox wget, busybox nc,
+OpenBSD nc, python3) tries one more connection. Each client's own words are printed next to what
+eaddr caught: who failed, what the client printed, the cause and the fix. The namespace is removed
+at the end; nothing leaves it.`,
+	examples: []example{
+		{"watch curl, wget, nc and python3 fail, and eaddr name the cause", "sudo eaddr demo"},
+		{"the same over IPv6, with eaddr's events as JSON", "sudo eaddr demo --ipv6 -o json"},
+	},
+	groups: []flagGroup{{"Flags", []string{"output", "port", "ipv6"}}},
+	footer: "Exit status: 0 when the demo ran, 1 on a failure, 2 on bad usage, 3 without the privilege (root).",
+}
+
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {
 	fs := pflag.NewFlagSet("demo", pflag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: eaddr demo [flags]
-
-Reproduce ephemeral-port exhaustion and watch eaddr catch it (needs root):
-in a new network namespace, ip_local_port_range is set to %q, both ports
-are held by connections to a local listener, and each client found on this
-machine (curl, GNU wget, busybox wget, busybox nc, OpenBSD nc, python3) tries
-one more connection. Each client's own words are printed next to the event
-eaddr caught. The namespace is removed at the end; nothing leaves it.
-
-Flags:
-%s`, demoRange, fs.FlagUsages())
-	}
+	fs.Usage = func() { writeHelp(stdout, fs, demoHelp, helpWidth(stdout)) }
 	var f DemoFlags
 	f.SetFlags(fs)
 	if err := parse(fs, args, stderr); err != nil {
@@ -69,12 +77,18 @@ Flags:
 		return usageErrorf("--port %d is not a port", f.Port)
 	}
 
+	if !hasCapability(unix.CAP_SYS_ADMIN) {
+		return privilegeError{errors.New("demo needs root: it makes a network namespace and loads eaddr's BPF programs (run it with sudo)")}
+	}
 	ns, host, cleanup, err := demoScene(f)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	w, err := startDemoTrace(ctx, f, ns, log)
+	// The demo's own trace logs only what went wrong: its attach and its
+	// totals are the demo's to tell, on stdout.
+	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	w, err := startDemoTrace(ctx, f, ns, quiet)
 	if err != nil || w == nil {
 		return err
 	}
@@ -152,7 +166,7 @@ type demoWatch struct {
 func startDemoTrace(ctx context.Context, f DemoFlags, ns *netns.NS, log *slog.Logger) (*demoWatch, error) {
 	var tf TraceFlags
 	tf.SetFlags(pflag.NewFlagSet("demo-trace", pflag.ContinueOnError)) // trace's defaults
-	tf.Output, tf.tty, tf.NetNS, tf.RingSize, tf.Explain = f.Output, f.tty, uint32(ns.Inode()), 1<<20, "short"
+	tf.Output, tf.tty, tf.NetNS, tf.RingSize, tf.Explain = f.Output, f.tty, []string{strconv.FormatUint(ns.Inode(), 10)}, 1<<20, "short"
 	c, err := tf.config()
 	if err != nil {
 		return nil, err

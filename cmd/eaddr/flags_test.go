@@ -50,6 +50,7 @@ func TestFlagsCheckedAtStart(t *testing.T) {
 		{[]string{"trace", "--ring-size", "1099511627776"}, "256 MiB"},
 		{[]string{"trace", "--cgroup", "relprobe"}, "cgroup paths start with /"},
 		{[]string{"trace", "--netns", "1"}, "--netns 1 is not a namespace inode"},
+		{[]string{"trace", "--netns", "../etc"}, `--netns "../etc" is neither a namespace inode nor a name in /run/netns`},
 		{[]string{"trace", "--netns", "4294967295"}, "--netns 4294967295: no network namespace"},
 		{[]string{"trace", "--cri-endpoint", filepath.Join(dir, "missing.sock")}, "no such file"},
 		{[]string{"trace", "--cri-endpoint", "unix://" + regular}, "is not a unix socket"},
@@ -79,7 +80,7 @@ func TestFlagsCheckedAtStart(t *testing.T) {
 			t.Errorf("eaddr %q: the usage error is not one line: %q", tc.args, errOut)
 		}
 	}
-	_, help, _ := run(t, context.Background(), "trace", "--help")
+	help, _, _ := run(t, context.Background(), "trace", "--help")
 	if !strings.Contains(help, "up to 256 MiB") || !strings.Contains(help, "must exist at start") || !strings.Contains(help, "must be a unix socket") {
 		t.Errorf("trace --help does not state the bounds:\n%s", help)
 	}

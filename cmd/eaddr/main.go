@@ -14,10 +14,9 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
-)
 
-// Set by the linker: -ldflags "-X main.version=..."
-var version = "dev"
+	"github.com/eaddr/eaddr/tracer"
+)
 
 const usage = `eaddr: see which process, netns and cgroup is failing connect()/bind()
 with EADDRNOTAVAIL (ephemeral ports exhausted) or EADDRINUSE.
@@ -30,13 +29,17 @@ Usage:
   eaddr top [flags]     a live view of every netns's ports toward its busiest destination: used,
                         trend, time to exhaustion, failures/s (root; --once for one snapshot)
   eaddr explain TEXT    explain an error message or errno, offline (no root; reads 4 KiB of TEXT)
-  eaddr version         print the version
+  eaddr version         print the version, commit and Go version
+  eaddr help COMMAND    the flags and examples of a command (as eaddr COMMAND --help)
 
 Exit status: 0 clean, 1 a runtime failure (for check, also a warning or critical finding),
-2 bad usage, 3 check or top lacks the privilege to look.
+2 bad usage, 3 no privilege to look (or, for check, a netns it could not audit).
 
-Run 'eaddr COMMAND --help' for the flags of a command.
+A pod says "Address not available" or "Cannot assign requested address"? docs/runbook.md.
 `
+
+// commands are the commands that have a --help of their own.
+var commands = map[string]bool{"trace": true, "demo": true, "check": true, "top": true, "explain": true}
 
 // errUsage marks errors that are the caller's fault: exit status 2.
 type usageError struct{ err error }
@@ -89,14 +92,24 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "explain":
 		err = runExplain(ctx, args[1:], stdout, stderr, log)
 	case "version", "--version":
-		fmt.Fprintf(stdout, "eaddr %s\n", version)
+		writeVersion(stdout)
 	case "help", "-h", "--help":
+		if len(args) > 1 && commands[args[1]] {
+			return Main(ctx, []string{args[1], "--help"}, stdout, stderr)
+		}
+		if len(args) > 1 {
+			err = usageErrorf("help: unknown command %q (commands: trace, demo, check, top, explain, version)", args[1])
+			break
+		}
 		fmt.Fprint(stdout, usage)
 	default:
 		err = usageErrorf("unknown command %q (commands: trace, demo, check, top, explain, version)", args[0])
 	}
 	switch {
 	case err == nil, errors.Is(err, pflag.ErrHelp):
+		return 0
+	case errors.Is(err, syscall.EPIPE):
+		// The reader closed stdout (top | head): what it wanted, it got.
 		return 0
 	case errors.As(err, new(quietError)):
 		return 1
@@ -108,7 +121,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "eaddr: %s\n", msg)
 		return 2
-	case errors.As(err, new(privilegeError)), errors.As(err, new(unknownError)):
+	case errors.As(err, new(privilegeError)), errors.As(err, new(unknownError)), errors.Is(err, tracer.ErrPrivilege):
 		fmt.Fprintf(stderr, "eaddr: %v\n", err)
 		return exitNoPrivilege
 	default:

@@ -368,9 +368,14 @@ func TestUsage(t *testing.T) {
 		{[]string{"trace", "--ring-size", "1000"}, 2, "not a power of two", ""},
 		{[]string{"trace", "extra"}, 2, "takes no arguments", ""},
 		{[]string{"demo", "--port", "0"}, 2, "is not a port", ""},
-		{[]string{"trace", "--help"}, 0, "--errno", ""},
-		{[]string{"demo", "--help"}, 0, "ip_local_port_range", ""},
-		{[]string{"version"}, 0, "", "eaddr "},
+		{[]string{"trace", "--netns", "no-such-netns"}, 2, `--netns "no-such-netns" is neither a namespace inode nor a name in /run/netns`, ""},
+		{[]string{"trace", "--help"}, 0, "", "--errno"},
+		{[]string{"help", "trace"}, 0, "", "--errno"},
+		{[]string{"demo", "--help"}, 0, "", "ip_local_port_range"},
+		{[]string{"help", "demo"}, 0, "", "ip_local_port_range"},
+		{[]string{"help", "frobnicate"}, 2, `help: unknown command "frobnicate"`, ""},
+		{[]string{"version"}, 0, "", "\ncommit: "},
+		{[]string{"--version"}, 0, "", "\ngo: go1."},
 		{[]string{"--help"}, 0, "", "eaddr trace"},
 	} {
 		out, errOut, code := run(t, ctx, tc.args...)

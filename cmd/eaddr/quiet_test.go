@@ -34,8 +34,8 @@ func TestQuietWithoutKubernetes(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("demo exit %d:\n%s\n%s", code, out, errOut)
 	}
-	if strings.Contains(errOut, "level=WARN") || strings.Count(errOut, "no pods on this node") != 1 {
-		t.Errorf("demo on a machine without Kubernetes: want no warning and one info line about pods:\n%s", errOut)
+	if errOut != "" {
+		t.Errorf("demo on a machine without Kubernetes logged, where nothing is wrong:\n%s", errOut)
 	}
 	if !strings.Contains(out, "eaddr event: ") {
 		t.Fatalf("the demo printed no event:\n%s", out)

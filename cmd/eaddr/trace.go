@@ -29,7 +29,7 @@ type TraceFlags struct {
 	Async    bool
 	PID      uint32
 	Comm     string
-	NetNS    uint32
+	NetNS    []string
 	Cgroup   string
 	RingSize int
 	Flush    time.Duration
@@ -66,54 +66,90 @@ type TraceFlags struct {
 
 	NodePortCollisions bool
 	NodePortRange      string
-	NodePortNetNS      uint32
+	HostNetNS          uint32
 
 	// tty is stdout when it is a terminal (nil otherwise): the default
 	// --output and the human forms' width.
 	tty *terminal
 }
 
-// SetFlags registers the flags on fs.
+// SetFlags registers the flags on fs. The help shows them in the groups of
+// traceHelp; each says what it does in a line or two, and docs/ the rest.
 func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
-	fs.StringVarP(&f.Output, "output", "o", "", "text: a few lines per failure for a person: who, what failed, what the client printed, the cause and the fix (the default when stdout is a terminal); table: a row per failure with its client, cause and fix under it; json: one JSON object per line, for log pipelines (docs/events.md; the default when stdout is not a terminal)")
-	fs.StringVar(&f.Errno, "errno", "EADDRNOTAVAIL,EADDRINUSE,EAGAIN/udp", "errnos to report, by name or number, comma separated; NAME/udp: only from UDP sockets (the default's EAGAIN/udp: a UDP socket's connect() found no free local port to bind to; TCP and unix sockets' EAGAIN, such as a full unix backlog, are not reported unless asked for); 'all' reports every failure except EINPROGRESS, including probes programs make on purpose and print nothing about, marked explain.expected (glibc's nscd socket: ENOENT twice per name lookup)")
+	// Filters.
+	fs.StringVar(&f.Errno, "errno", "EADDRNOTAVAIL,EADDRINUSE,EAGAIN/udp", "errnos to report, by name or number, comma separated; NAME/udp: only from UDP sockets (TCP and unix sockets' EAGAIN, such as a full unix backlog, only when asked for). 'all': every failure but EINPROGRESS, also probes programs make on purpose (marked explain.expected)")
 	fs.StringVar(&f.Syscall, "syscall", "connect,bind", "syscalls to trace: connect, bind or both")
-	fs.BoolVar(&f.Async, "async", true, "with --errno all or ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, ENETUNREACH: also report a non-blocking connect() (EINPROGRESS) whose socket fails later, as \"async\":true; it follows up to 8192 pending connects and runs on every TCP state change. false: only what connect() itself returns")
-	fs.Uint32Var(&f.PID, "pid", 0, "only this process id (filtered in the kernel); 0 for all")
-	fs.StringVar(&f.Comm, "comm", "", "only processes whose comm (first 15 bytes of the name) is exactly this")
-	fs.Uint32Var(&f.NetNS, "netns", 0, "only this network namespace inode, as in /proc/PID/ns/net (filtered in the kernel); it must exist at start; 0 for all")
-	fs.StringVar(&f.Cgroup, "cgroup", "", "only processes whose cgroup v2 path starts with this prefix, which starts with /, e.g. /kubepods; an event whose cgroup is not known is dropped and counted as filtered_unresolved")
-	fs.IntVar(&f.RingSize, "ring-size", tracer.DefaultRingSize, "ring buffer size in bytes, a power of two from the page size up to 256 MiB (268435456); events that do not fit are counted as lost")
-	fs.DurationVar(&f.Flush, "flush-interval", 50*time.Millisecond, "the longest an event waits before it is written: the kernel wakes eaddr for every eighth of the ring buffer filled (512 KiB by default) or on this timer, not for each event (a wakeup costs several µs, more in a VM); 0 wakes it for every event")
-	fs.StringVar(&f.Node, "node", "", "node name in each event (default: $NODE_NAME, else the hostname)")
-	fs.BoolVar(&f.Diagnose, "diagnose", true, "per event, read the netns of the failure (port range, sockets toward the destination by state, who holds them, addresses) and give the root cause and a fix")
-	fs.BoolVar(&f.SocketIterators, "socket-iterators", true, "read a netns's sockets for a diagnosis with BPF socket iterators, which show what sock_diag does not (whether bind() or connect() took a port, SO_REUSEADDR, TIME_WAIT timestamps); false: sock_diag only, and diagnoses say what it cannot tell")
-	fs.DurationVar(&f.DiagnoseInterval, "diagnose-interval", time.Second, "at most one netns snapshot per netns, syscall, errno and address in this interval; events inside it share the snapshot")
-	fs.DurationVar(&f.DiagnoseWait, "diagnose-wait", pipeline.DefaultDiagnoseWait, "the longest an event waits for its netns snapshot, and the time budget of the searches inside it (the processes holding the sockets, the netns of a unix socket file); then it goes out saying the diagnosis is not ready, and later events of the same failure carry it (diagnoses_late in the stopped line)")
-	fs.StringVar(&f.RateLimit, "rate-limit", "100/s", "at most this many events per second (bursts as many) per cgroup, netns, syscall, errno and address, counted in the kernel: the others never reach the ring buffer; the next event that passes says how many were suppressed (\"suppressed\"), and so do the summary and metrics. 0 or off: every failure is an event")
-	fs.StringVar(&f.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on /metrics and a health check on /healthz at this address, e.g. :9630 (off when empty)")
-	fs.IntVar(&f.MetricsMaxSeries, "metrics-max-series", 1000, "at most this many syscall/errno/namespace/pod series; later pods are counted under namespace and pod \"other\"")
-	fs.DurationVar(&f.PortsInterval, "ports-interval", pipeline.DefaultPortsInterval, "with --metrics-addr or --kube-events: this often, the port budget of every network namespace with a live process (the host's and every pod's), by the model of the diagnosis, before any failure: eaddr_ephemeral_ports_in_use toward the --ports-top busiest destinations, _usable and _held_for_all; with --kube-events, an EphemeralPortsNearlyExhausted Event on a pod past --warn (0: off; the gauges then move at diagnoses only). A sample that takes longer than 1% of this stretches the wait to 100 times its time (logged; eaddr_port_sample_interval_seconds)")
-	fs.IntVar(&f.PortsTop, "ports-top", pipeline.DefaultPortsTop, "with --ports-interval: the busiest destinations of each netns given a series")
-	fs.IntVar(&f.PortsWarn, "warn", pipeline.DefaultPortsWarn, "with --kube-events and --ports-interval: a Warning Event EphemeralPortsNearlyExhausted on a pod whose netns holds this percent (1-100) or more of the ports a connect() toward one of its --ports-top busiest destinations tries (what eaddr_ephemeral_ports_in_use counts), before any connect() fails; it names the holders and the fix, checked again against the netns before it is posted")
-	fs.IntVar(&f.PortsMaxSeries, "ports-max-series", 3000, "at most this many eaddr_ephemeral_ports_* series; the ones past it are not made and are counted in eaddr_port_series_cut_total")
-	fs.DurationVar(&f.SummaryInterval, "summary-interval", time.Minute, "write a {\"kind\":\"summary\"} record with counts per errno and losses this often (JSON output only; 0: never)")
-	fs.BoolVar(&f.NodePortCollisions, "nodeport-collisions", false, "also report a connect() in the host netns whose kernel-chosen source port is in the NodePort range (kind nodeport_collision): replies to it can be captured by a NodePort rule. Its diagnosis names the pod of this node it went to (a kubelet probe's), and with --kube-events that pod gets a Warning SourcePortInNodePortRange. Off, it costs nothing")
-	fs.StringVar(&f.NodePortRange, "node-port-range", "30000-32767", "the cluster's Service NodePort range (kube-apiserver --service-node-port-range)")
-	fs.Uint32Var(&f.NodePortNetNS, "nodeport-netns", 0, "netns inode checked by --nodeport-collisions (default: the host's, that of pid 1, else of kthreadd, pid 2)")
-	fs.StringVar(&f.CRIEndpoint, "cri-endpoint", "", "container runtime socket for pod names (default: the first of /run/containerd/containerd.sock, /run/k3s/containerd/containerd.sock, /var/run/crio/crio.sock, /run/cri-dockerd.sock); one given must be a unix socket (path or unix://path) at start; without one, or while it does not answer, events carry pod UIDs and container IDs only, and say why")
-	fs.DurationVar(&f.NamesWait, "names-wait", pipeline.DefaultNamesWait, "the longest an event waits for the container runtime to name its pod and container; then it goes out with the pod UID and container ID, and says why (pod.names_unresolved). At most 4096 events wait at once")
-	fs.StringVar(&f.Namespace, "namespace", "", "only pods in this Kubernetes namespace (as --pod, --container and --selector: an event whose pod or names are not known is dropped and counted as filtered_unresolved)")
+	fs.Uint32Var(&f.PID, "pid", 0, "only this process id (filtered in the kernel)")
+	fs.StringVar(&f.Comm, "comm", "", "only processes whose comm (the first 15 bytes of the name) is exactly this")
+	fs.StringSliceVar(&f.NetNS, "netns", nil, "only these network namespaces: inodes (stat -L -c %i /proc/PID/ns/net) or names in /run/netns, comma separated; each must exist at start (one is filtered in the kernel)")
+	fs.StringVar(&f.Cgroup, "cgroup", "", "only processes whose cgroup v2 path starts with this, e.g. /kubepods.slice")
+	fs.StringVarP(&f.Namespace, "namespace", "n", "", "only pods in this Kubernetes namespace")
 	fs.StringVar(&f.Pod, "pod", "", "only this pod (name)")
 	fs.StringVar(&f.Container, "container", "", "only this container (name)")
-	fs.StringVar(&f.Selector, "selector", "", "only pods with these labels: k=v[,k=v...]")
-	fs.BoolVar(&f.KubeEvents, "kube-events", false, "also post a Warning Event (events.k8s.io/v1) on the failing pod, one per pod, reason and destination per --kube-events-interval, its count updated: kubectl describe pod shows it. Needs an API server: in-cluster from the pod's service account (kubectl apply -k deploy/kube-events grants create and patch on events), or --kubeconfig. A slow or down API server never delays tracing; what reaches no Event is counted (eaddr_kube_events_dropped_total, and eaddr_kube_events_unnamed_total for a pod the runtime did not name)")
-	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "with --kube-events: the API server and credentials from this kubeconfig file's current context (token, token file or client certificate), instead of the pod's service account")
-	fs.Float64Var(&f.KubeEventsQPS, "kube-events-qps", 5, "with --kube-events: at most this many API calls per second from this node (bursts of 10); failures wait, counted, in their Event")
-	fs.DurationVar(&f.KubeEventsInterval, "kube-events-interval", 10*time.Minute, "with --kube-events: a pod's failures of one reason toward one destination are one Event for this long, then a new Event")
-	fs.DurationVar(&f.KubeEventsUpdate, "kube-events-update-interval", 30*time.Second, "with --kube-events: an Event's count (its series) is updated at most this often")
-	fs.DurationVar(&f.RetryWindow, "retry-window", 50*time.Millisecond, "a failure within this long (kernel time) of the previous one of the same thread (of a Go program: any of its threads), syscall, errno and address, on the same fd or one of the next two, is its retry (\"attempt\": 2, 3, ...); a client that sleeps between tries keeps its own longer window (netcat-traditional: 2.5s)")
-	fs.StringVar(&f.Explain, "explain", "short", "per event, say what the errno means, which client failed and what it printed: short; full (also how every other client and libc words the same failure, about 3.5 KB more per event; eaddr explain lists them too); or off")
+	fs.StringVarP(&f.Selector, "selector", "l", "", "only pods with these labels: k=v[,k=v...]")
+	// Output.
+	fs.StringVarP(&f.Output, "output", "o", "", "text: a few lines per failure for a person (the default at a terminal); table: a row per failure with its cause and fix; json: a JSON object per line for log pipelines (the default off a terminal; docs/events.md)")
+	fs.StringVar(&f.Explain, "explain", "short", "per failure, what the errno means and what the client printed: short, full (also how every other client words it, about 3.5 KB more per JSON event) or off")
+	fs.StringVar(&f.Node, "node", "", "node name in each event (default: $NODE_NAME, else the hostname)")
+	fs.DurationVar(&f.SummaryInterval, "summary-interval", time.Minute, "with -o json: a {\"kind\":\"summary\"} record with counts per errno and losses this often (0: never)")
+	// Diagnosis.
+	fs.BoolVar(&f.Diagnose, "diagnose", true, "per failure, read its netns (port range, sockets toward the destination, who holds them) and give the cause and a fix")
+	fs.DurationVar(&f.DiagnoseInterval, "diagnose-interval", time.Second, "at most one netns snapshot per netns, syscall, errno and address this often; failures within it share it")
+	fs.DurationVar(&f.DiagnoseWait, "diagnose-wait", pipeline.DefaultDiagnoseWait, "the longest a failure waits for its snapshot; then it goes out saying the cause is not ready (diagnoses_late)")
+	fs.BoolVar(&f.SocketIterators, "socket-iterators", true, "read sockets with BPF socket iterators, which show what sock_diag does not (a port taken by bind(), SO_REUSEADDR, TIME_WAIT age); false: sock_diag only")
+	fs.BoolVar(&f.Async, "async", true, "with --errno all, ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH or ENETUNREACH: also a non-blocking connect() that fails later (\"async\": true)")
+	fs.DurationVar(&f.RetryWindow, "retry-window", 50*time.Millisecond, "a failure this soon after the same thread's failure of the same call and address is its retry (\"attempt\": 2, 3, ...)")
+	fs.BoolVar(&f.NodePortCollisions, "nodeport-collisions", false, "also report a connect() in the host netns whose kernel-chosen source port is in the NodePort range (kind nodeport_collision), whose reply a NodePort rule can take")
+	fs.StringVar(&f.NodePortRange, "node-port-range", "30000-32767", "the cluster's Service NodePort range (kube-apiserver --service-node-port-range)")
+	fs.Uint32Var(&f.HostNetNS, "host-netns", 0, "inode of the node's network namespace, where NodePorts live (default: that of pid 1, else of kthreadd, pid 2)")
+	// Kubernetes.
+	fs.StringVar(&f.CRIEndpoint, "cri-endpoint", "", "container runtime socket that names pods and containers (default: the first of the containerd, k3s, CRI-O and cri-dockerd sockets); one given must be a unix socket at start; without one, events carry pod UIDs only and say why")
+	fs.DurationVar(&f.NamesWait, "names-wait", pipeline.DefaultNamesWait, "the longest a failure waits for the runtime to name its pod; then it goes out with the pod UID and says why")
+	fs.BoolVar(&f.KubeEvents, "kube-events", false, "also post a Warning Event on the failing pod (kubectl describe pod shows it); in-cluster credentials (deploy/kube-events) or --kubeconfig")
+	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "with --kube-events: the API server and credentials of this kubeconfig's current context")
+	fs.Float64Var(&f.KubeEventsQPS, "kube-events-qps", 5, "with --kube-events: at most this many API calls per second from this node (bursts of 10)")
+	fs.DurationVar(&f.KubeEventsInterval, "kube-events-interval", 10*time.Minute, "with --kube-events: one Event per pod, reason and destination this long, its count updated")
+	fs.DurationVar(&f.KubeEventsUpdate, "kube-events-update-interval", 30*time.Second, "with --kube-events: an Event's count is updated at most this often")
+	// Metrics and the port sampler.
+	fs.StringVar(&f.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on /metrics and a health check on /healthz at this address, e.g. :9630")
+	fs.IntVar(&f.MetricsMaxSeries, "metrics-max-series", 1000, "at most this many syscall/errno/namespace/pod series; later pods count under \"other\"")
+	fs.DurationVar(&f.PortsInterval, "ports-interval", pipeline.DefaultPortsInterval, "with --metrics-addr or --kube-events: sample every netns's port use this often, before any failure (0: off; docs/alerts.md)")
+	fs.IntVar(&f.PortsTop, "ports-top", pipeline.DefaultPortsTop, "the busiest destinations of each netns that the sampler gives a series")
+	fs.IntVar(&f.PortsMaxSeries, "ports-max-series", 3000, "at most this many eaddr_ephemeral_ports_* series (the rest counted in eaddr_port_series_cut_total)")
+	fs.IntVar(&f.PortsWarn, "warn", pipeline.DefaultPortsWarn, "with --kube-events: a Warning EphemeralPortsNearlyExhausted on a pod whose netns holds this percent of the ports toward one destination, before any connect() fails")
+	// Tuning.
+	fs.StringVar(&f.RateLimit, "rate-limit", "100/s", "at most this many events per second per cgroup, netns, syscall, errno and address, counted in the kernel; the next event says how many were held back (0 or off: no limit)")
+	fs.IntVar(&f.RingSize, "ring-size", tracer.DefaultRingSize, "ring buffer size in bytes, a power of two from the page size up to 256 MiB; what does not fit is counted as lost")
+	fs.DurationVar(&f.Flush, "flush-interval", 50*time.Millisecond, "the longest a failure waits in the ring before it is written (0: wake for every failure, which costs more)")
+	// The old name of --host-netns, kept so that scripts keep working.
+	fs.Uint32Var(&f.HostNetNS, "nodeport-netns", 0, "")
+	fs.MarkDeprecated("nodeport-netns", "use --host-netns, as eaddr check and top do")
+}
+
+// traceHelp is eaddr trace --help.
+var traceHelp = helpDoc{
+	usage: "eaddr trace [flags]",
+	about: `Trace failed connect() and bind() calls on this node (needs root): by default EADDRNOTAVAIL and
+EADDRINUSE, the errnos of exhausted ephemeral ports. Each failure says who (pod, process, netns),
+what failed, what the client printed, the cause and the fix. At a terminal it prints that for a
+person; elsewhere one JSON object per line. Logs go to stderr; once the probes are attached, a line
+containing 'attached' is logged.`,
+	examples: []example{
+		{"what fails on this node, as it happens", "sudo eaddr trace"},
+		{"one pod's failures", "sudo eaddr trace -n shop --pod web-7d9f8b6c5-x2x4q"},
+		{"every refused or timed-out connect() too, as JSON lines", "sudo eaddr trace --errno all -o json"},
+		{"from a node debug pod (docs/runbook.md)", "kubectl debug node/NODE -it --profile=sysadmin --image=IMAGE -- /eaddr trace \\\n      --cri-endpoint /host/run/containerd/containerd.sock"},
+	},
+	groups: []flagGroup{
+		{"Filters", []string{"errno", "syscall", "pid", "comm", "netns", "cgroup", "namespace", "pod", "container", "selector"}},
+		{"Output", []string{"output", "explain", "node", "summary-interval"}},
+		{"Diagnosis", []string{"diagnose", "diagnose-interval", "diagnose-wait", "socket-iterators", "async", "retry-window", "nodeport-collisions", "node-port-range", "host-netns"}},
+		{"Kubernetes", []string{"cri-endpoint", "names-wait", "kube-events", "kubeconfig", "kube-events-qps", "kube-events-interval", "kube-events-update-interval"}},
+		{"Metrics and the port sampler", []string{"metrics-addr", "metrics-max-series", "ports-interval", "ports-top", "ports-max-series", "warn"}},
+		{"Tuning", []string{"rate-limit", "ring-size", "flush-interval"}},
+	},
+	footer: `Exit status: 0 on a clean stop (Ctrl-C, or a reader that closed stdout), 1 on a failure, 2 on bad usage,
+3 without the privilege to trace. Fields of the JSON: docs/events.md.`,
 }
 
 // maxRingSize bounds --ring-size: the ring is locked kernel memory, and a
@@ -159,10 +195,16 @@ func (f *TraceFlags) kernelOptions(c *pipeline.Config) error {
 	}
 	c.Tracer.Async = f.Async && tracer.WantsAsync(&c.Tracer)
 	c.Tracer.PID = f.PID
-	if err := checkNetNSFlag(f.NetNS); err != nil {
+	netns, err := parseNetNSFlag(f.NetNS)
+	if err != nil {
 		return err
 	}
-	c.Tracer.NetNS = f.NetNS
+	if len(netns) == 1 {
+		c.Tracer.NetNS = uint32(netns[0]) // filtered in the kernel
+	}
+	for _, n := range netns {
+		c.NetNS = append(c.NetNS, uint32(n))
+	}
 	if f.RingSize <= 0 || f.RingSize&(f.RingSize-1) != 0 || f.RingSize < os.Getpagesize() || f.RingSize > maxRingSize {
 		return usageErrorf("--ring-size %d is not a power of two from %d to %d (256 MiB)", f.RingSize, os.Getpagesize(), maxRingSize)
 	}
@@ -287,7 +329,7 @@ func (f *TraceFlags) diagnosis(c *pipeline.Config) error {
 		c.DiagnoseWait = f.DiagnoseWait
 	}
 	if f.NodePortCollisions {
-		inode := f.NodePortNetNS
+		inode := f.HostNetNS
 		if inode == 0 {
 			host, err := netdiag.HostInode()
 			if err != nil {
@@ -313,9 +355,7 @@ func nodeName(flag string) string {
 
 func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {
 	fs := pflag.NewFlagSet("trace", pflag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: eaddr trace [flags]\n\nTrace failed connect() and bind() calls on this node (needs root). Logs go to stderr;\nonce the probes are attached, a line containing 'attached' is logged.\n\nFlags:\n%s", fs.FlagUsages())
-	}
+	fs.Usage = func() { writeHelp(stdout, fs, traceHelp, helpWidth(stdout)) }
 	var f TraceFlags
 	f.SetFlags(fs)
 	if err := parse(fs, args, stderr); err != nil {

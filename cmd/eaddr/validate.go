@@ -40,6 +40,46 @@ func checkCRIFlag(endpoint string) error {
 	return nil
 }
 
+// parseNetNSFlag reads --netns, the same in every command: inodes, or names
+// of /run/netns mounts (ip netns add), each a network namespace that exists
+// now. A value that names none is a usage error (exit 2) in every command.
+func parseNetNSFlag(values []string) ([]uint64, error) {
+	var inodes []uint64
+	for _, v := range values {
+		v = strings.TrimSpace(v)
+		if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+			if err := checkNetNSFlag(uint32(n)); err != nil {
+				return nil, err
+			}
+			inodes = append(inodes, n)
+			continue
+		}
+		inode, err := namedNetNS(v)
+		if err != nil {
+			return nil, err
+		}
+		inodes = append(inodes, inode)
+	}
+	return inodes, nil
+}
+
+// namedNetNS is the inode of the netns mounted at /run/netns/NAME.
+func namedNetNS(name string) (uint64, error) {
+	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
+		return 0, usageErrorf("--netns %q is neither a namespace inode nor a name in /run/netns", name)
+	}
+	var self, st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/net", &self); err != nil {
+		return 0, fmt.Errorf("--netns: %w", err)
+	}
+	for _, dir := range []string{"/run/netns/", "/var/run/netns/"} {
+		if err := unix.Stat(dir+name, &st); err == nil && st.Dev == self.Dev {
+			return st.Ino, nil
+		}
+	}
+	return 0, usageErrorf("--netns %q is neither a namespace inode nor a name in /run/netns (ip netns list shows them)", name)
+}
+
 // checkNetNSFlag: the inode must be a network namespace that exists now.
 // A netns lives while a task is in it, a file (nsfs bind mount, open fd)
 // refers to it, or a socket made in it is open; eaddr looks for the first

@@ -97,8 +97,9 @@ const (
 // lookup goroutine. It does not fail: without a runtime the Resolver answers
 // Unavailable with the reason. Close stops it. A runtime that cannot be
 // asked is logged as a warning when one was given (endpoint) or is expected
-// (podsExpected: the node has pod cgroups), and otherwise as one info line:
-// a machine without Kubernetes has nothing to warn about.
+// (podsExpected: the node has pod cgroups), and otherwise only at debug
+// level: a machine without Kubernetes has nothing to warn about, and a
+// check run from cron mails every line it logs.
 func NewResolver(endpoint string, podsExpected bool, log *slog.Logger) *Resolver {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -128,7 +129,7 @@ func NewResolver(endpoint string, podsExpected bool, log *slog.Logger) *Resolver
 		if endpoint != "" || podsExpected {
 			r.log.Warn("no pod names, only pod UIDs and container IDs: the container runtime cannot be asked", "err", r.err)
 		} else {
-			r.log.Info("no container runtime and no pods on this node: events name no pods", "err", r.err)
+			r.log.Debug("no container runtime and no pods on this node: events name no pods", "err", r.err)
 		}
 		close(r.done)
 		return r
