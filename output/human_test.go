@@ -58,7 +58,7 @@ func lines(t *testing.T, out string, width int) []string {
 				t.Errorf("line holds %U, which a terminal acts on: %q", r, l)
 			}
 		}
-		if w := columns(l); w > width {
+		if w := termtext.Columns(l); w > width {
 			t.Errorf("line of %d columns, over %d:\n%s", w, width, l)
 		}
 	}

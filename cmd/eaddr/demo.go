@@ -95,7 +95,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, log *
 	defer w.stop()
 
 	clients, missing := findClients(host, f.Port)
-	fmt.Fprintf(stdout, "eaddr demo: network namespace %d, ip_local_port_range %q, both ports held by connections to %s.\n",
+	fmt.Fprintf(stdout, "eaddr demo: netns %d, ip_local_port_range %q, both ports held by connections to %s.\n",
 		ns.Inode(), demoRange, joinHostPort(host, f.Port))
 	if len(missing) > 0 {
 		fmt.Fprintln(stdout, missingLine(missing))

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -118,59 +117,6 @@ func TestTopOnceJSON(t *testing.T) {
 	}
 }
 
-// tmuxPane is eaddr top running in a real terminal: a tmux server of its
-// own (-L), killed when the test ends.
-type tmuxPane struct {
-	t    *testing.T
-	tmux string
-	sock string
-}
-
-func startTmux(t *testing.T, command string) *tmuxPane {
-	t.Helper()
-	p := &tmuxPane{t: t, tmux: testenv.Program(t, "tmux", "tmux"), sock: fmt.Sprintf("eaddr-top-%d", os.Getpid())}
-	t.Cleanup(func() { exec.Command(p.tmux, "-L", p.sock, "kill-server").Run() })
-	if out, err := exec.Command(p.tmux, "-L", p.sock, "-f", "/dev/null", "new-session", "-d", "-x", "200", "-y", "50", command).CombinedOutput(); err != nil {
-		t.Fatalf("tmux new-session: %v: %s", err, out)
-	}
-	return p
-}
-
-func (p *tmuxPane) keys(k ...string) {
-	p.t.Helper()
-	if out, err := exec.Command(p.tmux, append([]string{"-L", p.sock, "send-keys"}, k...)...).CombinedOutput(); err != nil {
-		p.t.Fatalf("tmux send-keys: %v: %s", err, out)
-	}
-}
-
-func (p *tmuxPane) capture() string {
-	p.t.Helper()
-	out, err := exec.Command(p.tmux, "-L", p.sock, "capture-pane", "-p").CombinedOutput()
-	if err != nil {
-		p.t.Fatalf("tmux capture-pane: %v: %s", err, out)
-	}
-	return string(out)
-}
-
-// topDeadline bounds each wait for the screen: generous, not a measure.
-const topDeadline = 2 * time.Minute
-
-// waitFor polls the pane until ok says yes, or fails after topDeadline.
-func (p *tmuxPane) waitFor(what string, ok func(screen string) bool) string {
-	p.t.Helper()
-	deadline := time.Now().Add(topDeadline)
-	for {
-		s := p.capture()
-		if ok(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("the screen never showed %s:\n%s", what, s)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // topRow is a row of top's table.
 type topRow struct {
 	name, used, trend, eta string
@@ -209,7 +155,7 @@ func TestTopTmux(t *testing.T) {
 	name := "netns:" + filling.inode() + " (sleep)"
 	cmd := fmt.Sprintf("%s top --interval 300ms --netns %s --netns %s 2>/dev/null; echo EXITED $?; stty -a | tr ' ' '\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '; echo; sleep 600",
 		eaddrBin, filling.inode(), flat.inode())
-	p := startTmux(t, cmd)
+	p := startTmux(t, 200, 50, cmd)
 	p.waitFor("the filling netns on top with a time to exhaustion", func(s string) bool {
 		r := rows(s)
 		if len(r) == 2 && r[0].name == name && r[0].eta != "-" {

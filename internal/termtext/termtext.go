@@ -158,6 +158,23 @@ func Width(s string) int {
 	return w
 }
 
+// Columns is the number of terminal columns that text already made safe
+// (by Append, or read back from a terminal) takes as it is: what a test
+// holds a screen's lines against.
+func Columns(s string) int {
+	w := 0
+	for _, r := range s {
+		switch {
+		case unicode.In(r, unicode.Mn, unicode.Me):
+		case width.LookupRune(r).Kind() == width.EastAsianWide, width.LookupRune(r).Kind() == width.EastAsianFullwidth:
+			w += 2
+		default:
+			w++
+		}
+	}
+	return w
+}
+
 // runeWidth is the columns one rune takes as Append writes it.
 func runeWidth(r rune, n int) int {
 	switch {

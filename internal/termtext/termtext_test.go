@@ -5,8 +5,6 @@ import (
 	"testing"
 	"unicode"
 	"unicode/utf8"
-
-	"golang.org/x/text/width"
 )
 
 func TestAppend(t *testing.T) {
@@ -100,21 +98,9 @@ func TestAppendFit(t *testing.T) {
 	}
 }
 
-// columns measures text that is already safe, as a terminal shows it: an
+// columns is Columns: text already safe, as a terminal shows it, an
 // independent count to hold Width against.
-func columns(s string) int {
-	w := 0
-	for _, r := range s {
-		switch {
-		case unicode.In(r, unicode.Mn, unicode.Me):
-		case width.LookupRune(r).Kind() == width.EastAsianWide, width.LookupRune(r).Kind() == width.EastAsianFullwidth:
-			w += 2
-		default:
-			w++
-		}
-	}
-	return w
-}
+func columns(s string) int { return Columns(s) }
 
 // checkSafe fails when out holds anything a terminal would act on.
 func checkSafe(t *testing.T, in, out string) {

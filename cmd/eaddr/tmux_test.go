@@ -1,0 +1,98 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/eaddr/eaddr/internal/termtext"
+	"github.com/eaddr/eaddr/internal/testenv"
+)
+
+// tmuxPane is a command running in a real terminal: a tmux server of its
+// own (-L), its one pane cols × rows, killed when the test ends.
+type tmuxPane struct {
+	t    *testing.T
+	tmux string
+	sock string
+	cols int
+}
+
+var tmuxServers atomic.Int32
+
+func startTmux(t *testing.T, cols, rows int, command string) *tmuxPane {
+	t.Helper()
+	p := &tmuxPane{t: t, tmux: testenv.Program(t, "tmux", "tmux"), cols: cols,
+		sock: fmt.Sprintf("eaddr-test-%d-%d", os.Getpid(), tmuxServers.Add(1))}
+	t.Cleanup(func() { exec.Command(p.tmux, "-L", p.sock, "kill-server").Run() })
+	args := []string{"-L", p.sock, "-f", "/dev/null", "new-session", "-d", "-x", fmt.Sprint(cols), "-y", fmt.Sprint(rows), command}
+	if out, err := exec.Command(p.tmux, args...).CombinedOutput(); err != nil {
+		t.Fatalf("tmux new-session: %v: %s", err, out)
+	}
+	// The pane stays after the command exits, so that what it printed last
+	// can still be read.
+	exec.Command(p.tmux, "-L", p.sock, "set-option", "-g", "remain-on-exit", "on").Run()
+	return p
+}
+
+func (p *tmuxPane) keys(k ...string) {
+	p.t.Helper()
+	if out, err := exec.Command(p.tmux, append([]string{"-L", p.sock, "send-keys"}, k...)...).CombinedOutput(); err != nil {
+		p.t.Fatalf("tmux send-keys: %v: %s", err, out)
+	}
+}
+
+// capture is the screen as the person sees it, one line per row.
+func (p *tmuxPane) capture() string {
+	p.t.Helper()
+	out, err := exec.Command(p.tmux, "-L", p.sock, "capture-pane", "-p").CombinedOutput()
+	if err != nil {
+		p.t.Fatalf("tmux capture-pane: %v: %s", err, out)
+	}
+	return string(out)
+}
+
+// history is everything the pane printed, its scrollback too, with the
+// lines the terminal wrapped joined again (capture-pane -J): a line longer
+// than the pane is one the person saw wrapped.
+func (p *tmuxPane) history() string {
+	p.t.Helper()
+	out, err := exec.Command(p.tmux, "-L", p.sock, "capture-pane", "-p", "-J", "-S", "-").CombinedOutput()
+	if err != nil {
+		p.t.Fatalf("tmux capture-pane: %v: %s", err, out)
+	}
+	return string(out)
+}
+
+// noWrapped fails for each line of history that the terminal wrapped.
+func (p *tmuxPane) noWrapped(history string) {
+	p.t.Helper()
+	for _, l := range strings.Split(history, "\n") {
+		if w := termtext.Columns(l); w > p.cols {
+			p.t.Errorf("a line of %d columns wrapped in the %d-column terminal:\n%s", w, p.cols, l)
+		}
+	}
+}
+
+// topDeadline bounds each wait for the screen: generous, not a measure.
+const topDeadline = 2 * time.Minute
+
+// waitFor polls the pane until ok says yes, or fails after topDeadline.
+func (p *tmuxPane) waitFor(what string, ok func(screen string) bool) string {
+	p.t.Helper()
+	deadline := time.Now().Add(topDeadline)
+	for {
+		s := p.capture()
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("the screen never showed %s:\n%s", what, s)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
