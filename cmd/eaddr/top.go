@@ -35,7 +35,7 @@ func (f *TopFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.Trace, "trace", true, "count failures per netns with eaddr's tracer (EADDRNOTAVAIL, EADDRINUSE); false: the column shows -")
 	fs.StringVar(&f.Check.NodePortRange, "node-port-range", "30000-32767", "the cluster's Service NodePort range (kube-apiserver --service-node-port-range)")
 	fs.Uint64Var(&f.Check.HostNetNS, "host-netns", 0, "inode of the node's network namespace (default: that of pid 1, else of kthreadd, pid 2, a kernel thread always in it)")
-	fs.UintSliceVar(&f.Check.NetNS, "netns", nil, "show only these netns inodes (default: every netns found through /proc)")
+	fs.UintSliceVar(&f.Check.NetNS, "netns", nil, "show only these netns inodes (default: every netns found through /proc or mounted, as ip netns add does)")
 	fs.BoolVar(&f.Check.SocketIterators, "socket-iterators", true, "read sockets with BPF socket iterators, as eaddr check does; false: sock_diag only")
 	fs.StringVar(&f.Check.CRIEndpoint, "cri-endpoint", "", "container runtime socket, to name the pod of each netns (default: the usual containerd, k3s, CRI-O and cri-dockerd sockets)")
 }
@@ -80,14 +80,14 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 		return err
 	}
 	netdiag.SetLogger(log)
-	a := openNodeAudit(&f.Check, o, log)
+	a := openNodeAudit(&f.Check, o, 1, log) // a row is its busiest destination: its holders and fix
 	defer a.close()
 	s := &top.Sampler{Audit: func() ([]diagnose.NetNSReport, error) {
-		members, err := diagnose.NetNSMembers()
+		found, err := listNetNS()
 		if err != nil {
 			return nil, err
 		}
-		return a.audit(members), nil
+		return a.audit(found), nil
 	}}
 	stopCounting := startCounting(&f, s, log)
 	defer stopCounting()
