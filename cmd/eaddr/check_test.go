@@ -154,14 +154,17 @@ func heldNetNS(t *testing.T, comm string) (*netns.NS, int) {
 	return ns, holder.Process.Pid
 }
 
-// screenOf runs eaddr with args in a 120x40 tmux and returns the screen
-// once it exited, failing on any line the terminal had to wrap.
+// screenOf runs eaddr with args in a 120x40 tmux and returns all it
+// printed there once it exited (the scrollback too: tmux's own "Pane is
+// dead" line can scroll the first one off the screen), failing on any line
+// the terminal had to wrap.
 func screenOf(t *testing.T, args string) string {
 	t.Helper()
 	p := startTmux(t, 120, 40, fmt.Sprintf("%s %s; echo EXITED $?", eaddrBin, args))
-	s := p.waitFor("eaddr exiting", func(s string) bool { return strings.Contains(s, "EXITED") })
-	p.noWrapped(p.history())
-	return s
+	p.waitFor("eaddr exiting", func(s string) bool { return strings.Contains(s, "EXITED") })
+	h := p.history()
+	p.noWrapped(h)
+	return h
 }
 
 // onScreen fails for each of wants the screen of what does not show, and
