@@ -50,21 +50,34 @@ type Finding struct {
 
 // Destination is how many ports a netns holds toward one remote address.
 type Destination struct {
-	Remote    string `json:"remote"`
-	Ports     int    `json:"ports"`            // ports a connect() toward it could not have now (the port model)
-	Percent   int    `json:"percent"`          // of the ports the kernel tries
-	Unsure    int    `json:"unsure,omitempty"` // more ports whose bind bucket could not be read
-	Exhausted bool   `json:"exhausted,omitempty"`
+	Remote  string `json:"remote"`
+	Ports   int    `json:"ports"`   // ports a connect() toward it could not have now (the port model): Toward + HeldForAll
+	Percent int    `json:"percent"` // of the ports the kernel tries
+	// Toward is the ports held toward it (their 4-tuple is taken),
+	// HeldForAll those no connect() can have, whatever the destination.
+	Toward     int  `json:"held_toward"`
+	HeldForAll int  `json:"held_for_all"`
+	Unsure     int  `json:"unsure,omitempty"` // more ports whose bind bucket could not be read
+	Exhausted  bool `json:"exhausted,omitempty"`
 	// Tried is the ports the kernel tries toward it, Percent's whole
-	// (eaddr top's ports left: Tried - Ports - Unsure); not in check's JSON.
-	Tried int `json:"-"`
+	// (eaddr top's ports left: Tried - Ports - Unsure).
+	Tried int `json:"tried"`
+	// Culprit is who holds its ports and the fix, for a destination at
+	// --warn or above (Diagnoser.Culprits; Looked); empty for the others.
+	Culprit
 }
 
 // NetNSReport is check's audit of one network namespace.
 type NetNSReport struct {
-	Inode            uint64        `json:"inode"`
-	PID              int           `json:"pid"`
-	Comm             string        `json:"comm,omitempty"`
+	Inode uint64 `json:"inode"`
+	// PID is the process the audit entered the netns through (any
+	// process in it, none of its holders by that), Comm its name; 0 for a
+	// netns with no process, entered through its Mount.
+	PID  int    `json:"pid,omitempty"`
+	Comm string `json:"comm,omitempty"`
+	// Mount is where the netns is mounted (ip netns add: /run/netns/NAME),
+	// whether or not a process is in it.
+	Mount            string        `json:"mount,omitempty"`
 	Host             bool          `json:"host_network"`
 	Pod              *CheckPod     `json:"pod,omitempty"`
 	PortRange        string        `json:"port_range,omitempty"`

@@ -33,7 +33,7 @@ func auditPorts(r *NetNSReport, p *portScene, o AuditOptions) {
 		// only the ports the model is sure of: an unsure one is counted apart
 		n := res.FourTuple + res.HeldForAll
 		r.Destinations = append(r.Destinations, Destination{Remote: dst.String(), Ports: n, Percent: percent(n, res.Tried),
-			Unsure: res.Unsure, Exhausted: res.Exhausted, Tried: res.Tried})
+			Toward: res.FourTuple, HeldForAll: res.HeldForAll, Unsure: res.Unsure, Exhausted: res.Exhausted, Tried: res.Tried})
 	}
 }
 

@@ -1,10 +1,7 @@
 package output
 
 import (
-	"fmt"
-	"io"
 	"strconv"
-	"strings"
 
 	"github.com/eaddr/eaddr/diagnose"
 )
@@ -29,20 +26,13 @@ func AppendCheckReport(b []byte, rep *diagnose.CheckReport) []byte {
 func appendNetNSReport(b []byte, r *diagnose.NetNSReport) []byte {
 	b = append(b, `{"inode":`...)
 	b = strconv.AppendUint(b, r.Inode, 10)
-	b = append(b, `,"pid":`...)
-	b = strconv.AppendInt(b, int64(r.PID), 10)
+	b = appendIntField(b, "pid", r.PID, true)
 	comma := true
 	b = appendStrField(b, &comma, "comm", r.Comm)
+	b = appendStrField(b, &comma, "mount", r.Mount)
 	b = append(b, `,"host_network":`...)
 	b = strconv.AppendBool(b, r.Host)
-	if p := r.Pod; p != nil {
-		b = append(b, `,"pod":{`...)
-		c := false
-		b = appendStrField(b, &c, "name", p.Name)
-		b = appendStrField(b, &c, "namespace", p.Namespace)
-		b = appendStrField(b, &c, "uid", p.UID)
-		b = append(b, '}')
-	}
+	b = appendCheckPod(b, r.Pod)
 	b = appendStrField(b, &comma, "port_range", r.PortRange)
 	b = appendStrField(b, &comma, "reserved_ports", r.Reserved)
 	b = appendIntField(b, "unprivileged_port_start", r.UnprivilegedPort, true)
@@ -77,10 +67,14 @@ func appendDestinations(b []byte, ds []diagnose.Destination) []byte {
 		b = AppendString(b, d.Remote)
 		b = appendIntField(b, "ports", d.Ports, false)
 		b = appendIntField(b, "percent", d.Percent, false)
+		b = appendIntField(b, "held_toward", d.Toward, false)
+		b = appendIntField(b, "held_for_all", d.HeldForAll, false)
 		b = appendIntField(b, "unsure", d.Unsure, true)
 		if d.Exhausted {
 			b = append(b, `,"exhausted":true`...)
 		}
+		b = appendIntField(b, "tried", d.Tried, false)
+		b = appendCulprit(b, &d.Culprit)
 		b = append(b, '}')
 	}
 	return append(b, ']')
@@ -115,44 +109,45 @@ func appendIntField(b []byte, name string, n int, omitZero bool) []byte {
 	return strconv.AppendInt(b, int64(n), 10)
 }
 
-// WriteCheckTable writes the report for a person.
-func WriteCheckTable(w io.Writer, rep *diagnose.CheckReport) {
-	for _, r := range rep.NetNS {
-		host := ""
-		if r.Host {
-			host = " (host)"
-		}
-		if r.Pod != nil {
-			host = fmt.Sprintf(" (pod %s/%s)", r.Pod.Namespace, r.Pod.Name)
-		}
-		fmt.Fprintf(w, "netns %d%s pid %d %s: %s\n", r.Inode, host, r.PID, r.Comm, strings.ToUpper(r.Worst.String()))
-		if r.Error != "" {
-			fmt.Fprintf(w, "  error: %s\n", r.Error)
-		}
-		if r.PortRange != "" {
-			res := r.Reserved
-			if res == "" {
-				res = "none"
+// appendCulprit: a warned destination's cause, verdict, holders and fix
+// (or why they are not known), beside its counts; nothing for the others.
+func appendCulprit(b []byte, c *diagnose.Culprit) []byte {
+	comma := true
+	b = appendStrField(b, &comma, "cause", c.Cause)
+	b = appendStrField(b, &comma, "verdict", c.Verdict)
+	if len(c.Holders) > 0 {
+		b = append(b, `,"holders":[`...)
+		for i, h := range c.Holders {
+			if i > 0 {
+				b = append(b, ',')
 			}
-			fmt.Fprintf(w, "  range %s, reserved %s, usable %d, in use %d, held for every destination %d, unprivileged ports from %d\n", r.PortRange, res, r.Usable, r.InUse, r.HeldForAll, r.UnprivilegedPort)
+			b = append(b, `{"pid":`...)
+			b = strconv.AppendInt(b, int64(h.PID), 10)
+			b = appendStrField(b, &comma, "comm", h.Comm)
+			b = appendIntField(b, "sockets", h.Sockets, false)
+			b = appendStrField(b, &comma, "pod_uid", h.PodUID)
+			b = appendStrField(b, &comma, "container_id", h.ContainerID)
+			b = appendCheckPod(b, h.Pod)
+			b = append(b, '}')
 		}
-		for _, d := range r.Destinations {
-			fmt.Fprintf(w, "  toward %-40s %6d ports %3d%%%s\n", d.Remote, d.Ports, d.Percent, destNote(d))
-		}
-		for _, f := range r.Findings {
-			fmt.Fprintf(w, "  %-8s %s\n", strings.ToUpper(f.Severity.String()), f.Message)
-		}
+		b = append(b, ']')
 	}
-	fmt.Fprintf(w, "worst: %s\n", strings.ToUpper(rep.Worst.String()))
+	b = appendStrField(b, &comma, "holders_unknown", c.NoHolder)
+	if len(c.Fix) > 0 {
+		b = appendStrings(b, "fix", c.Fix)
+	}
+	return appendStrField(b, &comma, "culprit_unknown", c.Unknown)
 }
 
-// destNote: what the table adds to a destination's count.
-func destNote(d diagnose.Destination) string {
-	switch {
-	case d.Exhausted:
-		return "  exhausted"
-	case d.Unsure > 0:
-		return fmt.Sprintf("  (+%d unsure)", d.Unsure)
+// appendCheckPod: `,"pod":{...}` for a pod, nothing for nil.
+func appendCheckPod(b []byte, p *diagnose.CheckPod) []byte {
+	if p == nil {
+		return b
 	}
-	return ""
+	b = append(b, `,"pod":{`...)
+	c := false
+	b = appendStrField(b, &c, "name", p.Name)
+	b = appendStrField(b, &c, "namespace", p.Namespace)
+	b = appendStrField(b, &c, "uid", p.UID)
+	return append(b, '}')
 }

@@ -56,7 +56,7 @@ func Interactive(ctx context.Context, s *Sampler, m *Model, interval time.Durati
 	samples := make(chan result, 1)
 	go sampleEvery(ctx, s, interval, &paused, samples, sleep)
 	keys := readKeys(in)
-	h := Header{Interval: interval, Paced: true, Keys: true}
+	h := Header{Interval: interval, Paced: true, Keys: true, FirstDetails: true}
 	if err := sc.draw([]string{"eaddr top: taking the first sample..."}); err != nil {
 		return err
 	}
@@ -82,6 +82,7 @@ func Interactive(ctx context.Context, s *Sampler, m *Model, interval time.Durati
 		if m.Last().At.IsZero() {
 			continue
 		}
+		h.Width = sc.width()
 		if err := sc.draw(m.Table(h)); err != nil {
 			return err
 		}

@@ -23,6 +23,7 @@ type NetNSRow struct {
 	Inode               uint64             `json:"inode"`
 	PID                 int                `json:"pid,omitempty"`
 	Comm                string             `json:"comm,omitempty"`
+	Mount               string             `json:"mount,omitempty"`
 	Name                string             `json:"name"`
 	Host                bool               `json:"host_network"`
 	Pod                 *diagnose.CheckPod `json:"pod,omitempty"`
@@ -42,6 +43,9 @@ type NetNSRow struct {
 	ExhaustionUnknown   string             `json:"exhaustion_unknown,omitempty"`
 	FailuresPerSec      *float64           `json:"failures_per_second,omitempty"`
 	FailuresUnknown     string             `json:"failures_unknown,omitempty"`
+	// the destination's cause, verdict, holders and fix at the warning
+	// mark or above, as check gives them (or culprit_unknown: why not)
+	diagnose.Culprit
 }
 
 // Snapshot is the newest sample's rows in m.Sort's order; interval is the
@@ -65,9 +69,9 @@ func (m *Model) JSON(interval time.Duration) ([]byte, error) {
 
 // jsonRow is r with what is not known left out.
 func jsonRow(r *Row) NetNSRow {
-	j := NetNSRow{Inode: r.Inode, PID: r.PID, Comm: r.Comm, Name: r.Name, Host: r.Host, Pod: r.Pod, Error: r.Error}
+	j := NetNSRow{Inode: r.Inode, PID: r.PID, Comm: r.Comm, Mount: r.Mount, Name: r.Name, Host: r.Host, Pod: r.Pod, Error: r.Error}
 	if r.Error == "" {
-		j.Destination, j.Exhausted = r.Destination, r.Exhausted
+		j.Destination, j.Exhausted, j.Culprit = r.Destination, r.Exhausted, r.Culprit
 		j.Used, j.Usable, j.Left, j.Percent = ptr(r.Used), ptr(r.Usable), ptr(r.Left), ptr(r.Percent)
 		j.InUse, j.HeldForAll = ptr(r.InUse), ptr(r.HeldForAll)
 	}

@@ -1,9 +1,8 @@
 package top
 
 import (
-	"strconv"
-
 	"github.com/eaddr/eaddr/diagnose"
+	"github.com/eaddr/eaddr/output"
 )
 
 // Model keeps the history of each netns across samples and makes rows.
@@ -67,9 +66,9 @@ func (m *Model) Rows() []Row {
 
 // row is r with its trend, time to exhaustion and failure rate.
 func (m *Model) row(r *diagnose.NetNSReport) Row {
-	row := Row{Inode: r.Inode, PID: r.PID, Comm: r.Comm, Host: r.Host, Pod: r.Pod, Error: r.Error,
+	row := Row{Inode: r.Inode, PID: r.PID, Comm: r.Comm, Mount: r.Mount, Host: r.Host, Pod: r.Pod, Error: r.Error,
 		Usable: r.Usable, InUse: r.InUse, HeldForAll: r.HeldForAll, Used: r.HeldForAll, Left: r.Usable - r.HeldForAll}
-	row.Name = displayName(r)
+	row.Name = output.NetNSName(r)
 	if r.Error != "" {
 		row.Trend = Trend{Why: "not audited"}
 		row.ETA = ETA{Why: "not audited"}
@@ -78,7 +77,7 @@ func (m *Model) row(r *diagnose.NetNSReport) Row {
 	}
 	if len(r.Destinations) > 0 {
 		d := r.Destinations[0]
-		row.Destination, row.Used, row.Percent, row.Exhausted = d.Remote, d.Ports, d.Percent, d.Exhausted
+		row.Destination, row.Used, row.Percent, row.Exhausted, row.Culprit = d.Remote, d.Ports, d.Percent, d.Exhausted, d.Culprit
 		row.Left = max(d.Tried-d.Ports-d.Unsure, 0)
 	} else if r.Usable > 0 {
 		row.Percent = r.HeldForAll * 100 / r.Usable
@@ -122,9 +121,10 @@ type Row struct {
 	Inode       uint64
 	PID         int
 	Comm        string
+	Mount       string // its mount (ip netns add), when it has one
 	Host        bool
 	Pod         *diagnose.CheckPod
-	Name        string // pod namespace/name, "host", or netns:INODE (comm)
+	Name        string // output.NetNSName: pod namespace/name, "host", netns NAME, or netns:INODE (comm); raw
 	Error       string // it could not be audited: the rest is unknown
 	Destination string // the busiest; "" when it connects nowhere
 	Used        int    // ports a connect() toward Destination could not have (the held-for-all ones without one)
@@ -137,17 +137,7 @@ type Row struct {
 	Trend       Trend
 	ETA         ETA
 	Failures    Rate
-}
-
-// displayName: the pod, the host, or the netns with its process.
-func displayName(r *diagnose.NetNSReport) string {
-	switch {
-	case r.Pod != nil && r.Pod.Name != "":
-		return r.Pod.Namespace + "/" + r.Pod.Name
-	case r.Host:
-		return "host"
-	case r.Comm != "":
-		return "netns:" + strconv.FormatUint(r.Inode, 10) + " (" + r.Comm + ")"
-	}
-	return "netns:" + strconv.FormatUint(r.Inode, 10)
+	// Culprit is who holds the ports toward Destination and the fix, when
+	// it is at the warning mark or above (Culprit.Looked).
+	Culprit diagnose.Culprit
 }

@@ -57,7 +57,7 @@ func TestPlainPacesASlowSample(t *testing.T) {
 	for _, asJSON := range []bool{false, true} {
 		ctx, cancel := context.WithCancel(context.Background())
 		w := &firstWrite{cancel: cancel}
-		if err := Plain(ctx, slowSampler(3*time.Second), NewModel(), 2*time.Second, asJSON, w); err != nil {
+		if err := Plain(ctx, slowSampler(3*time.Second), NewModel(), 2*time.Second, asJSON, 0, w); err != nil {
 			t.Fatal(err)
 		}
 		out := w.String()
@@ -81,7 +81,7 @@ func TestPlainPacesASlowSample(t *testing.T) {
 func TestPlainKeepsTheIntervalForAQuickSample(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &firstWrite{cancel: cancel}
-	if err := Plain(ctx, slowSampler(100*time.Millisecond), NewModel(), 2*time.Second, false, w); err != nil {
+	if err := Plain(ctx, slowSampler(100*time.Millisecond), NewModel(), 2*time.Second, false, 0, w); err != nil {
 		t.Fatal(err)
 	}
 	if out := w.String(); !strings.Contains(out, "  every 2s  1 netns") {

@@ -8,11 +8,11 @@ import (
 	"time"
 )
 
-// Once writes one snapshot to w, a table or (asJSON) one line of JSON.
-// With interval > 0 it takes two samples interval apart, so that the trend
-// and the time to exhaustion are told from two; with 0, one sample, and
-// they say why they are not known.
-func Once(ctx context.Context, s *Sampler, m *Model, interval time.Duration, asJSON bool, w io.Writer) error {
+// Once writes one snapshot to w, a table of lines at most width columns
+// or (asJSON) one line of JSON. With interval > 0 it takes two samples
+// interval apart, so that the trend and the time to exhaustion are told
+// from two; with 0, one sample, and they say why they are not known.
+func Once(ctx context.Context, s *Sampler, m *Model, interval time.Duration, asJSON bool, width int, w io.Writer) error {
 	n := 1
 	if interval > 0 {
 		n = 2
@@ -27,7 +27,7 @@ func Once(ctx context.Context, s *Sampler, m *Model, interval time.Duration, asJ
 		}
 		m.Add(smp)
 	}
-	text, err := render(m, Header{Interval: interval}, interval, asJSON)
+	text, err := render(m, Header{Interval: interval, Width: width}, interval, asJSON)
 	if err != nil {
 		return err
 	}
@@ -45,11 +45,11 @@ func render(m *Model, h Header, wait time.Duration, asJSON bool) (string, error)
 	return strings.Join(m.Table(h), "\n") + "\n", nil
 }
 
-// Plain writes a table (or, asJSON, a line of JSON) every interval until
-// ctx is done: for a pipe or a file, no escape codes, a blank line between
-// tables. The wait after a sample is Pace's: interval, or longer after a
+// Plain writes a table of lines at most width columns (or, asJSON, a line
+// of JSON) every interval until ctx is done: for a pipe or a file, no
+// escape codes, a blank line between tables. The wait after a sample is Pace's: interval, or longer after a
 // sample that took more than 1/MaxShare of it.
-func Plain(ctx context.Context, s *Sampler, m *Model, interval time.Duration, asJSON bool, w io.Writer) error {
+func Plain(ctx context.Context, s *Sampler, m *Model, interval time.Duration, asJSON bool, width int, w io.Writer) error {
 	for wait := time.Duration(0); ; {
 		if wait > 0 && !sleep(ctx, wait) {
 			return nil
@@ -61,7 +61,7 @@ func Plain(ctx context.Context, s *Sampler, m *Model, interval time.Duration, as
 		m.Add(smp)
 		first := wait == 0
 		wait = Pace(interval, smp.Took)
-		text, err := render(m, Header{Interval: interval, Paced: true}, wait, asJSON)
+		text, err := render(m, Header{Interval: interval, Paced: true, Width: width}, wait, asJSON)
 		if err != nil {
 			return err
 		}

@@ -4,13 +4,16 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/eaddr/eaddr/output"
 )
 
 // BarWidth is the cells of the usage bar between its brackets.
-const BarWidth = 20
+const BarWidth = 10
 
 // Header is what the table's first lines say: when, how often, the order,
-// paused or not, and where failures/s come from or why they are not there.
+// paused or not, and where failures/s come from or why they are not there;
+// and how the table is laid out.
 type Header struct {
 	Interval time.Duration
 	// Paced: the view samples again after Pace(Interval, the last
@@ -18,6 +21,20 @@ type Header struct {
 	Paced  bool
 	Paused bool
 	Keys   bool // interactive: name the keys
+	// Width is the columns of a line (0: output.DefaultWidth): the NETNS column
+	// gives way, and longer text goes on on the next line.
+	Width int
+	// FirstDetails: the holders and fix under the first row that has
+	// them only (the interactive view, where the rows come first); else
+	// under each warned row.
+	FirstDetails bool
+}
+
+func (h Header) width() int {
+	if h.Width > 0 {
+		return h.Width
+	}
+	return output.DefaultWidth
 }
 
 // every is the header's "every ...": the wait before the next sample, and
@@ -30,7 +47,10 @@ func (h Header) every(took time.Duration) string {
 		Pace(h.Interval, took).Round(time.Millisecond), h.Interval, took.Round(time.Millisecond), MaxShare)
 }
 
-// header lines for s.
+// legend says what TAKEN counts (docs/top.md has every column).
+const legend = "TAKEN: ports a connect() toward DESTINATION cannot have now: held toward it, or for every destination"
+
+// header lines for s, at most h's width each.
 func (m *Model) header(h Header) []string {
 	s := m.last
 	line := fmt.Sprintf("eaddr top  %s  %s  %d netns  sorted by %s", s.At.UTC().Format("15:04:05"), h.every(s.Took), len(s.NetNS), m.Sort.Title())
@@ -46,25 +66,51 @@ func (m *Model) header(h Header) []string {
 	if h.Keys {
 		lines = append(lines, "keys: q quit  s or > next sort  < previous sort  p or space pause")
 	}
+	var out []string
+	for _, l := range append(lines, legend) {
+		out = append(out, output.Hanging("", l, h.width())...)
+	}
+	return out
+}
+
+// columns is the table's header row (docs/top.md): TAKEN is what TAKEN%
+// shows of the ports the kernel tries, PORTS/MIN its trend, FULL-IN the
+// time until none is left at that trend.
+var columns = []string{"NETNS", "DESTINATION", "TAKEN/USABLE", "TAKEN%", "PORTS/MIN", "FULL-IN", "FAIL/S"}
+
+// Table renders the header and the rows, no escape codes, each line at
+// most h's width and every workload's text made safe: a row per netns,
+// under a row at the warning mark its holders and fix, under one that
+// could not be audited its error.
+func (m *Model) Table(h Header) []string {
+	width := h.width()
+	rows := m.Rows()
+	cells := [][]string{columns}
+	for i := range rows {
+		cells = append(cells, cellsOf(&rows[i]))
+	}
+	table := output.Columns(cells, width, 0, 16)
+	lines := append(append(m.header(h), ""), table[0])
+	shown := false
+	for i := range rows {
+		r := &rows[i]
+		lines = append(lines, table[i+1])
+		switch {
+		case r.Error != "":
+			lines = append(lines, output.Hanging("  ", r.Error, width)...)
+		case r.Culprit.Looked() && !(h.FirstDetails && shown):
+			lines = append(lines, output.CulpritLines(&r.Culprit, "  ", width)...)
+			shown = true
+		}
+	}
 	return lines
 }
 
-var columns = []string{"NETNS", "DESTINATION", "USED/USABLE", "", "TREND/MIN", "ETA", "FAIL/S"}
-
-// Table renders the header and the rows, one line each, no escape codes.
-func (m *Model) Table(h Header) []string {
-	lines := m.header(h)
-	cells := [][]string{columns}
-	for _, r := range m.Rows() {
-		cells = append(cells, cellsOf(&r))
-	}
-	return append(append(lines, ""), align(cells)...)
-}
-
-// cellsOf is r's cells; an error row says the error after its name.
+// cellsOf is r's cells (raw: Columns makes them safe); an error row says
+// it was not audited, and its error goes on the next line.
 func cellsOf(r *Row) []string {
 	if r.Error != "" {
-		return []string{r.Name, "not audited: " + r.Error}
+		return []string{r.Name, "not audited:"}
 	}
 	dst := r.Destination
 	if dst == "" {
@@ -118,32 +164,4 @@ func Duration(d time.Duration) string {
 		return fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
 	}
 	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
-}
-
-// align pads each column to its widest cell; the last cell of a row is
-// not padded.
-func align(rows [][]string) []string {
-	var w []int
-	for _, r := range rows {
-		for i, c := range r {
-			if i < len(r)-1 {
-				for len(w) <= i {
-					w = append(w, 0)
-				}
-				w[i] = max(w[i], len([]rune(c)))
-			}
-		}
-	}
-	out := make([]string, 0, len(rows))
-	for _, r := range rows {
-		var b strings.Builder
-		for i, c := range r {
-			b.WriteString(c)
-			if i < len(r)-1 {
-				b.WriteString(strings.Repeat(" ", w[i]-len([]rune(c))+2))
-			}
-		}
-		out = append(out, strings.TrimRight(b.String(), " "))
-	}
-	return out
 }

@@ -49,13 +49,26 @@ func (s *screen) restore() {
 	s.state = nil
 }
 
-// draw writes lines from the top left, each cut to the terminal's width,
-// as many as its height holds (the last saying how many were left out).
-func (s *screen) draw(lines []string) error {
+// size is the terminal's columns and rows (80x24 when it does not say).
+func (s *screen) size() (w, h int) {
 	w, h, err := term.GetSize(int(s.out.Fd()))
 	if err != nil || w <= 0 || h <= 0 {
-		w, h = 80, 24
+		return 80, 24
 	}
+	return w, h
+}
+
+// width is the terminal's columns, for the table's layout.
+func (s *screen) width() int {
+	w, _ := s.size()
+	return w
+}
+
+// draw writes lines from the top left, each cut to the terminal's width
+// (the table is laid out for it: this only guards), as many as its height
+// holds (the last saying how many were left out).
+func (s *screen) draw(lines []string) error {
+	w, h := s.size()
 	if len(lines) > h {
 		more := len(lines) - h + 1
 		lines = append(lines[:h-1:h-1], fmt.Sprintf("... %d more rows (a taller terminal, or --once)", more))
@@ -70,7 +83,7 @@ func (s *screen) draw(lines []string) error {
 		}
 	}
 	b.WriteString(clearBelow)
-	_, err = io.WriteString(s.out, b.String())
+	_, err := io.WriteString(s.out, b.String())
 	return err
 }
 

@@ -187,15 +187,89 @@ func TestTable(t *testing.T) {
 	if strings.Contains(text, "\x1b") {
 		t.Errorf("escape codes in the table:\n%s", text)
 	}
-	row := lines[4]
-	for _, cell := range []string{"netns:7 (sleep)", "10.0.0.1:80", "110/1000", "[##..................]  11%", "+10.0", "1h29m", "0.0"} {
+	head, row, errRow := lineWith(lines, "NETNS "), lineWith(lines, "netns:7"), lineWith(lines, "netns:8")
+	for _, col := range []string{"DESTINATION", "TAKEN/USABLE", "TAKEN%", "PORTS/MIN", "FULL-IN", "FAIL/S"} {
+		if !strings.Contains(head, col) {
+			t.Errorf("header row %q lacks %q", head, col)
+		}
+	}
+	if !strings.Contains(text, legend) {
+		t.Errorf("the header does not say what TAKEN counts:\n%s", text)
+	}
+	for _, cell := range []string{"netns:7 (sleep)", "10.0.0.1:80", "110/1000", "[#.........]  11%", "+10.0", "1h29m", "0.0"} {
 		if !strings.Contains(row, cell) {
 			t.Errorf("row %q lacks %q", row, cell)
 		}
 	}
-	if !strings.Contains(lines[5], "netns:8") || !strings.Contains(lines[5], "not audited: no live process") || strings.Contains(lines[5], "0/0") {
-		t.Errorf("error row %q, want the error and no numbers", lines[5])
+	if !strings.Contains(errRow, "not audited") || strings.Contains(errRow, "0/0") || !strings.Contains(text, errRow+"\n  no live process left") {
+		t.Errorf("error row %q, want not audited, no numbers, and the error under it:\n%s", errRow, text)
 	}
+}
+
+// lineWith is the first line that starts with prefix.
+func lineWith(lines []string, prefix string) string {
+	for _, l := range lines {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}
+
+// hostileComm writes the operator's clipboard (OSC 52) if it reaches a
+// terminal as it is.
+const hostileComm = "\x1b]52;c;aGk=\x07"
+
+// warned is a sample of two netns at 100% and 80% toward their busiest
+// destination, each with its culprit, held by a process with a hostile
+// name in a netns mounted under a hostile name.
+func warned() Sample {
+	full := report(1, "127.0.0.1:8080", 10, 10)
+	full.Comm = hostileComm
+	full.Destinations[0].Culprit = diagnose.Culprit{Cause: diagnose.CausePerDestination,
+		Holders: []diagnose.CulpritHolder{{PID: 4242, Comm: hostileComm, Sockets: 10, PodUID: "0f3c"}},
+		Fix: []string{"pid 4242 (" + hostileComm + ") holds 10 connections to this destination: reuse connections (HTTP keep-alive, a connection pool) instead of opening new ones",
+			`net.ipv4.ip_local_port_range="1024 65535" in this netns gives 64512 ports`}}
+	eighty := report(2, "10.0.0.2:443", 8, 10)
+	eighty.Mount = "/run/netns/" + hostileComm
+	eighty.Destinations[0].Culprit = diagnose.Culprit{Cause: diagnose.CauseTimeWait, NoHolder: "no process holds them: the kernel keeps closed connections until they time out",
+		Fix: []string{"net.ipv4.tcp_tw_reuse=1 in this netns (now 0) lets connect() reuse a TIME_WAIT port"}}
+	return Sample{At: t0, NetNS: []diagnose.NetNSReport{full, eighty}, FailuresWhy: "--trace=false"}
+}
+
+// A warned row names its holders (pid, comm, pod) and fix under it, made
+// safe and wrapped to the width; the interactive view only under the first
+// such row, so that the rows come first.
+func TestTableCulprit(t *testing.T) {
+	m := NewModel()
+	m.Add(warned())
+	for _, width := range []int{120, 100, 80, 60} {
+		lines := m.Table(Header{Width: width})
+		text := strings.Join(lines, "\n")
+		for _, l := range lines {
+			if len([]rune(l)) > width {
+				t.Errorf("at %d columns, a line of %d: %q", width, len([]rune(l)), l)
+			}
+		}
+		if width < 100 {
+			continue // the columns are cut: the lines' widths are what counts
+		}
+		for _, want := range []string{`netns:1 (\x1b]52;c;`, `netns \x1b]52;c;`,
+			`  held by: pid 4242 (\x1b]52;c;aGk=\x07) in pod uid 0f3c with 10 sockets`, `  fix: pid 4242 (\x1b]52;c;aGk=\x07) holds 10 connections`,
+			`"1024 65535"`, "  held by: no process holds them", "  fix: net.ipv4.tcp_tw_reuse=1"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("at %d columns, no %q in\n%s", width, want, text)
+			}
+		}
+		if strings.ContainsAny(text, "\x1b\x07") {
+			t.Errorf("an escape reached the table:\n%s", text)
+		}
+	}
+	first := strings.Join(m.Table(Header{Width: 120, FirstDetails: true}), "\n")
+	if strings.Count(first, "held by:") != 1 || !strings.Contains(first, "held by: pid 4242") {
+		t.Errorf("interactive: want the first warned row's holders only:\n%s", first)
+	}
+	t.Logf("at 120 columns:\n%s", strings.Join(m.Table(Header{Width: 120}), "\n"))
 }
 
 func TestJSONLeavesOutWhatIsNotKnown(t *testing.T) {
@@ -221,6 +295,32 @@ func TestJSONLeavesOutWhatIsNotKnown(t *testing.T) {
 	}
 }
 
+// A warned row's JSON has its cause, holders and fix beside its counts,
+// the names as they are (JSON escapes them); a row below the mark none.
+func TestJSONCulprit(t *testing.T) {
+	m := NewModel()
+	smp := warned()
+	smp.NetNS = append(smp.NetNS, report(3, "10.0.0.3:80", 1, 10))
+	m.Add(smp)
+	b, err := m.JSON(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap Snapshot
+	if err := json.Unmarshal(b, &snap); err != nil {
+		t.Fatal(err)
+	}
+	r := snap.NetNS[0]
+	if r.Cause != diagnose.CausePerDestination || len(r.Holders) != 1 || r.Holders[0].PID != 4242 || r.Holders[0].Comm != hostileComm ||
+		r.Holders[0].PodUID != "0f3c" || len(r.Fix) != 2 || snap.NetNS[1].Mount != "/run/netns/"+hostileComm || snap.NetNS[1].NoHolder == "" {
+		t.Errorf("rows %+v", snap.NetNS)
+	}
+	if !strings.Contains(string(b), `"holders":[{"pid":4242,"comm":"\u001b]52;c;aGk=\u0007","sockets":10,"pod_uid":"0f3c"}]`) ||
+		strings.Count(string(b), `"cause"`) != 2 || strings.ContainsAny(string(b), "\x1b\x07") {
+		t.Errorf("JSON %s", b)
+	}
+}
+
 // Once with an interval takes two samples, so the snapshot has a trend.
 func TestOnceTakesTwoSamples(t *testing.T) {
 	n := 0
@@ -233,7 +333,7 @@ func TestOnceTakesTwoSamples(t *testing.T) {
 		NoFailuresWhy: "test",
 	}
 	var out strings.Builder
-	if err := Once(context.Background(), s, NewModel(), time.Millisecond, true, &out); err != nil {
+	if err := Once(context.Background(), s, NewModel(), time.Millisecond, true, 0, &out); err != nil {
 		t.Fatal(err)
 	}
 	var snap Snapshot

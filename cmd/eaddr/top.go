@@ -35,7 +35,7 @@ func (f *TopFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.Trace, "trace", true, "count failures per netns with eaddr's tracer (EADDRNOTAVAIL, EADDRINUSE); false: the column shows -")
 	fs.StringVar(&f.Check.NodePortRange, "node-port-range", "30000-32767", "the cluster's Service NodePort range (kube-apiserver --service-node-port-range)")
 	fs.Uint64Var(&f.Check.HostNetNS, "host-netns", 0, "inode of the node's network namespace (default: that of pid 1, else of kthreadd, pid 2, a kernel thread always in it)")
-	fs.UintSliceVar(&f.Check.NetNS, "netns", nil, "show only these netns inodes (default: every netns found through /proc)")
+	fs.UintSliceVar(&f.Check.NetNS, "netns", nil, "show only these netns inodes (default: every netns found through /proc or mounted, as ip netns add does)")
 	fs.BoolVar(&f.Check.SocketIterators, "socket-iterators", true, "read sockets with BPF socket iterators, as eaddr check does; false: sock_diag only")
 	fs.StringVar(&f.Check.CRIEndpoint, "cri-endpoint", "", "container runtime socket, to name the pod of each netns (default: the usual containerd, k3s, CRI-O and cri-dockerd sockets)")
 }
@@ -43,13 +43,16 @@ func (f *TopFlags) SetFlags(fs *pflag.FlagSet) {
 const topUsage = `Usage: eaddr top [flags]
 
 A live view of this node's network namespaces, like top (needs root): one row per netns
-(pod namespace/name, host, or netns:INODE (process)), its busiest destination, the ports a
-connect() toward it could not have now against the usable range, with a bar; the trend in
-ports per minute (least squares over the last %d samples of that destination, at least %d);
-the time until no port is left toward it, only while the trend rises; the failures per second
-(EADDRNOTAVAIL, EADDRINUSE) eaddr's tracer counted in that netns over the last interval. The
-numbers are eaddr check's port model. What is not known shows "-": the JSON says why, the
-header says why failures are not counted; a netns that could not be audited shows its error.
+(pod namespace/name, host, netns NAME for ip netns, or netns:INODE (process)), its busiest
+destination, the ports a connect() toward it could not have now (TAKEN: held toward it or
+for every destination) against the usable range, with a bar; the trend in ports per minute
+(least squares over the last %d samples of that destination, at least %d); the time until no
+port is left toward it, only while the trend rises; the failures per second (EADDRNOTAVAIL,
+EADDRINUSE) eaddr's tracer counted in that netns over the last interval. The numbers are
+eaddr check's port model. Under a row at 70%%%% or more: the processes that hold its ports
+(pid, comm, pod) and the fix, as eaddr trace diagnoses a failure toward it (the live view:
+under the first such row). What is not known shows "-": the JSON says why, the header says
+why failures are not counted; a netns that could not be audited shows its error.
 
 Keys: q quit, s or > next sort, < previous sort, p or space pause (no sampling while paused).
 When stdout is not a terminal it prints a table every interval, with no escape codes.
@@ -80,14 +83,14 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 		return err
 	}
 	netdiag.SetLogger(log)
-	a := openNodeAudit(&f.Check, o, log)
+	a := openNodeAudit(&f.Check, o, 1, log) // a row is its busiest destination: its holders and fix
 	defer a.close()
 	s := &top.Sampler{Audit: func() ([]diagnose.NetNSReport, error) {
-		members, err := diagnose.NetNSMembers()
+		found, err := listNetNS()
 		if err != nil {
 			return nil, err
 		}
-		return a.audit(members), nil
+		return a.audit(found), nil
 	}}
 	stopCounting := startCounting(&f, s, log)
 	defer stopCounting()
@@ -147,11 +150,11 @@ func startCounting(f *TopFlags, s *top.Sampler, log *slog.Logger) func() {
 // plain.
 func showTop(ctx context.Context, f *TopFlags, s *top.Sampler, m *top.Model, stdout io.Writer) error {
 	if f.Once {
-		return top.Once(ctx, s, m, f.Interval, f.Output == "json", stdout)
+		return top.Once(ctx, s, m, f.Interval, f.Output == "json", termWidth(stdout), stdout)
 	}
 	out, isFile := stdout.(*os.File)
 	if f.Output == "table" && isFile && term.IsTerminal(int(out.Fd())) && term.IsTerminal(int(os.Stdin.Fd())) {
 		return top.Interactive(ctx, s, m, f.Interval, os.Stdin, out)
 	}
-	return top.Plain(ctx, s, m, f.Interval, f.Output == "json", stdout)
+	return top.Plain(ctx, s, m, f.Interval, f.Output == "json", termWidth(stdout), stdout)
 }

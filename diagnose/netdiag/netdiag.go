@@ -29,7 +29,7 @@ import (
 var ErrNoProcess = errors.New("no live process in the network namespace")
 
 // Netns is a handle on a network namespace reached through a live process in
-// it. It holds an open file descriptor on the namespace, which keeps the
+// it, or through its mount. It holds an open file descriptor on the namespace, which keeps the
 // namespace alive: Close it promptly.
 type Netns struct {
 	ns    *netns.NS
@@ -42,8 +42,9 @@ type Netns struct {
 // that netns earlier), then scans /proc/*/ns/net for any live process in it
 // (a pod's sandbox "pause" process keeps a pod's netns alive). It opens
 // /proc/PID/ns/net and verifies (fstat) that the inode is the one asked for,
-// so a reused pid cannot hand out the wrong netns. The error wraps
-// ErrNoProcess if no live process is in it.
+// so a reused pid cannot hand out the wrong netns. A netns with no process
+// in it is entered through its mount (NetNSMounts), when it has one. The
+// error wraps ErrNoProcess if it has neither.
 //
 // The caller Closes it promptly: an open handle keeps the namespace alive.
 func OpenNetns(inode uint64, hintPIDs ...int) (*Netns, error) {
@@ -96,6 +97,9 @@ func OpenNetns(inode uint64, hintPIDs ...int) (*Netns, error) {
 			return n, nil
 		}
 	}
+	if n := openMounted(inode); n != nil {
+		return n, nil // no process in it, but a mount (ip netns add): PID is 0
+	}
 	if firstErr != nil {
 		return nil, fmt.Errorf("netdiag: OpenNetns %s: %w (some processes could not be inspected: %v)", want, ErrNoProcess, firstErr)
 	}
@@ -105,8 +109,9 @@ func OpenNetns(inode uint64, hintPIDs ...int) (*Netns, error) {
 // Inode returns the inode of the network namespace, as in net:[INODE].
 func (n *Netns) Inode() uint64 { return n.inode }
 
-// PID returns the process through which the handle was opened. The process
-// may have exited since; the handle stays valid until Close.
+// PID returns the process through which the handle was opened, 0 when it
+// was opened through a mount. The process may have exited since; the
+// handle stays valid until Close.
 func (n *Netns) PID() int { return n.pid }
 
 // Close closes the namespace file descriptor. It is idempotent.
