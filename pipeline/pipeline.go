@@ -61,6 +61,9 @@ type Config struct {
 	// longer window is kept).
 	NamesWait, DiagnoseWait, RetryWindow time.Duration
 	NodePortLo, NodePortHi               int
+	// HostNetNS is the node's netns inode (--host-netns); 0: pid 1's, else
+	// kthreadd's.
+	HostNetNS uint64
 	// KubeEvents, when set, gets each written failure of a named pod
 	// (--kube-events); Run runs it and stops it after the trace.
 	KubeEvents *kubeevent.Reporter
@@ -249,7 +252,10 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 	r.dec = dec
 	_, pods := pod.PodCgroups()
 	r.names = kube.NewResolver(c.CRIEndpoint, pods, log)
-	host, _ := netdiag.HostInode()
+	host := c.HostNetNS
+	if host == 0 {
+		host, _ = netdiag.HostInode()
+	}
 	r.pods = pod.NewPodMapper(r.names, host)
 	r.pods.CgroupV1 = pod.CgroupV1Mounted()
 	r.attr = podAttribution{r.pods, r.names}

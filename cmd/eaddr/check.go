@@ -24,25 +24,55 @@ type CheckFlags struct {
 	Output        string
 	NodePortRange string
 	HostNetNS     uint64
-	NetNS         []uint
+	NetNS         []string
 	Warn, Crit    int
 	Top           int
 	CRIEndpoint   string
 	// SocketIterators: read sockets with the BPF socket iterators.
 	SocketIterators bool
+
+	netns []uint64 // --netns, parsed
+	json  bool     // --output json
 }
 
-// SetFlags registers the flags on fs.
+// SetFlags registers the flags on fs; checkHelp groups them.
 func (f *CheckFlags) SetFlags(fs *pflag.FlagSet) {
-	fs.StringVarP(&f.Output, "output", "o", "table", "table for a person, json for a script")
-	fs.StringVar(&f.NodePortRange, "node-port-range", "30000-32767", "the cluster's Service NodePort range (kube-apiserver --service-node-port-range)")
-	fs.Uint64Var(&f.HostNetNS, "host-netns", 0, "inode of the node's network namespace, where NodePorts live (default: that of pid 1, else of kthreadd, pid 2, a kernel thread always in it)")
-	fs.UintSliceVar(&f.NetNS, "netns", nil, "check only these netns inodes (default: every netns found through /proc or mounted, as ip netns add does)")
-	fs.IntVar(&f.Warn, "warn", 70, "warn when the ports toward one destination reach this percent of the usable range")
+	f.setCommonFlags(fs)
+	fs.StringVarP(&f.Output, "output", "o", "text", "text (or table): a table for a person, within the terminal's width; json: one object, for a script (docs/check.md)")
+	fs.IntVar(&f.Warn, "warn", pipeline.DefaultPortsWarn, "a warning, with the holders and the fix, when the ports toward one destination reach this percent of the usable range (as eaddr trace --warn and the shipped alerts)")
 	fs.IntVar(&f.Crit, "crit", 90, "critical at this percent")
 	fs.IntVar(&f.Top, "top", 3, "destinations to list per netns")
-	fs.BoolVar(&f.SocketIterators, "socket-iterators", true, "read each netns's sockets with BPF socket iterators, which show ports held for every destination (bind() before connect()); false: sock_diag only, and such ports are counted as unsure")
-	fs.StringVar(&f.CRIEndpoint, "cri-endpoint", "", "container runtime socket, to name the pod of each netns (default: the usual containerd, k3s, CRI-O and cri-dockerd sockets)")
+}
+
+// setCommonFlags registers the flags check and top share, with the same
+// meaning as in eaddr trace.
+func (f *CheckFlags) setCommonFlags(fs *pflag.FlagSet) {
+	fs.StringSliceVar(&f.NetNS, "netns", nil, "only these network namespaces: inodes (stat -L -c %i /proc/PID/ns/net) or names in /run/netns, comma separated (default: every netns with a process in it or mounted, as ip netns add does)")
+	fs.StringVar(&f.NodePortRange, "node-port-range", "30000-32767", "the cluster's Service NodePort range (kube-apiserver --service-node-port-range)")
+	fs.Uint64Var(&f.HostNetNS, "host-netns", 0, "inode of the node's network namespace, where NodePorts live (default: that of pid 1, else of kthreadd, pid 2)")
+	fs.BoolVar(&f.SocketIterators, "socket-iterators", true, "read sockets with BPF socket iterators, which show ports held for every destination (bind() before connect()); false: sock_diag only, and such ports count as unsure")
+	fs.StringVar(&f.CRIEndpoint, "cri-endpoint", "", "container runtime socket that names the pod of each netns (default: the first of the containerd, k3s, CRI-O and cri-dockerd sockets); one given must be a unix socket")
+}
+
+// checkOutput accepts the forms check and top print: text, or table,
+// which is the same (their text is a table), and json.
+func (f *CheckFlags) checkOutput() error {
+	format, err := output.ParseFormat(f.Output, output.Text, output.Table, output.JSON)
+	if err != nil {
+		return usageErrorf("--output: %v", err)
+	}
+	f.json = format == output.JSON
+	return nil
+}
+
+// parseCommon checks the shared flags: --netns names netns that exist,
+// --cri-endpoint is a socket.
+func (f *CheckFlags) parseCommon() error {
+	var err error
+	if f.netns, err = parseNetNSFlag(f.NetNS); err != nil {
+		return err
+	}
+	return checkCRIFlag(f.CRIEndpoint)
 }
 
 // The audit is diagnose's (it shares the port budget with the diagnosis of a
@@ -61,54 +91,46 @@ const (
 	sevCritical = diagnose.SevCritical
 )
 
-// checkUsage is check's --help; %s is the flags.
-const checkUsage = `Usage: eaddr check [flags]
-
-Audit this node's network namespaces before connections fail (needs root): for the host
-netns and every other netns found through /proc, the ephemeral port range, reserved ports,
-ip_unprivileged_port_start and the parity advice of ip-sysctl.txt; overlap of the host's
-range with the NodePort range; for the busiest destinations, the ports a connect() toward
-each could not have now, against --warn/--crit (the port model of eaddr's diagnosis: ports
-held toward it, ports held for every destination by bound sockets and listeners, TIME_WAIT
-that cannot be reused); listening sockets inside the ephemeral range. Under a destination
-at --warn or above: the processes that hold its ports (pid, comm, pod) and the fix, as
-eaddr trace diagnoses a failure toward it. The table's columns and the JSON's fields are in
-docs/check.md; the table fits the terminal (120 columns when stdout is no terminal).
-
-A network namespace with no process in it but a mount (ip netns add: /run/netns/NAME) is
-audited through the mount. One that cannot be audited (no live process left in it to enter
-and no mount of it, its sysctls unreadable, its sockets not listed) is UNKNOWN, with why:
-never OK. The worst
-status of all, ok < info < unknown < warning < critical, sets the exit status:
-
+// checkHelp is eaddr check --help.
+var checkHelp = helpDoc{
+	usage: "eaddr check [flags]",
+	about: `Audit this node's network namespaces before connections fail (needs root): for the host's and every
+other netns (with a process in it, or mounted by ip netns add), the ephemeral port range, reserved
+ports and ip_unprivileged_port_start; the host's range against the NodePort range; for the busiest
+destinations, the ports a connect() toward each could not have now (the port model of eaddr's
+diagnosis), against --warn and --crit, and under each warned one the processes that hold its ports
+(pid, comm, pod) and the fix, as eaddr trace diagnoses a failure; listeners inside the range. A netns
+that cannot be audited is UNKNOWN, with why: never OK. Columns and JSON fields: docs/check.md.`,
+	examples: []example{
+		{"audit the node, for a person", "sudo eaddr check"},
+		{"one pod's netns, found by a process of it", "sudo eaddr check --netns $(stat -L -c %i /proc/PID/ns/net)"},
+		{"from cron or a node-problem-detector plugin", "eaddr check -o json >/var/log/eaddr-check.json; echo $?"},
+	},
+	groups: []flagGroup{
+		{"What to audit", []string{"netns", "warn", "crit", "top", "node-port-range", "host-netns"}},
+		{"Output", []string{"output"}},
+		{"Sources", []string{"cri-endpoint", "socket-iterators"}},
+	},
+	footer: `Exit status, from the worst status of all (ok < info < unknown < warning < critical):
   0  ok or info only: every network namespace was audited and is clean
   1  a warning or critical finding (also when others are unknown), or a failure
   2  bad usage
-  3  unknown: a network namespace could not be audited and nothing worse was found,
-     nothing could be audited at all, or check is not privileged enough to look (it
-     needs root, or CAP_SYS_ADMIN to enter each network namespace and CAP_SYS_PTRACE
-     to see which namespaces other processes are in; without them it says so in one
-     line and audits nothing)
-
-For cron, a node-problem-detector custom plugin (3 reads as unknown), or a person.
-
-Flags:
-%s`
+  3  unknown: a netns could not be audited and nothing worse was found, or check lacks the privilege
+     to look (root, or CAP_SYS_ADMIN and CAP_SYS_PTRACE; without them it says so and audits nothing)`,
+}
 
 func runCheck(_ context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {
 	fs := pflag.NewFlagSet("check", pflag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, checkUsage, fs.FlagUsages())
-	}
+	fs.Usage = func() { writeHelp(stdout, fs, checkHelp, helpWidth(stdout)) }
 	var f CheckFlags
 	f.SetFlags(fs)
 	if err := parse(fs, args, stderr); err != nil {
 		return err
 	}
-	if f.Output != "table" && f.Output != "json" {
-		return usageErrorf("--output must be table or json, not %q", f.Output)
+	if err := f.checkOutput(); err != nil {
+		return err
 	}
-	if err := checkCRIFlag(f.CRIEndpoint); err != nil {
+	if err := f.parseCommon(); err != nil {
 		return err
 	}
 	if err := checkPrivilege(); err != nil {
@@ -134,7 +156,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer, log *s
 	o := diagnose.AuditOptions{HostNetNS: f.HostNetNS, NodePortLo: npLo, NodePortHi: npHi, Warn: f.Warn, Crit: f.Crit, Top: f.Top}
 	rep := auditNode(&f, o, found, log)
 	rep.NodePortRange = fmt.Sprintf("%d-%d", npLo, npHi)
-	if f.Output == "json" {
+	if f.json {
 		if _, err := stdout.Write(append(output.AppendCheckReport(nil, &rep), '\n')); err != nil {
 			return err
 		}
@@ -319,9 +341,7 @@ func needPrivilege(cmd string) error {
 // host's first.
 func checkedNetNS(f CheckFlags, found nodeNetNS) []uint64 {
 	var inodes []uint64
-	for _, n := range f.NetNS {
-		inodes = append(inodes, uint64(n))
-	}
+	inodes = append(inodes, f.netns...)
 	if len(inodes) == 0 {
 		for inode := range found.pids {
 			inodes = append(inodes, inode)

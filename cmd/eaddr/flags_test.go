@@ -182,8 +182,8 @@ func TestCheckWithoutPrivilege(t *testing.T) {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 3, one line naming %s", tc.name, code, out.String(), errb.String(), tc.missing)
 		}
 	}
-	_, help, _ := run(t, context.Background(), "check", "--help")
-	if !strings.Contains(help, "3  unknown:") || !strings.Contains(help, "not privileged enough to look") {
+	help, _, _ := run(t, context.Background(), "check", "--help")
+	if !strings.Contains(help, "3  unknown:") || !strings.Contains(help, "check lacks the privilege") {
 		t.Errorf("check --help does not document exit 3:\n%s", help)
 	}
 }

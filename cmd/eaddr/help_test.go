@@ -19,6 +19,8 @@ func TestHelpGroupsEveryFlag(t *testing.T) {
 	}{
 		"trace": {traceHelp, func(fs *pflag.FlagSet) { new(TraceFlags).SetFlags(fs) }},
 		"demo":  {demoHelp, func(fs *pflag.FlagSet) { new(DemoFlags).SetFlags(fs) }},
+		"check": {checkHelp, func(fs *pflag.FlagSet) { new(CheckFlags).SetFlags(fs) }},
+		"top":   {topHelp, func(fs *pflag.FlagSet) { new(TopFlags).SetFlags(fs) }},
 	} {
 		fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 		c.flags(fs)
@@ -36,6 +38,37 @@ func TestHelpGroupsEveryFlag(t *testing.T) {
 		}
 		if !strings.Contains(out.String(), "\nExamples:\n") {
 			t.Errorf("eaddr %s --help has no examples", name)
+		}
+	}
+}
+
+// The same flag means the same in every command: its default and, for the
+// netns, host and output flags, the values it takes.
+func TestSameFlagSameMeaning(t *testing.T) {
+	sets := map[string]*pflag.FlagSet{}
+	for name, set := range map[string]func(*pflag.FlagSet){
+		"trace": func(fs *pflag.FlagSet) { new(TraceFlags).SetFlags(fs) },
+		"check": func(fs *pflag.FlagSet) { new(CheckFlags).SetFlags(fs) },
+		"top":   func(fs *pflag.FlagSet) { new(TopFlags).SetFlags(fs) },
+	} {
+		sets[name] = pflag.NewFlagSet(name, pflag.ContinueOnError)
+		set(sets[name])
+	}
+	for _, flag := range []string{"warn", "netns", "host-netns", "node-port-range", "cri-endpoint", "socket-iterators"} {
+		var first *pflag.Flag
+		for name, fs := range sets {
+			f := fs.Lookup(flag)
+			if f == nil {
+				t.Errorf("eaddr %s has no --%s", name, flag)
+				continue
+			}
+			if first == nil {
+				first = f
+				continue
+			}
+			if f.DefValue != first.DefValue || f.Value.Type() != first.Value.Type() {
+				t.Errorf("--%s: default %q (%s) in one command, %q (%s) in another", flag, f.DefValue, f.Value.Type(), first.DefValue, first.Value.Type())
+			}
 		}
 	}
 }

@@ -66,7 +66,7 @@ type TraceFlags struct {
 
 	NodePortCollisions bool
 	NodePortRange      string
-	HostNetNS          uint32
+	HostNetNS          uint64
 
 	// tty is stdout when it is a terminal (nil otherwise): the default
 	// --output and the human forms' width.
@@ -101,7 +101,7 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.RetryWindow, "retry-window", 50*time.Millisecond, "a failure this soon after the same thread's failure of the same call and address is its retry (\"attempt\": 2, 3, ...)")
 	fs.BoolVar(&f.NodePortCollisions, "nodeport-collisions", false, "also report a connect() in the host netns whose kernel-chosen source port is in the NodePort range (kind nodeport_collision), whose reply a NodePort rule can take")
 	fs.StringVar(&f.NodePortRange, "node-port-range", "30000-32767", "the cluster's Service NodePort range (kube-apiserver --service-node-port-range)")
-	fs.Uint32Var(&f.HostNetNS, "host-netns", 0, "inode of the node's network namespace, where NodePorts live (default: that of pid 1, else of kthreadd, pid 2)")
+	fs.Uint64Var(&f.HostNetNS, "host-netns", 0, "inode of the node's network namespace, where NodePorts live and which events call host_network (default: that of pid 1, else of kthreadd, pid 2)")
 	// Kubernetes.
 	fs.StringVar(&f.CRIEndpoint, "cri-endpoint", "", "container runtime socket that names pods and containers (default: the first of the containerd, k3s, CRI-O and cri-dockerd sockets); one given must be a unix socket at start; without one, events carry pod UIDs only and say why")
 	fs.DurationVar(&f.NamesWait, "names-wait", pipeline.DefaultNamesWait, "the longest a failure waits for the runtime to name its pod; then it goes out with the pod UID and says why")
@@ -122,7 +122,7 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&f.RingSize, "ring-size", tracer.DefaultRingSize, "ring buffer size in bytes, a power of two from the page size up to 256 MiB; what does not fit is counted as lost")
 	fs.DurationVar(&f.Flush, "flush-interval", 50*time.Millisecond, "the longest a failure waits in the ring before it is written (0: wake for every failure, which costs more)")
 	// The old name of --host-netns, kept so that scripts keep working.
-	fs.Uint32Var(&f.HostNetNS, "nodeport-netns", 0, "")
+	fs.Uint64Var(&f.HostNetNS, "nodeport-netns", 0, "")
 	fs.MarkDeprecated("nodeport-netns", "use --host-netns, as eaddr check and top do")
 }
 
@@ -316,7 +316,7 @@ func (f *TraceFlags) diagnosis(c *pipeline.Config) error {
 	if err != nil {
 		return usageErrorf("--node-port-range: %v", err)
 	}
-	c.NodePortLo, c.NodePortHi = lo, hi
+	c.NodePortLo, c.NodePortHi, c.HostNetNS = lo, hi, f.HostNetNS
 	if f.Diagnose {
 		if f.DiagnoseInterval <= 0 {
 			return usageErrorf("--diagnose-interval must be positive, not %v", f.DiagnoseInterval)
@@ -335,9 +335,9 @@ func (f *TraceFlags) diagnosis(c *pipeline.Config) error {
 			if err != nil {
 				return fmt.Errorf("--nodeport-collisions: finding the host network namespace: %w", err)
 			}
-			inode = uint32(host)
+			inode = host
 		}
-		c.Tracer.NodePort = &tracer.NodePortCheck{NetNS: inode, Lo: uint16(lo), Hi: uint16(hi)}
+		c.Tracer.NodePort = &tracer.NodePortCheck{NetNS: uint32(inode), Lo: uint16(lo), Hi: uint16(hi)}
 	}
 	return nil
 }
