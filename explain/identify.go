@@ -119,8 +119,9 @@ func (c *Catalog) Identify(input string) []Identification {
 					id.IP = ip.Unmap()
 				}
 			case "host":
-				// A host as typed: an IP, or ip:port in wget's line.
-				if ip, err := netip.ParseAddr(m[i]); err == nil {
+				// A host as typed: an IP ([IPv6] in curl's HOST:PORT),
+				// or ip:port in wget's line.
+				if ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(m[i], "["), "]")); err == nil {
 					id.IP = ip.Unmap()
 				} else if ap, err := netip.ParseAddrPort(m[i]); err == nil {
 					id.IP, id.Port = ap.Addr().Unmap(), ap.Port()
@@ -314,8 +315,22 @@ func withoutProgPrefix(tmpl string, cl *Client) (string, bool) {
 	return rest, true
 }
 
+// closestFailures are the failures whose wordings Closest offers: the two
+// eaddr is about, and a refused connect, which people mistake for them. Each client is asked for its wording of
+// each (Client.template), so that a text only a failure the call cannot
+// have would give (bind() refused) is never offered.
+var closestFailures = [...]struct {
+	sys   decode.Syscall
+	errno int
+}{
+	{decode.Connect, decode.EADDRNOTAVAIL},
+	{decode.Bind, decode.EADDRINUSE},
+	{decode.Connect, 111}, // ECONNREFUSED
+}
+
 // Closest returns up to n catalogued wordings most like input (by shared
-// words), for when nothing was recognised.
+// words), for when nothing was recognised. What a wording needs and the
+// input does not give (the address, a pid) is written <ip>, <pid> ...
 func (c *Catalog) Closest(input string, n int) []Wording {
 	words := wordSet(input)
 	type scored struct {
@@ -323,28 +338,23 @@ func (c *Catalog) Closest(input string, n int) []Wording {
 		score float64
 	}
 	var all []scored
-	v := msgVars{IP: netip.MustParseAddr("10.96.0.10"), Port: 80, PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}
 	for i := range c.Clients {
 		cl := &c.Clients[i]
-		for _, m := range cl.Messages {
-			for _, errno := range []int{decode.EADDRNOTAVAIL, decode.EADDRINUSE, 111} {
-				for _, libc := range cl.Libcs {
-					v.Syscall, v.Errno, v.Libc, v.Prog, v.Applet = syscallOr(m.Syscall), errno, libc, cl.prog, cl.applet
-					text, ok := render(nil, m.Text, &v)
-					if !ok {
-						continue
-					}
-					ws := wordSet(string(text))
-					common := 0
-					for w := range words {
-						if ws[w] {
-							common++
-						}
-					}
-					if common == 0 {
-						continue
-					}
-					score := float64(common) / float64(len(words)+len(ws)-common)
+		for _, f := range closestFailures {
+			if len(cl.Match.errnos) > 0 && !containsInt(cl.Match.errnos, f.errno) {
+				continue
+			}
+			tmpl, ok := cl.template(f.sys, f.errno)
+			if !ok {
+				continue
+			}
+			for _, libc := range cl.Libcs {
+				v := msgVars{Syscall: f.sys, Errno: f.errno, Libc: libc, Prog: cl.prog, Applet: cl.applet, Shown: true}
+				text, ok := render(nil, tmpl, &v)
+				if !ok {
+					continue
+				}
+				if score := overlap(words, wordSet(string(text))); score > 0 {
 					all = append(all, scored{Wording{By: []byte(cl.Name + " (" + string(libc) + ")"), Text: text}, score})
 				}
 			}
@@ -367,6 +377,20 @@ func (c *Catalog) Closest(input string, n int) []Wording {
 		}
 	}
 	return out
+}
+
+// overlap is the Jaccard index of two word sets: shared over all.
+func overlap(a, b map[string]bool) float64 {
+	common := 0
+	for w := range a {
+		if b[w] {
+			common++
+		}
+	}
+	if common == 0 {
+		return 0
+	}
+	return float64(common) / float64(len(a)+len(b)-common)
 }
 
 func syscallOr(s string) decode.Syscall {
