@@ -17,6 +17,8 @@ packages=(
 	make git ca-certificates iproute2 util-linux kmod cpio
 	# the strerror tables (go generate ./explain) and the C test clients, built against glibc and musl
 	gcc musl-tools
+	# glibc's translations of the strerror texts (explain's strerror_l10n.go, go generate ./explain)
+	libc-l10n
 	# the real clients of the integration tests and the demo
 	curl wget busybox-static netcat-openbsd python3 socat
 	# TestTopTmux (cmd/eaddr/top_test.go): eaddr top in a real terminal

@@ -17,8 +17,11 @@ type Identification struct {
 	Syscall decode.Syscall // 0: not known
 	Client  *Client        // nil: a bare strerror text, errno name or number
 	Libc    Libc           // whose wording it is, when the text says
-	IP      netip.Addr
-	Port    uint16
+	// Lang: the text is glibc's strerror translated into these languages
+	// ("de", "pt, pt_BR"); "" for the C locale's words.
+	Lang string
+	IP   netip.Addr
+	Port uint16
 	// Matched is the part of the input that was recognised.
 	Matched string
 	score   int
@@ -160,9 +163,12 @@ func (c *Catalog) Identify(input string) []Identification {
 		out = append(out, id)
 	}
 	if len(out) == 0 {
-		// A bare errno text or name somewhere in the line.
+		// A bare errno text or name somewhere in the line, else glibc's
+		// translation of one.
 		if n, libc, text, ok := findErrnoText(input); ok {
 			out = append(out, Identification{Errno: n, Libc: libc, Matched: text, score: len(text)})
+		} else if t, text, ok := findTranslation(input); ok {
+			out = append(out, Identification{Errno: t.Errno, Libc: libcGlibc, Lang: t.Langs, Matched: text, score: len(text)})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].score > out[j].score })
@@ -253,12 +259,51 @@ func findErrnoText(input string) (int, Libc, string, bool) {
 	return 0, "", "", false
 }
 
+// findTranslation looks for the longest of glibc's translations of an
+// errno text inside input (case folded as far as ASCII goes).
+func findTranslation(input string) (*translation, string, bool) {
+	var best *translation
+	text := ""
+	for i := range glibcTranslations {
+		t := &glibcTranslations[i]
+		if len(t.Text) <= len(text) {
+			continue
+		}
+		if j := indexFoldASCII(input, t.Text); j >= 0 {
+			best, text = t, input[j:j+len(t.Text)]
+		}
+	}
+	return best, text, best != nil
+}
+
+// LooksTranslated reports whether s has letters other than ASCII ones, as
+// a message in another language than English has.
+func LooksTranslated(s string) bool {
+	for _, r := range s {
+		if r > unicode.MaxASCII && unicode.IsLetter(r) {
+			return true
+		}
+	}
+	return false
+}
+
 // indexFoldASCII finds sub in s ignoring ASCII case, on s's own bytes (so
 // that the index is valid in s whatever else it holds: strings.ToLower
 // changes the length of invalid UTF-8, which FuzzIdentify found).
 func indexFoldASCII(s, sub string) int {
+	if sub == "" {
+		return 0
+	}
+	// Compare only where the first byte matches in either case: a log of
+	// 64 KiB is searched for some 400 texts.
+	lo, up := sub[0], sub[0]
+	if 'A' <= lo && lo <= 'Z' {
+		lo += 'a' - 'A'
+	} else if 'a' <= up && up <= 'z' {
+		up -= 'a' - 'A'
+	}
 	for i := 0; i+len(sub) <= len(s); i++ {
-		if strings.EqualFold(s[i:i+len(sub)], sub) {
+		if (s[i] == lo || s[i] == up) && strings.EqualFold(s[i:i+len(sub)], sub) {
 			return i
 		}
 	}
