@@ -21,7 +21,7 @@ packages=(
 	libc-l10n
 	# the real clients of the integration tests and the demo
 	curl wget busybox-static netcat-openbsd python3 socat
-	# TestTopTmux (cmd/eaddr/top_test.go): eaddr top in a real terminal
+	# cmd/eaddr's terminal tests (the pane of tmux_test.go): eaddr top, check, trace and explain in a real terminal
 	tmux
 	# TestNodePortTimeout (cmd/eaddr/nodeport_timeout_test.go): a NodePort-like rule that takes SYN-ACKs
 	nftables

@@ -25,6 +25,7 @@ type Identification struct {
 	// Matched is the part of the input that was recognised.
 	Matched string
 	score   int
+	addrEnd int // where in the input the address (ip, host, port) ends; 0: none
 }
 
 type compiled struct {
@@ -91,62 +92,26 @@ func compile(tmpl string) (*regexp.Regexp, int) {
 // Identify recognises a pasted error message (or an errno name or number)
 // and returns the candidates, best first. Nothing recognised: empty.
 func (c *Catalog) Identify(input string) []Identification {
+	return c.identify(input, true)
+}
+
+// identify is Identify; a line of a log (alone false) is not read as an
+// errno number: a line "1" is no EPERM.
+func (c *Catalog) identify(input string, alone bool) []Identification {
 	input = strings.TrimSpace(input)
 	if input == "" {
 		return nil
 	}
-	if n, err := decode.ParseErrno(input); err == nil {
+	if n, err := decode.ParseErrno(input); err == nil && (alone || !isDigits(input)) {
 		return []Identification{{Errno: n, Matched: input, score: 1 << 20}}
 	}
 	var out []Identification
 	for _, cp := range c.compiled() {
-		m := cp.re.FindStringSubmatch(input)
-		if m == nil {
+		idx := cp.re.FindStringSubmatchIndex(input)
+		if idx == nil {
 			continue
 		}
-		id := Identification{Client: cp.client, Matched: m[0], score: cp.literal}
-		if cp.msg.Syscall != "*" {
-			id.Syscall = syscallByName(cp.msg.Syscall)
-		}
-		if n, err := decode.ParseErrno(cp.msg.Errno); err == nil {
-			id.Errno = n
-		}
-		var strerr string
-		for i, name := range cp.re.SubexpNames() {
-			if m[i] == "" {
-				continue
-			}
-			switch name {
-			case "ip":
-				if ip, err := netip.ParseAddr(m[i]); err == nil {
-					id.IP = ip.Unmap()
-				}
-			case "host":
-				// A host as typed: an IP ([IPv6] in curl's HOST:PORT),
-				// or ip:port in wget's line.
-				if ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(m[i], "["), "]")); err == nil {
-					id.IP = ip.Unmap()
-				} else if ap, err := netip.ParseAddrPort(m[i]); err == nil {
-					id.IP, id.Port = ap.Addr().Unmap(), ap.Port()
-				}
-			case "port":
-				if p, err := strconv.ParseUint(m[i], 10, 16); err == nil {
-					id.Port = uint16(p)
-				}
-			case "errno":
-				if n, err := decode.ParseErrno(m[i]); err == nil {
-					id.Errno = n
-				}
-			case "errno_num":
-				if n, err := strconv.Atoi(m[i]); err == nil {
-					id.Errno = n
-				}
-			case "syscall":
-				id.Syscall = syscallByName(strings.ToLower(m[i]))
-			case "strerror":
-				strerr = m[i]
-			}
-		}
+		id, strerr := cp.read(input, idx)
 		if strerr != "" {
 			n, libc, ok := errnoByText(strerr, cp.client.Libcs)
 			if !ok {
@@ -173,6 +138,65 @@ func (c *Catalog) Identify(input string) []Identification {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].score > out[j].score })
 	return dedupe(out)
+}
+
+// read makes an Identification of cp's match in input (idx: its
+// submatches' offsets), and returns the strerror text it holds, if any.
+func (cp *compiled) read(input string, idx []int) (Identification, string) {
+	id := Identification{Client: cp.client, Matched: input[idx[0]:idx[1]], score: cp.literal}
+	if cp.msg.Syscall != "*" {
+		id.Syscall = syscallByName(cp.msg.Syscall)
+	}
+	if n, err := decode.ParseErrno(cp.msg.Errno); err == nil {
+		id.Errno = n
+	}
+	var strerr string
+	for i, name := range cp.re.SubexpNames() {
+		if idx[2*i] < 0 || idx[2*i] == idx[2*i+1] {
+			continue
+		}
+		m := input[idx[2*i]:idx[2*i+1]]
+		switch name {
+		case "ip", "host", "port":
+			id.readAddr(name, m)
+			id.addrEnd = max(id.addrEnd, idx[2*i+1])
+		case "errno":
+			if n, err := decode.ParseErrno(m); err == nil {
+				id.Errno = n
+			}
+		case "errno_num":
+			if n, err := strconv.Atoi(m); err == nil {
+				id.Errno = n
+			}
+		case "syscall":
+			id.Syscall = syscallByName(strings.ToLower(m))
+		case "strerror":
+			strerr = m
+		}
+	}
+	return id, strerr
+}
+
+// readAddr takes the ip, host or port placeholder's text m.
+func (id *Identification) readAddr(name, m string) {
+	switch name {
+	case "ip":
+		if ip, err := netip.ParseAddr(m); err == nil {
+			id.IP = ip.Unmap()
+		}
+	case "host":
+		// A host as typed: an IP ([IPv6] in curl's HOST:PORT), or ip:port
+		// in wget's line.
+		if ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(m, "["), "]")); err == nil {
+			id.IP = ip.Unmap()
+		} else if ap, err := netip.ParseAddrPort(m); err == nil {
+			id.IP, id.Port = ap.Addr().Unmap(), ap.Port()
+		}
+	case "port":
+		if p, err := strconv.ParseUint(m, 10, 16); err == nil {
+			id.Port = uint16(p)
+		}
+	}
 }
 
 func dedupe(ids []Identification) []Identification {
@@ -285,6 +309,15 @@ func LooksTranslated(s string) bool {
 		}
 	}
 	return false
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // indexFoldASCII finds sub in s ignoring ASCII case, on s's own bytes (so
