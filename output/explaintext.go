@@ -32,13 +32,30 @@ func WriteExplainText(w io.Writer, r *explain.Report, o ExplainText) {
 		}
 	}
 	t.confirm(r)
-	switch {
-	case o.Full:
+	if o.Full {
 		t.details(r)
-	case len(r.Other) > 0:
+	} else if more := fullAdds(r); more != "" {
 		t.blank()
-		t.wrap("", "", fmt.Sprintf("eaddr explain --full adds the whole meaning, the notes on the client's words, and the same failure in %d other wordings to grep for.", len(r.Other)))
+		t.wrap("", "", "eaddr explain --full adds "+more+".")
 	}
+}
+
+// fullAdds says what --full would add to r's answer; "" for nothing.
+func fullAdds(r *explain.Report) string {
+	var parts []string
+	if r.Meaning != nil && r.Meaning.Meaning != r.Summary {
+		parts = append(parts, "the whole meaning")
+	}
+	if r.ID.Client != nil {
+		parts = append(parts, "the notes on the words of "+r.ID.Client.Name)
+	}
+	if len(r.Other) > 0 {
+		parts = append(parts, fmt.Sprintf("the same failure in %d other wordings to grep for", len(r.Other)))
+	}
+	if len(parts) > 1 {
+		return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+	}
+	return strings.Join(parts, "")
 }
 
 // textOut writes wrapped lines of at most width columns.
@@ -119,7 +136,13 @@ func (t textOut) confirm(r *explain.Report) {
 		return
 	}
 	t.blank()
-	t.wrap("", "", "confirm it, as root on the failing pod's node (nsenter runs a command in the pod's own network namespace):")
+	head := "confirm it:"
+	for _, c := range r.Confirm {
+		if c.Prefix == explain.NetnsPrefix {
+			head = "confirm it, as root on the failing pod's node (nsenter runs a command in the pod's own network namespace):"
+		}
+	}
+	t.wrap("", "", head)
 	for _, c := range r.Confirm {
 		t.wrap("  # ", "  # ", c.Why)
 		wrapCommand(t.w, t.width, "  ", c.Prefix, c.Run)
