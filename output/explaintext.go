@@ -238,8 +238,12 @@ func WriteExplainInput(w io.Writer, in *ExplainInput, width int) {
 	for _, n := range listed {
 		nums = append(nums, strconv.Itoa(n))
 	}
-	t.wrap("input:    ", "          ", fmt.Sprintf("%d lines; %d carry a failure eaddr knows (line %s%s); it explains line %d:",
-		in.Lines, len(in.Recognised), strings.Join(nums, ", "), more, in.Line))
+	carry := "carry"
+	if len(in.Recognised) == 1 {
+		carry = "carries"
+	}
+	t.wrap("input:    ", "          ", fmt.Sprintf("%d lines; %d %s a failure eaddr knows (line %s%s); it explains line %d:",
+		in.Lines, len(in.Recognised), carry, strings.Join(nums, ", "), more, in.Line))
 	t.wrap("          ", "          ", quoteEcho(in.Echo, in.EchoMore))
 	t.blank()
 }

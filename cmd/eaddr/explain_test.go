@@ -131,7 +131,7 @@ func TestExplainStdin(t *testing.T) {
 		"2026-12-03T10:00:05Z " + seedLine + "\n" +
 		"2026-12-03T10:00:06Z retrying in 1s\n"
 	out, errOut, code := runStdin(t, log, "explain")
-	if code != 0 || !strings.Contains(out, "5 lines; 1 carry a failure eaddr knows (line 4); it explains line 4") ||
+	if code != 0 || !strings.Contains(out, "5 lines; 1 carries a failure eaddr knows (line 4); it explains line 4") ||
 		!strings.Contains(out, `"2026-12-03T10:00:05Z wget: can't connect`) || !strings.Contains(out, "dst 1.1.1.1 |") {
 		t.Errorf("a log on stdin: exit %d %s\n%s", code, errOut, out)
 	}
