@@ -86,3 +86,28 @@ func TestClosestOffersOnlyPrinted(t *testing.T) {
 		}
 	}
 }
+
+// curl's note dates its wordings by the releases curl's git tags them in:
+// the errno went behind error 7 in 7.86.0 (commit 6267244161, PR #9554),
+// "Could not connect to server" came in 8.9.0 (c074ba64a8, PR #14073).
+func TestCurlNoteReleases(t *testing.T) {
+	c, err := loadCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cl := range c.Clients {
+		if cl.ID != "curl" {
+			continue
+		}
+		for _, want := range []string{"7.86.0", "PR #9554", "8.9.0", "Could not connect to server"} {
+			if !strings.Contains(cl.Note, want) {
+				t.Errorf("curl's note lacks %q: %s", want, cl.Note)
+			}
+		}
+		if strings.Contains(cl.Note, "7.83") {
+			t.Errorf("curl's note says 7.83: %s", cl.Note)
+		}
+		return
+	}
+	t.Fatal("no curl in the catalog")
+}
