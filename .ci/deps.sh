@@ -17,9 +17,11 @@ packages=(
 	make git ca-certificates iproute2 util-linux kmod cpio
 	# the strerror tables (go generate ./explain) and the C test clients, built against glibc and musl
 	gcc musl-tools
+	# glibc's translations of the strerror texts (explain's strerror_l10n.go, go generate ./explain)
+	libc-l10n
 	# the real clients of the integration tests and the demo
 	curl wget busybox-static netcat-openbsd python3 socat
-	# TestTopTmux (cmd/eaddr/top_test.go): eaddr top in a real terminal
+	# cmd/eaddr's terminal tests (the pane of tmux_test.go): eaddr top, check, trace and explain in a real terminal
 	tmux
 	# TestNodePortTimeout (cmd/eaddr/nodeport_timeout_test.go): a NodePort-like rule that takes SYN-ACKs
 	nftables

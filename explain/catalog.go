@@ -20,9 +20,12 @@ var catalogJSON []byte
 
 // Catalog is the parsed catalog.json.
 type Catalog struct {
-	Errnos   []ErrnoInfo `json:"errnos"`
-	Clients  []Client    `json:"clients"`
-	Expected []expected  `json:"expected"`
+	Errnos []ErrnoInfo `json:"errnos"`
+	// UnknownErrno is what explain says of a text that does not carry the
+	// errno (curl's "Couldn't connect to server"): how to find it.
+	UnknownErrno ErrnoInfo  `json:"unknown_errno"`
+	Clients      []Client   `json:"clients"`
+	Expected     []expected `json:"expected"`
 }
 
 // expected is a failure that programs cause on purpose and nobody prints:
@@ -46,14 +49,36 @@ type expected struct {
 // protocol (Proto: protoTCP, protoUDP, protoUnix; "*" or empty: any other,
 // and an unknown one).
 type ErrnoInfo struct {
-	Errno   string   `json:"errno"`
-	Syscall string   `json:"syscall"`
-	Proto   string   `json:"proto"`
-	Meaning string   `json:"meaning"`
+	Errno   string `json:"errno"`
+	Syscall string `json:"syscall"`
+	Proto   string `json:"proto"`
+	Meaning string `json:"meaning"`
+	// Short is Meaning in one sentence, for explain's first line; "" when
+	// Meaning is short already.
+	Short   string   `json:"short"`
 	Causes  []string `json:"causes"`
-	Confirm []string `json:"confirm"`
+	Confirm []Check  `json:"confirm"`
 	num     int
 }
+
+// Check is a command that confirms a cause. Run and Why may hold {ss_dst},
+// {dst}, {ip}, {port} and {errno}, which explain fills only from what the
+// pasted text carries (confirm.go); words in capitals (PID, PATH, NAME) are
+// the operator's to fill.
+type Check struct {
+	// In: where it runs. checkInNetns: in the failing process's network
+	// namespace (nsenter); checkInEaddr: an eaddr command (on the node, or
+	// in a node debug pod); "": as written.
+	In  string `json:"in"`
+	Run string `json:"run"`
+	Why string `json:"why"`
+}
+
+// Where a Check runs.
+const (
+	checkInNetns = "netns"
+	checkInEaddr = "eaddr"
+)
 
 // Client is one program or runtime and its wording.
 type Client struct {
@@ -184,6 +209,12 @@ func (c *Catalog) prepare() error {
 		if c.Errnos[i].num, err = decode.ParseErrno(c.Errnos[i].Errno); err != nil {
 			return fmt.Errorf("errnos[%d]: %w", i, err)
 		}
+		if err := checkChecks(c.Errnos[i].Confirm); err != nil {
+			return fmt.Errorf("errnos[%d]: %w", i, err)
+		}
+	}
+	if err := checkChecks(c.UnknownErrno.Confirm); err != nil {
+		return fmt.Errorf("unknown_errno: %w", err)
 	}
 	for i := range c.Clients {
 		if err := c.Clients[i].prepare(); err != nil {
@@ -234,6 +265,21 @@ func (cl *Client) prepare() error {
 		m.Confidence = confidenceOf(m.Text)
 		if m.errno, err = parseErrnoOrAny(m.Errno); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// checkChecks refuses a Check that runs nowhere known.
+func checkChecks(list []Check) error {
+	for _, ch := range list {
+		switch ch.In {
+		case "", checkInNetns, checkInEaddr:
+		default:
+			return fmt.Errorf("confirm %q: in %q is none of \"\", %q, %q", ch.Run, ch.In, checkInNetns, checkInEaddr)
+		}
+		if ch.Run == "" || ch.Why == "" {
+			return fmt.Errorf("confirm %q: run and why are both needed", ch.Run)
 		}
 	}
 	return nil

@@ -86,6 +86,13 @@ func TestIdentify(t *testing.T) {
 		{"(7) Couldn't connect to server", 0, decode.Connect, "curl", "", "", 0},
 		{"curl: (7) Failed to connect to 10.96.0.10 port 80 after 0 ms: Couldn't connect to server", 0, decode.Connect, "curl", "", "10.96.0.10", 80},
 		{"curl: (7) Failed to connect to 10.96.0.10 port 80: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "curl", libcGlibc, "10.96.0.10", 80},
+		// curl 8.9.0 and later (lib/strerror.c), 8.21.0's HOST:PORT (lib/cf-ip-happy.c)
+		{"curl: (7) Failed to connect to 10.96.0.10 port 80 after 0 ms: Could not connect to server", 0, decode.Connect, "curl", "", "10.96.0.10", 80},
+		{"curl: (7) Failed to connect to 10.96.0.10:80 after 0 ms: Could not connect to server", 0, decode.Connect, "curl", "", "10.96.0.10", 80},
+		{"curl: (7) Failed to connect to [2001:db8::1]:443 after 0 ms: Could not connect to server", 0, decode.Connect, "curl", "", "2001:db8::1", 443},
+		{"curl: (28) Failed to connect to 10.96.0.10 port 80 after 3001 ms: Could not connect to server", 110, decode.Connect, "curl", "", "10.96.0.10", 80},
+		{"curl: (7) Could not connect to server", 0, decode.Connect, "curl", "", "", 0},
+		{"fatal: unable to access 'http://10.96.0.10/': Failed to connect to 10.96.0.10 port 80 after 1 ms: Could not connect to server", 0, decode.Connect, "a libcurl program", "", "10.96.0.10", 80},
 		{"bind: Address in use", decode.EADDRINUSE, decode.Bind, "busybox nc", libcMusl, "", 0},
 		{"nc: bind: Address in use", decode.EADDRINUSE, decode.Bind, "busybox nc", libcMusl, "", 0},
 		{"Cannot assign requested address", decode.EADDRNOTAVAIL, 0, "", libcGlibc, "", 0},
@@ -105,6 +112,9 @@ func TestIdentify(t *testing.T) {
 		{"dial tcp 10.96.0.10:80: connect: cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "Go programs", libcGo, "10.96.0.10", 80},
 		{"listen tcp 0.0.0.0:8080: bind: address already in use", decode.EADDRINUSE, decode.Bind, "Go programs", libcGo, "0.0.0.0", 8080},
 		{"java.net.BindException: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "Java", libcGlibc, "", 0},
+		// JDK 8's java.net.Socket (PlainSocketImpl.c socketConnect)
+		{"java.net.NoRouteToHostException: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "Java", libcGlibc, "", 0},
+		{"java.net.ConnectException: Connection timed out", 110, decode.Connect, "Java", libcGlibc, "", 0},
 		{"Error: connect EADDRNOTAVAIL 10.0.0.1:80 - Local (0.0.0.0:0)", decode.EADDRNOTAVAIL, decode.Connect, "Node.js", "", "10.0.0.1", 80},
 		{"IO::Socket::INET: connect: Cannot assign requested address", decode.EADDRNOTAVAIL, decode.Connect, "Perl", libcGlibc, "", 0},
 		{`Cannot assign requested address - connect(2) for "10.96.0.10" port 80 (Errno::EADDRNOTAVAIL)`, decode.EADDRNOTAVAIL, decode.Connect, "Ruby", libcGlibc, "10.96.0.10", 80},

@@ -32,6 +32,10 @@ func FuzzIdentify(f *testing.F) {
 			}
 		}
 		c.Closest(in, 3)
+		r := c.ReadText(in, len(in)%2 == 0) // cut or not: the address at the cut is dropped by offset
+		if r.Line > 0 && (r.Line > len(in) || len(r.IDs) == 0) {
+			t.Fatalf("%q: line %d of %d, %d readings", in, r.Line, r.Lines, len(r.IDs))
+		}
 	})
 }
 

@@ -17,11 +17,15 @@ type Identification struct {
 	Syscall decode.Syscall // 0: not known
 	Client  *Client        // nil: a bare strerror text, errno name or number
 	Libc    Libc           // whose wording it is, when the text says
-	IP      netip.Addr
-	Port    uint16
+	// Lang: the text is glibc's strerror translated into these languages
+	// ("de", "pt, pt_BR"); "" for the C locale's words.
+	Lang string
+	IP   netip.Addr
+	Port uint16
 	// Matched is the part of the input that was recognised.
 	Matched string
 	score   int
+	addrEnd int // where in the input the address (ip, host, port) ends; 0: none
 }
 
 type compiled struct {
@@ -88,61 +92,26 @@ func compile(tmpl string) (*regexp.Regexp, int) {
 // Identify recognises a pasted error message (or an errno name or number)
 // and returns the candidates, best first. Nothing recognised: empty.
 func (c *Catalog) Identify(input string) []Identification {
+	return c.identify(input, true)
+}
+
+// identify is Identify; a line of a log (alone false) is not read as an
+// errno number: a line "1" is no EPERM.
+func (c *Catalog) identify(input string, alone bool) []Identification {
 	input = strings.TrimSpace(input)
 	if input == "" {
 		return nil
 	}
-	if n, err := decode.ParseErrno(input); err == nil {
+	if n, err := decode.ParseErrno(input); err == nil && (alone || !isDigits(input)) {
 		return []Identification{{Errno: n, Matched: input, score: 1 << 20}}
 	}
 	var out []Identification
 	for _, cp := range c.compiled() {
-		m := cp.re.FindStringSubmatch(input)
-		if m == nil {
+		idx := cp.re.FindStringSubmatchIndex(input)
+		if idx == nil {
 			continue
 		}
-		id := Identification{Client: cp.client, Matched: m[0], score: cp.literal}
-		if cp.msg.Syscall != "*" {
-			id.Syscall = syscallByName(cp.msg.Syscall)
-		}
-		if n, err := decode.ParseErrno(cp.msg.Errno); err == nil {
-			id.Errno = n
-		}
-		var strerr string
-		for i, name := range cp.re.SubexpNames() {
-			if m[i] == "" {
-				continue
-			}
-			switch name {
-			case "ip":
-				if ip, err := netip.ParseAddr(m[i]); err == nil {
-					id.IP = ip.Unmap()
-				}
-			case "host":
-				// A host as typed: an IP, or ip:port in wget's line.
-				if ip, err := netip.ParseAddr(m[i]); err == nil {
-					id.IP = ip.Unmap()
-				} else if ap, err := netip.ParseAddrPort(m[i]); err == nil {
-					id.IP, id.Port = ap.Addr().Unmap(), ap.Port()
-				}
-			case "port":
-				if p, err := strconv.ParseUint(m[i], 10, 16); err == nil {
-					id.Port = uint16(p)
-				}
-			case "errno":
-				if n, err := decode.ParseErrno(m[i]); err == nil {
-					id.Errno = n
-				}
-			case "errno_num":
-				if n, err := strconv.Atoi(m[i]); err == nil {
-					id.Errno = n
-				}
-			case "syscall":
-				id.Syscall = syscallByName(strings.ToLower(m[i]))
-			case "strerror":
-				strerr = m[i]
-			}
-		}
+		id, strerr := cp.read(input, idx)
 		if strerr != "" {
 			n, libc, ok := errnoByText(strerr, cp.client.Libcs)
 			if !ok {
@@ -159,13 +128,75 @@ func (c *Catalog) Identify(input string) []Identification {
 		out = append(out, id)
 	}
 	if len(out) == 0 {
-		// A bare errno text or name somewhere in the line.
+		// A bare errno text or name somewhere in the line, else glibc's
+		// translation of one.
 		if n, libc, text, ok := findErrnoText(input); ok {
 			out = append(out, Identification{Errno: n, Libc: libc, Matched: text, score: len(text)})
+		} else if t, text, ok := findTranslation(input); ok {
+			out = append(out, Identification{Errno: t.Errno, Libc: libcGlibc, Lang: t.Langs, Matched: text, score: len(text)})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].score > out[j].score })
 	return dedupe(out)
+}
+
+// read makes an Identification of cp's match in input (idx: its
+// submatches' offsets), and returns the strerror text it holds, if any.
+func (cp *compiled) read(input string, idx []int) (Identification, string) {
+	id := Identification{Client: cp.client, Matched: input[idx[0]:idx[1]], score: cp.literal}
+	if cp.msg.Syscall != "*" {
+		id.Syscall = syscallByName(cp.msg.Syscall)
+	}
+	if n, err := decode.ParseErrno(cp.msg.Errno); err == nil {
+		id.Errno = n
+	}
+	var strerr string
+	for i, name := range cp.re.SubexpNames() {
+		if idx[2*i] < 0 || idx[2*i] == idx[2*i+1] {
+			continue
+		}
+		m := input[idx[2*i]:idx[2*i+1]]
+		switch name {
+		case "ip", "host", "port":
+			id.readAddr(name, m)
+			id.addrEnd = max(id.addrEnd, idx[2*i+1])
+		case "errno":
+			if n, err := decode.ParseErrno(m); err == nil {
+				id.Errno = n
+			}
+		case "errno_num":
+			if n, err := strconv.Atoi(m); err == nil {
+				id.Errno = n
+			}
+		case "syscall":
+			id.Syscall = syscallByName(strings.ToLower(m))
+		case "strerror":
+			strerr = m
+		}
+	}
+	return id, strerr
+}
+
+// readAddr takes the ip, host or port placeholder's text m.
+func (id *Identification) readAddr(name, m string) {
+	switch name {
+	case "ip":
+		if ip, err := netip.ParseAddr(m); err == nil {
+			id.IP = ip.Unmap()
+		}
+	case "host":
+		// A host as typed: an IP ([IPv6] in curl's HOST:PORT), or ip:port
+		// in wget's line.
+		if ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(m, "["), "]")); err == nil {
+			id.IP = ip.Unmap()
+		} else if ap, err := netip.ParseAddrPort(m); err == nil {
+			id.IP, id.Port = ap.Addr().Unmap(), ap.Port()
+		}
+	case "port":
+		if p, err := strconv.ParseUint(m, 10, 16); err == nil {
+			id.Port = uint16(p)
+		}
+	}
 }
 
 func dedupe(ids []Identification) []Identification {
@@ -252,12 +283,60 @@ func findErrnoText(input string) (int, Libc, string, bool) {
 	return 0, "", "", false
 }
 
+// findTranslation looks for the longest of glibc's translations of an
+// errno text inside input (case folded as far as ASCII goes).
+func findTranslation(input string) (*translation, string, bool) {
+	var best *translation
+	text := ""
+	for i := range glibcTranslations {
+		t := &glibcTranslations[i]
+		if len(t.Text) <= len(text) {
+			continue
+		}
+		if j := indexFoldASCII(input, t.Text); j >= 0 {
+			best, text = t, input[j:j+len(t.Text)]
+		}
+	}
+	return best, text, best != nil
+}
+
+// LooksTranslated reports whether s has letters other than ASCII ones, as
+// a message in another language than English has.
+func LooksTranslated(s string) bool {
+	for _, r := range s {
+		if r > unicode.MaxASCII && unicode.IsLetter(r) {
+			return true
+		}
+	}
+	return false
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
 // indexFoldASCII finds sub in s ignoring ASCII case, on s's own bytes (so
 // that the index is valid in s whatever else it holds: strings.ToLower
 // changes the length of invalid UTF-8, which FuzzIdentify found).
 func indexFoldASCII(s, sub string) int {
+	if sub == "" {
+		return 0
+	}
+	// Compare only where the first byte matches in either case: a log of
+	// 64 KiB is searched for some 400 texts.
+	lo, up := sub[0], sub[0]
+	if 'A' <= lo && lo <= 'Z' {
+		lo += 'a' - 'A'
+	} else if 'a' <= up && up <= 'z' {
+		up -= 'a' - 'A'
+	}
 	for i := 0; i+len(sub) <= len(s); i++ {
-		if strings.EqualFold(s[i:i+len(sub)], sub) {
+		if (s[i] == lo || s[i] == up) && strings.EqualFold(s[i:i+len(sub)], sub) {
 			return i
 		}
 	}
@@ -314,8 +393,22 @@ func withoutProgPrefix(tmpl string, cl *Client) (string, bool) {
 	return rest, true
 }
 
+// closestFailures are the failures whose wordings Closest offers: the two
+// eaddr is about, and a refused connect, which people mistake for them. Each client is asked for its wording of
+// each (Client.template), so that a text only a failure the call cannot
+// have would give (bind() refused) is never offered.
+var closestFailures = [...]struct {
+	sys   decode.Syscall
+	errno int
+}{
+	{decode.Connect, decode.EADDRNOTAVAIL},
+	{decode.Bind, decode.EADDRINUSE},
+	{decode.Connect, 111}, // ECONNREFUSED
+}
+
 // Closest returns up to n catalogued wordings most like input (by shared
-// words), for when nothing was recognised.
+// words), for when nothing was recognised. What a wording needs and the
+// input does not give (the address, a pid) is written <ip>, <pid> ...
 func (c *Catalog) Closest(input string, n int) []Wording {
 	words := wordSet(input)
 	type scored struct {
@@ -323,28 +416,23 @@ func (c *Catalog) Closest(input string, n int) []Wording {
 		score float64
 	}
 	var all []scored
-	v := msgVars{IP: netip.MustParseAddr("10.96.0.10"), Port: 80, PID: 1, FD: 3, Family: decode.AFInet, Addrlen: 16}
 	for i := range c.Clients {
 		cl := &c.Clients[i]
-		for _, m := range cl.Messages {
-			for _, errno := range []int{decode.EADDRNOTAVAIL, decode.EADDRINUSE, 111} {
-				for _, libc := range cl.Libcs {
-					v.Syscall, v.Errno, v.Libc, v.Prog, v.Applet = syscallOr(m.Syscall), errno, libc, cl.prog, cl.applet
-					text, ok := render(nil, m.Text, &v)
-					if !ok {
-						continue
-					}
-					ws := wordSet(string(text))
-					common := 0
-					for w := range words {
-						if ws[w] {
-							common++
-						}
-					}
-					if common == 0 {
-						continue
-					}
-					score := float64(common) / float64(len(words)+len(ws)-common)
+		for _, f := range closestFailures {
+			if len(cl.Match.errnos) > 0 && !containsInt(cl.Match.errnos, f.errno) {
+				continue
+			}
+			tmpl, ok := cl.template(f.sys, f.errno)
+			if !ok {
+				continue
+			}
+			for _, libc := range cl.Libcs {
+				v := msgVars{Syscall: f.sys, Errno: f.errno, Libc: libc, Prog: cl.prog, Applet: cl.applet, Shown: true}
+				text, ok := render(nil, tmpl, &v)
+				if !ok {
+					continue
+				}
+				if score := overlap(words, wordSet(string(text))); score > 0 {
 					all = append(all, scored{Wording{By: []byte(cl.Name + " (" + string(libc) + ")"), Text: text}, score})
 				}
 			}
@@ -367,6 +455,20 @@ func (c *Catalog) Closest(input string, n int) []Wording {
 		}
 	}
 	return out
+}
+
+// overlap is the Jaccard index of two word sets: shared over all.
+func overlap(a, b map[string]bool) float64 {
+	common := 0
+	for w := range a {
+		if b[w] {
+			common++
+		}
+	}
+	if common == 0 {
+		return 0
+	}
+	return float64(common) / float64(len(a)+len(b)-common)
 }
 
 func syscallOr(s string) decode.Syscall {

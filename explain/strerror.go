@@ -6,6 +6,7 @@ import (
 )
 
 //go:generate go run ./internal/strerrorgen
+//go:generate go run ./internal/strerrorl10n
 //go:generate go run ./internal/wordingsdoc
 
 // Libc names a C library (or Go's own table) whose strerror wording a process
@@ -61,4 +62,12 @@ func strerror(libc Libc, n int) (string, bool) {
 		}
 	}
 	return s, s != ""
+}
+
+// translation is glibc's translation of an errno's strerror text into the
+// languages Langs ("de", "pt, pt_BR"), from strerror_l10n.go.
+type translation struct {
+	Errno int
+	Text  string
+	Langs string
 }

@@ -24,6 +24,9 @@ type msgVars struct {
 	FD      int32
 	Family  uint16
 	Addrlen int
+	// Shown: a pasted text, not an event: what it does not carry (the IP,
+	// the port, a pid ...) is written <name>, never guessed (see shown).
+	Shown bool
 }
 
 // render appends tmpl filled with v. ok is false when the template needs a
@@ -44,7 +47,11 @@ func render(b []byte, tmpl string, v *msgVars) (_ []byte, ok bool) {
 			return append(b, tmpl...), ok
 		}
 		var good bool
-		b, good = appendVar(b, tmpl[1:j], v)
+		if name := tmpl[1:j]; v.Shown && !v.carries(name) {
+			b, good = appendNotCarried(b, name, v), true
+		} else {
+			b, good = appendVar(b, name, v)
+		}
 		ok = ok && good
 		tmpl = tmpl[j+1:]
 	}
@@ -114,6 +121,49 @@ func appendVar(b []byte, name string, v *msgVars) ([]byte, bool) {
 		return append(b, '}'), true
 	}
 	return append(b, "{"+name+"}"...), false
+}
+
+// carries reports whether v, which describes a pasted text, holds the value
+// the placeholder name needs. A pasted text never gives eaddr a pid or an
+// fd (a number in it is not known to be one), and a port only when
+// Identify read one.
+func (v *msgVars) carries(name string) bool {
+	switch name {
+	case "ip", "ipv4_paren":
+		return v.IP.IsValid()
+	case "port":
+		return v.Port != 0
+	case "addr", "addr_full", "listen_addr":
+		return v.IP.IsValid() && v.Port != 0
+	case "pid", "fd":
+		return false
+	case "af", "af_name", "addrlen", "local_any":
+		return v.Family != 0
+	}
+	return true
+}
+
+// appendNotCarried writes what a pasted text does not carry as <name>,
+// keeping the part it does: "1.1.1.1:<port>".
+func appendNotCarried(b []byte, name string, v *msgVars) []byte {
+	switch name {
+	case "ipv4_paren":
+		return append(b, " (<ip>)"...)
+	case "addr", "addr_full", "listen_addr":
+		if v.IP.IsValid() {
+			if v.IP.Is6() {
+				return append(append(append(v.IP.AppendTo(append(b, '[')), ']'), ':'), "<port>"...)
+			}
+			return append(v.IP.AppendTo(b), ":<port>"...)
+		}
+		if v.Port != 0 {
+			return strconv.AppendUint(append(b, "<ip>:"...), uint64(v.Port), 10)
+		}
+		return append(b, "<ip>:<port>"...)
+	case "local_any":
+		return append(b, "<local address>"...)
+	}
+	return append(append(append(b, '<'), name...), '>')
 }
 
 // appendShapedAddr writes the address the way some clients shape it.

@@ -52,10 +52,11 @@ func (e *wordingBufs) fill(c *Catalog, v *msgVars) []Wording {
 	rsys, rerrno, hasRelated := related(v.Syscall, v.Errno)
 	for i := range c.Clients {
 		cl := &c.Clients[i]
+		both := hasRelated && bindsFirst(cl)
 		for _, libc := range cl.Libcs {
-			ws.try(cl, v.Syscall, v.Errno, libc, "")
-			if hasRelated && bindsFirst(cl) {
-				ws.try(cl, rsys, rerrno, libc, "binds before connect")
+			ws.try(cl, v.Syscall, v.Errno, libc, orderNote(both, v.Syscall))
+			if both {
+				ws.try(cl, rsys, rerrno, libc, orderNote(both, rsys))
 			}
 		}
 	}
@@ -117,7 +118,22 @@ func (w *wordings) try(cl *Client, sys decode.Syscall, errno int, libc Libc, not
 	w.emit(start, lstart)
 }
 
-// bindsFirst: clients that can bind() before connect() and then fail in bind().
+// orderNote labels the two wordings of a client that shows the same cause
+// in bind() or in connect(), by the call its text is about: the bind()
+// wording is the one of a client that binds before it connects.
+func orderNote(both bool, sys decode.Syscall) string {
+	switch {
+	case !both:
+		return ""
+	case sys == decode.Bind:
+		return "binds before connect"
+	}
+	return "no bind first"
+}
+
+// bindsFirst: clients that can bind() before connect() and then fail in
+// bind(): busybox nc built with NC_110_COMPAT (always), OpenBSD nc (with -s
+// or -p). See their notes in catalog.json.
 func bindsFirst(cl *Client) bool {
 	switch cl.ID {
 	case "busybox-nc", "openbsd-nc":

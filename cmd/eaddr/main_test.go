@@ -337,7 +337,12 @@ func runLong(t *testing.T, ns *netns.NS, argv ...string) (int, string) {
 // run runs eaddr with args and returns stdout, stderr and the exit status.
 func run(t *testing.T, ctx context.Context, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, eaddrBin, args...)
+	return runCmd(t, exec.CommandContext(ctx, eaddrBin, args...))
+}
+
+// runCmd runs cmd and returns its stdout, stderr and exit status.
+func runCmd(t *testing.T, cmd *exec.Cmd) (string, string, int) {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -464,58 +463,6 @@ func TestClassifiedAfterExit(t *testing.T) {
 		t.Fatalf("curl that had exited was classified as %+v", x)
 	}
 	checkPrediction(t, client{Name: "curl"}, evs[0], out)
-}
-
-// eaddr explain recognises the lines people paste, offline and without root.
-func TestExplainCommand(t *testing.T) {
-	ctx := context.Background()
-	for _, tc := range []struct {
-		in   string
-		want []string
-	}{
-		{"can't connect to remote host (1.1.1.1): Address not available", []string{"EADDRNOTAVAIL (99)", "busybox wget, with musl's strerror", "Cannot assign requested address", "ip_local_port_range"}},
-		{"(7) Couldn't connect to server", []string{"curl", "not in the text", "curl -v"}},
-		{"bind: Address in use", []string{"EADDRINUSE (98)", "syscall:  bind", "musl", "Address already in use"}},
-		{"Cannot assign requested address", []string{"EADDRNOTAVAIL (99)", "glibc's strerror text", "Address not available"}},
-		{"99", []string{"EADDRNOTAVAIL (99)", "syscall:  connect (most likely"}},
-		// A program nobody catalogued: the errno, and no client claimed.
-		{"myapp: connect: Cannot assign requested address", []string{"EADDRNOTAVAIL (99)", "client:   unknown"}},
-		{"EADDRINUSE", []string{"EADDRINUSE (98)"}},
-	} {
-		out, errOut, code := run(t, ctx, "explain", tc.in)
-		if code != 0 {
-			t.Errorf("explain %q: exit %d %s", tc.in, code, errOut)
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(out, w) {
-				t.Errorf("explain %q lacks %q:\n%s", tc.in, w, out)
-			}
-		}
-	}
-	out, _, code := run(t, ctx, "explain", "-o", "json", "wget: can't connect to remote host (1.1.1.1): Address not available")
-	var rep struct {
-		Errno    string                      `json:"errno"`
-		ErrnoNum int                         `json:"errno_num"`
-		Syscall  string                      `json:"syscall"`
-		Client   string                      `json:"client"`
-		Libc     string                      `json:"libc"`
-		Other    []struct{ By, Text string } `json:"other_wordings"`
-		Confirm  []string                    `json:"confirm"`
-	}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 {
-		t.Fatalf("explain -o json: exit %d, %v: %s", code, err, out)
-	}
-	if rep.Errno != "EADDRNOTAVAIL" || rep.ErrnoNum != 99 || rep.Client != "busybox wget" || rep.Libc != "musl" || len(rep.Other) < 10 || len(rep.Confirm) == 0 {
-		t.Errorf("explain -o json: %+v", rep)
-	}
-	out, _, code = run(t, ctx, "explain", "the printer is on fire")
-	if code != 1 || !strings.Contains(out, "not recognised") {
-		t.Errorf("unknown text: exit %d, %q", code, out)
-	}
-	_, errOut, code := run(t, ctx, "explain")
-	if code != 2 || !strings.Contains(errOut, "needs the text") {
-		t.Errorf("no argument: exit %d, %q", code, errOut)
-	}
 }
 
 // --nodeport-collisions reports a connect() whose source port the kernel
