@@ -28,34 +28,33 @@ func (f *ExplainFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.Full, "full", false, "text: also the errno's whole meaning, the notes on the client's words and where they come from, and the same failure as every other catalogued client and libc words it (JSON always has the other wordings)")
 }
 
-const explainUsage = `Usage: eaddr explain [flags] TEXT|ERRNO
+// explainHelp is eaddr explain --help.
+var explainHelp = helpDoc{
+	usage: `eaddr explain [flags] TEXT|ERRNO
        eaddr explain [flags] -          (reads stdin)
-       COMMAND | eaddr explain [flags]  (no argument and stdin not a terminal: reads stdin)
-
-Explain an error message offline (no root, no BPF): paste what a client printed,
-e.g. "wget: can't connect to remote host (1.1.1.1): Address not available", give an
-errno (99, EADDRNOTAVAIL), or pipe a log (kubectl logs POD | eaddr explain). The
-answer comes first: the errno and what it means, which client and libc printed the
-words, the likely causes, and commands that confirm the cause in the pod's own network
-namespace, built only from what the text carries (an address or port it does not
-name is never made up). --full adds how every other client words the same failure.
-
-Of a log, explain explains the line that carries a failure eaddr is about
-(EADDRNOTAVAIL, EADDRINUSE, or curl's text without the errno) before any other,
-the last such line, and says which lines it recognised. glibc's translations of the
-EADDRNOTAVAIL and EADDRINUSE texts (de, fr, ja, zh_CN ...) are recognised; for other
-translated text it says how to find the errno (LC_ALL=C, strace, eaddr trace).
-Text it does not recognise exits 1 and lists the closest wordings it knows.
-
-explain reads at most the first 4 KiB (4096 bytes) of TEXT and 64 KiB (65536 bytes) of
-stdin, says so when it cut, and echoes at most the first 80 bytes of a line back.
-
-Flags:
-%s`
+       COMMAND | eaddr explain [flags]  (no argument and stdin not a terminal: reads stdin)`,
+	about: `Explain an error message offline (no root, no BPF): paste what a client printed, give an errno
+(99, EADDRNOTAVAIL), or pipe a log. The answer comes first: the errno and what it means, which
+client and libc printed the words, the likely causes, and commands that confirm the cause in the
+pod's own network namespace, built only from what the text carries (an address or port it does not
+name is never made up). Of a log, it explains the line that carries a failure eaddr is about, the
+last such line, and says which lines it recognised. glibc's translations of the EADDRNOTAVAIL and
+EADDRINUSE texts are recognised; for other translated text it says how to find the errno (LC_ALL=C,
+strace, eaddr trace). Text it does not recognise exits 1 and lists the closest wordings it knows.
+It reads at most 4 KiB (4096 bytes) of TEXT and 64 KiB (65536 bytes) of stdin, says so when it cut,
+and echoes at most the first 80 bytes of a line back.`,
+	examples: []example{
+		{"a line a pod printed", `eaddr explain "wget: can't connect to remote host (1.1.1.1): Address not available"`},
+		{"a pod's log", "kubectl logs -n shop web-7d9f8b6c5-x2x4q | eaddr explain"},
+		{"an errno, and how every client words it", "eaddr explain --full EADDRINUSE"},
+	},
+	groups: []flagGroup{{"Flags", []string{"output", "full"}}},
+	footer: "Exit status: 0 explained, 1 not recognised, 2 bad usage (no text, and stdin a terminal).",
+}
 
 func runExplain(_ context.Context, args []string, stdout, stderr io.Writer, _ *slog.Logger) error {
 	fs := pflag.NewFlagSet("explain", pflag.ContinueOnError)
-	fs.Usage = func() { fmt.Fprintf(stderr, explainUsage, fs.FlagUsages()) }
+	fs.Usage = func() { writeHelp(stdout, fs, explainHelp, helpWidth(stdout)) }
 	var f ExplainFlags
 	f.SetFlags(fs)
 	fs.SetOutput(stderr)

@@ -110,9 +110,9 @@ func TestExplainCommand(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, "read nothing on stdin") {
 		t.Errorf("no argument, empty stdin: exit %d, %q", code, errOut)
 	}
-	_, errOut, code = run(t, ctx, "explain", "--help")
-	if code != 0 || !strings.Contains(errOut, "reads stdin") || !strings.Contains(errOut, "--full") {
-		t.Errorf("--help does not say it reads stdin, or lacks --full: exit %d\n%s", code, errOut)
+	help, _, code := run(t, ctx, "explain", "--help")
+	if code != 0 || !strings.Contains(help, "reads stdin") || !strings.Contains(help, "--full") {
+		t.Errorf("--help does not say it reads stdin, or lacks --full: exit %d\n%s", code, help)
 	}
 }
 

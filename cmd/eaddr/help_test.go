@@ -17,10 +17,11 @@ func TestHelpGroupsEveryFlag(t *testing.T) {
 		doc   helpDoc
 		flags func(*pflag.FlagSet)
 	}{
-		"trace": {traceHelp, func(fs *pflag.FlagSet) { new(TraceFlags).SetFlags(fs) }},
-		"demo":  {demoHelp, func(fs *pflag.FlagSet) { new(DemoFlags).SetFlags(fs) }},
-		"check": {checkHelp, func(fs *pflag.FlagSet) { new(CheckFlags).SetFlags(fs) }},
-		"top":   {topHelp, func(fs *pflag.FlagSet) { new(TopFlags).SetFlags(fs) }},
+		"trace":   {traceHelp, func(fs *pflag.FlagSet) { new(TraceFlags).SetFlags(fs) }},
+		"demo":    {demoHelp, func(fs *pflag.FlagSet) { new(DemoFlags).SetFlags(fs) }},
+		"check":   {checkHelp, func(fs *pflag.FlagSet) { new(CheckFlags).SetFlags(fs) }},
+		"top":     {topHelp, func(fs *pflag.FlagSet) { new(TopFlags).SetFlags(fs) }},
+		"explain": {explainHelp, func(fs *pflag.FlagSet) { new(ExplainFlags).SetFlags(fs) }},
 	} {
 		fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 		c.flags(fs)

@@ -28,7 +28,7 @@ Usage:
                         without CAP_SYS_ADMIN and CAP_SYS_PTRACE it exits 3 and audits nothing)
   eaddr top [flags]     a live view of every netns's ports toward its busiest destination: used,
                         trend, time to exhaustion, failures/s (root; --once for one snapshot)
-  eaddr explain TEXT    explain an error message or errno, offline (no root; reads 4 KiB of TEXT)
+  eaddr explain TEXT    explain an error message or errno, offline (no root; TEXT, or a log on stdin)
   eaddr version         print the version, commit and Go version
   eaddr help COMMAND    the flags and examples of a command (as eaddr COMMAND --help)
 

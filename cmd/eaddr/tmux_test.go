@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -29,13 +30,17 @@ func startTmux(t *testing.T, cols, rows int, command string) *tmuxPane {
 	p := &tmuxPane{t: t, tmux: testenv.Program(t, "tmux", "tmux"), cols: cols,
 		sock: fmt.Sprintf("eaddr-test-%d-%d", os.Getpid(), tmuxServers.Add(1))}
 	t.Cleanup(func() { exec.Command(p.tmux, "-L", p.sock, "kill-server").Run() })
-	args := []string{"-L", p.sock, "-f", "/dev/null", "new-session", "-d", "-x", fmt.Sprint(cols), "-y", fmt.Sprint(rows), command}
+	// The pane stays after the command exits, so that what it printed last
+	// can still be read: set in the server's config, before the command
+	// starts, so that a command quicker than a second tmux call is kept too.
+	conf := filepath.Join(t.TempDir(), "tmux.conf")
+	if err := os.WriteFile(conf, []byte("set-option -g remain-on-exit on\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-L", p.sock, "-f", conf, "new-session", "-d", "-x", fmt.Sprint(cols), "-y", fmt.Sprint(rows), command}
 	if out, err := exec.Command(p.tmux, args...).CombinedOutput(); err != nil {
 		t.Fatalf("tmux new-session: %v: %s", err, out)
 	}
-	// The pane stays after the command exits, so that what it printed last
-	// can still be read.
-	exec.Command(p.tmux, "-L", p.sock, "set-option", "-g", "remain-on-exit", "on").Run()
 	return p
 }
 
