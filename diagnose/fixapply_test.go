@@ -17,14 +17,14 @@ import (
 
 // How a fix's settings are applied, as its words say.
 const (
-	viaPod     = "pod"     // spec.securityContext.sysctls: set as the kubelet sets them
-	viaNsenter = "nsenter" // nsenter -t PID -n sysctl -w ...: run as printed, from the node
-	viaHost    = "host"    // sysctl -w ... on the node: run as printed, inside the netns that plays the node
+	viaPod   = "pod"   // spec.securityContext.sysctls: set as the kubelet sets them
+	viaEnter = "enter" // nsenter -t PID -n or ip netns exec NAME, then sysctl -w ...: run as printed, from the node
+	viaHost  = "host"  // sysctl -w ... on the node: run as printed, inside the netns that plays the node
 )
 
 var (
 	podSysctlRe = regexp.MustCompile(`\{name: (net\.ipv4\.[a-z_]+), value: "([^"]*)"\}`)
-	commandRe   = regexp.MustCompile(`(nsenter -t \d+ -n )?sysctl -w net\.ipv4\.[a-z_]+=(?:"[^"]*"|[0-9,-]+)(?: net\.ipv4\.[a-z_]+=(?:"[^"]*"|[0-9,-]+))*`)
+	commandRe   = regexp.MustCompile(`(nsenter -t \d+ -n |ip netns exec [A-Za-z0-9._:+-]+ |nsenter --net=/\S+ )?sysctl -w net\.ipv4\.[a-z_]+=(?:"[^"]*"|[0-9,-]+)(?: net\.ipv4\.[a-z_]+=(?:"[^"]*"|[0-9,-]+))*`)
 	assignRe    = regexp.MustCompile(`(net\.ipv4\.[a-z_]+)=(?:"([^"]*)"|([0-9,-]+))`)
 	claimRe     = regexp.MustCompile(`gives (\d+) ports?|leaving (\d+) ports? of (?:the range|\d+-\d+) usable`)
 )
@@ -81,7 +81,7 @@ func applyAsPrinted(t *testing.T, f *fixNetns, fix, via string) {
 		}
 	} else {
 		cmds := commandRe.FindAllStringSubmatch(fix, -1)
-		if len(cmds) != 1 || (cmds[0][1] != "") != (via == viaNsenter) {
+		if len(cmds) != 1 || (cmds[0][1] != "") != (via == viaEnter) {
 			t.Fatalf("fix %q: commands %q, want one to run %s", fix, cmds, via)
 		}
 		runPrinted(t, f, cmds[0][0], via)
@@ -100,15 +100,15 @@ func applyAsPrinted(t *testing.T, f *fixNetns, fix, via string) {
 	}
 }
 
-// runPrinted runs cmd with sh, from the node (nsenter) or inside the netns
-// that plays the node.
+// runPrinted runs cmd with sh, from the node (a command that enters the
+// netns) or inside the netns that plays the node.
 func runPrinted(t *testing.T, f *fixNetns, cmd, via string) {
 	t.Helper()
 	sh := exec.Command("sh", "-c", cmd)
 	var out strings.Builder
 	sh.Stdout, sh.Stderr = &out, &out
 	var err error
-	if via == viaNsenter {
+	if via == viaEnter {
 		err = sh.Start()
 	} else {
 		err = f.ns.Start(sh)

@@ -77,6 +77,8 @@ func TestOwnerForms(t *testing.T) {
 		{owner{kind: ownerPod}, `spec.securityContext.sysctls: [{name: net.ipv4.ip_local_port_range, value: "1024 65535"}, {name: net.ipv4.ip_local_reserved_ports, value: "8080"}] (ip_local_reserved_ports there needs Kubernetes 1.27 or later)`},
 		{owner{kind: ownerHost}, `sysctl -w net.ipv4.ip_local_port_range="1024 65535" net.ipv4.ip_local_reserved_ports=8080 (also in /etc/sysctl.d)`},
 		{owner{kind: ownerOther, pid: 7}, `nsenter -t 7 -n sysctl -w net.ipv4.ip_local_port_range="1024 65535" net.ipv4.ip_local_reserved_ports=8080`},
+		{owner{kind: ownerOther, pid: 7, mount: "/run/netns/blue"}, `ip netns exec blue sysctl -w net.ipv4.ip_local_port_range="1024 65535" net.ipv4.ip_local_reserved_ports=8080`},
+		{owner{kind: ownerOther, mount: "/var/run/docker/netns/1a2b"}, `nsenter --net=/var/run/docker/netns/1a2b sysctl -w net.ipv4.ip_local_port_range="1024 65535" net.ipv4.ip_local_reserved_ports=8080`},
 		{owner{kind: ownerUnknown, pid: 7, why: "because"}, `eaddr cannot tell whether it is a pod's netns (because): in a pod, spec.securityContext.sysctls: [{name: net.ipv4.ip_local_port_range, value: "1024 65535"}, {name: net.ipv4.ip_local_reserved_ports, value: "8080"}] (ip_local_reserved_ports there needs Kubernetes 1.27 or later); otherwise nsenter -t 7 -n sysctl -w net.ipv4.ip_local_port_range="1024 65535" net.ipv4.ip_local_reserved_ports=8080`},
 	} {
 		if got := c.o.command(set); got != c.want {
@@ -84,6 +86,12 @@ func TestOwnerForms(t *testing.T) {
 		}
 		if strings.Contains(c.o.rangeName(), "pod's range") != (c.o.kind == ownerPod) {
 			t.Errorf("%+v: %q", c.o, c.o.rangeName())
+		}
+	}
+	// A mount path goes into a command only as it is safe to paste.
+	for _, m := range []string{"/run/netns/a b", "/run/netns/$(reboot)", "/run/netns/x;y", "/run/netns/x\n", "run/netns/x", ""} {
+		if shellSafe.MatchString(m) {
+			t.Errorf("%q taken into a command", m)
 		}
 	}
 }

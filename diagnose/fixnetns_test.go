@@ -43,7 +43,43 @@ type fixNetns struct {
 
 func newFixNetns(t *testing.T, lo, hi int, srv []served, conns int) *fixNetns {
 	t.Helper()
-	ns := rangedNS(t, lo, hi)
+	f := fixIn(t, testNS(t), lo, hi, srv, conns)
+	f.pid = startIn(t, f.ns)
+	return f
+}
+
+// namedFixNetns is newFixNetns's netns made by `ip netns add` instead, with
+// no process in it: only its mount under /run/netns keeps it.
+func namedFixNetns(t *testing.T, lo, hi int, srv []served, conns int) *fixNetns {
+	t.Helper()
+	testenv.RequireRoot(t)
+	ip := testenv.Program(t, "ip", "iproute2")
+	name := fmt.Sprintf("eaddr-fix-%d", os.Getpid())
+	if out, err := exec.Command(ip, "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command(ip, "netns", "del", name).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del: %v: %s", err, out)
+		}
+	})
+	if out, err := exec.Command(ip, "-n", name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("ip link set lo up: %v: %s", err, out)
+	}
+	ns, err := netns.Open("/run/netns/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	return fixIn(t, ns, lo, hi, srv, conns)
+}
+
+// fixIn sets ns's range, opens the served sockets and the connections.
+func fixIn(t *testing.T, ns *netns.NS, lo, hi int, srv []served, conns int) *fixNetns {
+	t.Helper()
+	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", fmt.Sprintf("%d %d", lo, hi)); err != nil {
+		t.Fatal(err)
+	}
 	f := &fixNetns{ns: ns, served: srv, accepted: make(chan struct{}, conns)}
 	t.Cleanup(f.restart)
 	for _, s := range srv {
@@ -65,7 +101,6 @@ func newFixNetns(t *testing.T, lo, hi int, srv []served, conns int) *fixNetns {
 			t.Fatalf("one more connection toward %s: %v, want EADDRNOTAVAIL", f.dst, err)
 		}
 	}
-	f.pid = startIn(t, ns)
 	return f
 }
 

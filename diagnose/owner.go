@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -30,9 +31,10 @@ const (
 
 // owner is whose a netns is, and how to enter it.
 type owner struct {
-	kind ownerKind
-	pid  int    // ownerOther, ownerUnknown: a process in the netns (nsenter -t PID -n), 0 if none is known
-	why  string // ownerUnknown: why eaddr cannot tell
+	kind  ownerKind
+	pid   int    // ownerOther, ownerUnknown: a process in the netns (nsenter -t PID -n), 0 if none is known
+	mount string // ownerOther, ownerUnknown: its mount (ip netns add, a runtime's), "" if none or not usable in a command
+	why   string // ownerUnknown: why eaddr cannot tell
 }
 
 // podByNetNS is what the runtime's resolver (kube.Resolver) answers of a
@@ -66,17 +68,30 @@ func (d *Diagnoser) ownerOf(ns *netdiag.Netns, hint *decode.Pod) owner {
 			return owner{kind: ownerPod}
 		}
 	}
-	pid := m.first
-	if pid == 0 {
-		pid = ns.PID()
+	o := owner{kind: ownerOther, pid: m.first, mount: mountOf(inode)}
+	if o.pid == 0 {
+		o.pid = ns.PID()
 	}
 	switch {
 	case d.HostNetNS == 0:
-		return owner{kind: ownerUnknown, pid: pid, why: "the node's own network namespace is not known to eaddr (no hostPID?), and this may be it"}
+		o.kind, o.why = ownerUnknown, "the node's own network namespace is not known to eaddr (no hostPID?), and this may be it"
 	case m.why != "":
-		return owner{kind: ownerUnknown, pid: pid, why: m.why}
+		o.kind, o.why = ownerUnknown, m.why
 	}
-	return owner{kind: ownerOther, pid: pid}
+	return o
+}
+
+// shellSafe is a mount path that can go into a command as it is.
+var shellSafe = regexp.MustCompile(`^/[A-Za-z0-9/._:+-]+$`)
+
+// mountOf is the netns's mount (netdiag.NetNSMounts), when it has one whose
+// path a command can take as it is.
+func mountOf(inode uint64) string {
+	mounts, err := netdiag.NetNSMounts()
+	if err != nil || !shellSafe.MatchString(mounts[inode]) {
+		return ""
+	}
+	return mounts[inode]
 }
 
 // members is what a walk of /proc found of one netns's processes.

@@ -22,7 +22,7 @@ func TestRangeFixesApplied(t *testing.T) {
 		g := NewDiagnoser().Diagnose(f.event())
 		fix := fixWith(t, g.Fix, "widen ")
 		wantIn(t, fix, `widen this network namespace's range (it is no pod's): nsenter -t `, `sysctl -w net.ipv4.ip_local_port_range="8082 65535" gives 57454 ports (now 2): it starts above 8080`)
-		applyFix(t, f, fix, viaNsenter, 0, 0)
+		applyFix(t, f, fix, viaEnter, 0, 0)
 	})
 	t.Run("not known whether a pod's", func(t *testing.T) {
 		f := newFixNetns(t, 40000, 40001, []served{{"tcp", 8080}}, 2)
@@ -31,7 +31,7 @@ func TestRangeFixesApplied(t *testing.T) {
 		fix := fixWith(t, d.Diagnose(f.event()).Fix, "widen ")
 		wantIn(t, fix, "widen this network namespace's range: eaddr cannot tell whether it is a pod's netns (the node's own network namespace is not known",
 			`in a pod, spec.securityContext.sysctls: [{name: net.ipv4.ip_local_port_range, value: "8082 65535"}]; otherwise nsenter -t `)
-		applyFix(t, f, fix, viaNsenter, 0, 0)
+		applyFix(t, f, fix, viaEnter, 0, 0)
 	})
 	t.Run("pod, listener on 8080, the kernel's default range", func(t *testing.T) {
 		f := newFixNetns(t, 32768, 60999, []served{{"tcp", 8080}}, 0)
@@ -52,10 +52,16 @@ func TestRangeFixesApplied(t *testing.T) {
 		fixes := NewDiagnoser().Diagnose(f.event()).Fix
 		reserve := fixWith(t, fixes, "move the listener on port 40005")
 		wantIn(t, reserve, ` -n sysctl -w net.ipv4.ip_local_reserved_ports=40005 (leaving 9 ports of the range usable)`)
-		applyFix(t, f, reserve, viaNsenter, 0, 0)
+		applyFix(t, f, reserve, viaEnter, 0, 0)
 		wide := fixWith(t, fixes, "widen ")
 		wantIn(t, wide, `sysctl -w net.ipv4.ip_local_port_range="1024 65535" net.ipv4.ip_local_reserved_ports=8080,40005 gives 64510 ports (now 10)`)
-		applyFix(t, f, wide, viaNsenter, 0, 0)
+		applyFix(t, f, wide, viaEnter, 0, 0)
+	})
+	t.Run("ip netns add: no process, a name", func(t *testing.T) {
+		f := namedFixNetns(t, 40000, 40001, []served{{"tcp", 8080}}, 2)
+		fix := fixWith(t, NewDiagnoser().Diagnose(f.event()).Fix, "widen ")
+		wantIn(t, fix, `widen this network namespace's range (it is no pod's): ip netns exec eaddr-fix-`, ` sysctl -w net.ipv4.ip_local_port_range="8082 65535" gives 57454 ports (now 2)`)
+		applyFix(t, f, fix, viaEnter, 0, 0)
 	})
 	t.Run("node, range 30100-30109 inside the NodePort range", testNodeRangeInsideNodePorts)
 }

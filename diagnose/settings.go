@@ -2,9 +2,11 @@ package diagnose
 
 import (
 	"fmt"
+	"path"
 	"slices"
 	"sort"
 
+	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/diagnose/portmodel"
 )
 
@@ -92,12 +94,19 @@ func (o owner) command(s portSettings) string {
 	return fmt.Sprintf("eaddr cannot tell whether it is a pod's netns (%s): in a pod, %s; otherwise %ssysctl -w %s", o.why, pod, o.enter(), s.args())
 }
 
-// enter is the command that runs the next one inside the netns.
+// enter is the command that runs the next one inside the netns: by its
+// name when `ip netns add` made it (a name outlives any process), else
+// through a process in it, else through its mount.
 func (o owner) enter() string {
-	if o.pid > 0 {
+	switch {
+	case path.Dir(o.mount) == netdiag.RunNetNS:
+		return "ip netns exec " + path.Base(o.mount) + " "
+	case o.pid > 0:
 		return fmt.Sprintf("nsenter -t %d -n ", o.pid)
+	case o.mount != "":
+		return "nsenter --net=" + o.mount + " "
 	}
-	return "nsenter --net=THE-NETNS-MOUNT " // no process is in it: only its mount (ip netns add) keeps it
+	return "inside it (eaddr found no process or mount to enter it by): "
 }
 
 // rangeName names the netns's range in a fix: "the pod's range", "the
