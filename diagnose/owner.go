@@ -59,7 +59,7 @@ func (d *Diagnoser) ownerOf(ns *netdiag.Netns, hint *decode.Pod) owner {
 	if uid, _ := PodOfProcess(ns.PID()); uid != "" {
 		return owner{kind: ownerPod}
 	}
-	m := membersOf(inode, time.Now().Add(d.HoldersWait))
+	m := membersOf(inode, d.HoldersWait)
 	if m.pod {
 		return owner{kind: ownerPod}
 	}
@@ -102,11 +102,13 @@ type members struct {
 }
 
 // membersOf walks /proc for the processes in the netns inode until one
-// runs in a pod's cgroup, or deadline. A process whose netns cannot be
-// read (some sandboxes hide pid 1's even from root) counts only when its
-// cgroup is a pod's: then it may be the pod's, and why says so.
-func membersOf(inode uint64, deadline time.Time) members {
+// runs in a pod's cgroup, or the time budget is spent (<= 0: no limit, as
+// for Holders). A process whose netns cannot be read (some sandboxes hide
+// pid 1's even from root) counts only when its cgroup is a pod's: then it
+// may be the pod's, and why says so.
+func membersOf(inode uint64, budget time.Duration) members {
 	var m members
+	deadline := time.Now().Add(budget)
 	err := eachProcNetNS(func(pid int, ino uint64, err error) bool {
 		if err != nil {
 			if uid, _ := PodOfProcess(pid); uid != "" && m.why == "" {
@@ -121,7 +123,7 @@ func membersOf(inode uint64, deadline time.Time) members {
 				return false
 			}
 		}
-		if time.Now().After(deadline) {
+		if budget > 0 && time.Now().After(deadline) {
 			m.why = "not every process was looked at within the time budget"
 			return false
 		}
