@@ -100,17 +100,7 @@ func testNodeRangeInsideNodePorts(t *testing.T) {
 // test: that would take 28,232 connections).
 func rangeFixOf(t *testing.T, f *fixNetns) string {
 	t.Helper()
-	d := NewDiagnoser()
-	ns, err := d.openNetns(f.event(), d.now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	p, err := readPorts(ns, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d.rangeFix(p)
+	return rangeFixIn(t, NewDiagnoser(), f.ns.Inode(), f.pid)
 }
 
 func wantIn(t *testing.T, s string, want ...string) {
