@@ -3,13 +3,11 @@ package diagnose
 import (
 	"fmt"
 	"os"
-	"path/filepath"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/eaddr/eaddr/diagnose/netdiag"
-	"golang.org/x/sys/unix"
 )
 
 // Severity of a finding; the worst one sets the exit status. SevUnknown:
@@ -119,25 +117,20 @@ func (r *NetNSReport) Add(s Severity, format string, a ...any) {
 
 // NetNSMembers maps each netns inode to a live process in it.
 func NetNSMembers() (map[uint64]int, error) {
-	dirs, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
 	out := map[uint64]int{}
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
+	err := eachProcNetNS(func(pid int, ino uint64, err error) bool {
 		if err != nil {
-			continue
-		}
-		var st unix.Stat_t
-		if unix.Stat(filepath.Join("/proc", d.Name(), "ns/net"), &st) != nil {
-			continue
+			return true
 		}
 		// Prefer a user process to a kernel thread (empty cmdline) as the
 		// netns's representative: it is what a person recognises.
-		if prev, ok := out[st.Ino]; !ok || (isKernelThread(prev) && !isKernelThread(pid)) {
-			out[st.Ino] = pid
+		if prev, ok := out[ino]; !ok || (isKernelThread(prev) && !isKernelThread(pid)) {
+			out[ino] = pid
 		}
+		return true
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -184,20 +177,22 @@ func AuditNetNS(inode uint64, pid int, o AuditOptions) NetNSReport {
 		r.Add(SevUnknown, "not audited: cannot read the port sysctls: %v", err)
 		return r
 	}
-	auditRange(&r, &sc, o.NodePortLo, o.NodePortHi)
 	p, err := readPorts(ns, o.Iter, false)
+	auditRange(&r, &sc, p, o.NodePortLo, o.NodePortHi)
 	if err != nil {
 		r.Error = err.Error()
 		r.Add(SevUnknown, "ports in use not known: cannot list the sockets: %v", err)
 		return r
 	}
 	auditPorts(&r, p, o)
-	auditBudget(&r, o)
+	auditBudget(&r, p, o)
 	return r
 }
 
-// auditRange: the range's shape, and its overlap with the NodePort range.
-func auditRange(r *NetNSReport, sc *netdiag.PortSysctls, npLo, npHi int) {
+// auditRange: the range's shape, and its overlap with the NodePort range,
+// with the host's fixes checked against its sockets (p; nil when they
+// could not be listed).
+func auditRange(r *NetNSReport, sc *netdiag.PortSysctls, p *portScene, npLo, npHi int) {
 	r.PortRange = fmt.Sprintf("%d-%d", sc.RangeLo, sc.RangeHi)
 	r.Reserved = netdiag.FormatSpans(sc.Reserved)
 	r.UnprivilegedPort = sc.UnprivilegedStart
@@ -209,20 +204,27 @@ func auditRange(r *NetNSReport, sc *netdiag.PortSysctls, npLo, npHi int) {
 		r.Add(SevInfo, "the range starts at %d, below ip_unprivileged_port_start %d: outgoing connections can take privileged ports that a service expects to bind", sc.RangeLo, sc.UnprivilegedStart)
 	}
 	// NodePorts live in the host's netns: there, a source port taken from
-	// the NodePort range breaks replies to that connection.
-	if overlap := NodePortOverlap(sc, npLo, npHi); overlap > 0 {
-		sev, where := SevInfo, "harmless outside the host network namespace"
-		if r.Host {
-			sev, where = SevWarning, "this is the host network namespace: the kernel can hand out NodePorts as source ports, and since Kubernetes 1.22 replies to them (kubelet health checks) can be captured by NodePort rules"
+	// the NodePort range breaks replies to that connection. Elsewhere it
+	// is harmless, and no fix is offered for it.
+	overlap := NodePortOverlap(sc, npLo, npHi)
+	switch {
+	case overlap == 0:
+	case !r.Host:
+		r.Add(SevInfo, "ip_local_port_range %d-%d overlaps the NodePort range %d-%d in %d unreserved ports; harmless outside the host network namespace",
+			sc.RangeLo, sc.RangeHi, npLo, npHi, overlap)
+	default:
+		fix := "keep net.ipv4.ip_local_port_range clear of the NodePort range and of the node's listeners (eaddr could not list the sockets to check a range against them)"
+		if p != nil {
+			fix = strings.Join(nodePortRangeFixes(p, npLo, npHi), "; ")
 		}
-		r.Add(sev, "ip_local_port_range %d-%d overlaps the NodePort range %d-%d in %d unreserved ports; %s. Fix: %s",
-			sc.RangeLo, sc.RangeHi, npLo, npHi, overlap, where, NodePortFix(npLo, npHi))
+		r.Add(SevWarning, "ip_local_port_range %d-%d overlaps the NodePort range %d-%d in %d unreserved ports; this is the host network namespace: the kernel can hand out NodePorts as source ports, and since Kubernetes 1.22 replies to them (kubelet health checks) can be captured by NodePort rules. Fix: %s",
+			sc.RangeLo, sc.RangeHi, npLo, npHi, overlap, fix)
 	}
 }
 
 // auditBudget: the busiest destinations against --warn/--crit, and the
 // listeners inside the range.
-func auditBudget(r *NetNSReport, o AuditOptions) {
+func auditBudget(r *NetNSReport, p *portScene, o AuditOptions) {
 	sort.Slice(r.Destinations, func(i, j int) bool {
 		if r.Destinations[i].Ports != r.Destinations[j].Ports {
 			return r.Destinations[i].Ports > r.Destinations[j].Ports
@@ -250,8 +252,8 @@ func auditBudget(r *NetNSReport, o AuditOptions) {
 		r.Add(SevInfo, "%d ports are held by sockets whose bind bucket could not be read (%s): counted as taken toward their own destination only", r.Unsure, r.Source)
 	}
 	if len(r.Listeners) > 0 {
-		r.Add(SevInfo, "%d listening socket(s) inside the ephemeral range (%s): an outgoing connection can take the port while the listener restarts; reserve it in ip_local_reserved_ports",
-			len(r.Listeners), strings.Join(r.Listeners, ", "))
+		r.Add(SevInfo, "%d listening socket(s) inside the ephemeral range (%s): an outgoing connection can take the port while the listener restarts; %s",
+			len(r.Listeners), strings.Join(r.Listeners, ", "), reserveListeners(p))
 	}
 }
 
@@ -260,4 +262,21 @@ func percent(n, of int) int {
 		return 100
 	}
 	return n * 100 / of
+}
+
+// reserveListeners: reserve the ports of the listeners inside the range
+// when that leaves ports, else move them.
+func reserveListeners(p *portScene) string {
+	var ports []int
+	for _, s := range p.socks {
+		if port := int(s.Local.Port()); s.State == netdiag.StateListen && p.inRange(port) && !slices.Contains(ports, port) {
+			ports = append(ports, port)
+		}
+	}
+	slices.Sort(ports)
+	set := portSettings{reserved: withPorts(p.sc.Reserved, ports), reserve: true}
+	if left := set.ports(p.sc); left > 0 {
+		return fmt.Sprintf("reserve them: net.ipv4.ip_local_reserved_ports=%s (the list replaces the current one, leaving %s of the range usable)", spansString(set.reserved), portCount(left))
+	}
+	return "move them out of the range: reserving them would leave no port"
 }

@@ -33,10 +33,16 @@ type causeCase struct {
 }
 
 var causeCases = []causeCase{
-	{scene: "established", cause: CausePerDestination, holder: "clients", fix: []string{"connection pool", "widen the pod's range"}},
+	// The scenes' netns are no pod's, and their servers listen on 8080 and 8081: a wider range
+	// starts above them (fixapply_test.go applies it to a netns and asks the kernel).
+	{scene: "established", cause: CausePerDestination, holder: "clients", fix: []string{"connection pool",
+		`widen this network namespace's range (it is no pod's): nsenter -t `, ` -n sysctl -w net.ipv4.ip_local_port_range="8082 65535" gives 57454 ports (now 10)`},
+		notFix: []string{"the pod's range", "securityContext", `"1024 65535"`}},
 	{scene: "bind-before-connect", cause: CauseBindBeforeConnect, holder: "clients", fix: []string{"IP_BIND_ADDRESS_NO_PORT"}},
 	{scene: "bound-only", cause: CauseBoundOnly, holder: "clients", fix: []string{"never connected"}},
-	{scene: "listener-in-range", cause: CausePerDestination, holder: "clients", fix: []string{"move the listener on port"}},
+	{scene: "listener-in-range", cause: CausePerDestination, holder: "clients", fix: []string{
+		`widen this network namespace's range (it is no pod's): nsenter -t `, ` -n sysctl -w net.ipv4.ip_local_port_range="1024 65535" net.ipv4.ip_local_reserved_ports=8080,40005 gives 64510 ports (now 10)`},
+		notFix: []string{`net.ipv4.ip_local_port_range="1024 65535" gives`}},
 	{scene: "close-wait-leak", cause: CauseCloseWait, holder: "clients", fix: []string{"never closes its sockets after the peer's FIN"}, notFix: []string{"connection pool"}},
 	{scene: "fin-wait2-orphans", cause: CauseOrphans, fix: []string{"tcp_fin_timeout="}},
 	{scene: "time-wait", cause: CauseTimeWait, fix: []string{"(now 0)"}}, // and tcp_tw_reuse=1 where the scene saw it work
@@ -73,7 +79,6 @@ func TestCauses(t *testing.T) {
 			startIn(t, s.NS) // the pod's pause process: the failing call came from the test, not from the netns
 			d := NewDiagnoser()
 			d.Iter = it
-			d.HostNetNS = 0
 			g := d.Diagnose(sceneEvent(s))
 			if g == nil {
 				t.Fatalf("%s (%s %v): no diagnosis", c.scene, s.Sys, s.Errno)

@@ -116,8 +116,10 @@ type Diagnoser struct {
 	// and the diagnosis says what that cannot see.
 	Iter          netdiag.SocketReader
 	NodePortRules NodePortRules // nil: the NodePort rules are not read (nodeport_timeout.go)
-	// Pods names the pod of a destination address (kube.Resolver.PodByIP);
-	// nil: not asked.
+	// Pods names the pod of a destination address (kube.Resolver.PodByIP)
+	// and, when it has PodByNetNS (kube.Resolver does), the pod whose
+	// sandbox a netns is, for a netns in which no process runs in a pod's
+	// cgroup (owner.go); nil: not asked.
 	Pods interface {
 		PodByIP(netip.Addr) (*decode.Pod, bool)
 	}
@@ -248,6 +250,7 @@ func (d *Diagnoser) snapshot(ev *decode.Event, now time.Time) *Diagnosis {
 		g.Verdict = "no diagnosis: reading the netns's ports: " + err.Error()
 		return g
 	}
+	p.pod = ev.Pod
 	g.RangeLo, g.RangeHi = p.sc.Lo, p.sc.Hi
 	g.Reserved = spansString(p.sc.Reserved)
 	switch {

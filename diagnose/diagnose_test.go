@@ -82,12 +82,7 @@ type unixScene struct {
 
 func newUnixScene(t *testing.T) *unixScene {
 	t.Helper()
-	testenv.RequireRoot(t)
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	ns := testNS(t)
 	s := &unixScene{ns: ns, dir: t.TempDir(), abstract: fmt.Sprintf("@eaddr-test-%d\x00x", time.Now().UnixNano())}
 	py := `import socket, sys, json, time
 d, ab = sys.argv[1], b"\0" + sys.argv[2][1:].encode() + b"\0x"
@@ -248,15 +243,7 @@ func TestDiagnoseUnix(t *testing.T) {
 // loaded) the diagnosis reads /proc/net and gives the same verdict, counts
 // and holders as with it, on the same real sockets.
 func TestDiagnoseProcNetFallback(t *testing.T) {
-	testenv.RequireRoot(t)
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "40000 40001"); err != nil {
-		t.Fatal(err)
-	}
+	ns := rangedNS(t, 40000, 40001)
 	ex, err := netns.Exhaust(ns, "tcp4", "127.0.0.1:8080", 40000, 40001)
 	if err != nil {
 		t.Fatal(err)
@@ -296,12 +283,7 @@ func TestDiagnoseProcNetFallback(t *testing.T) {
 // unix dump, holder scan) in a netns with about 2000 other bound unix
 // sockets, with sock_diag and with the /proc/net/unix fallback.
 func BenchmarkDiagnoseUnix(b *testing.B) {
-	testenv.RequireRoot(b)
-	ns, err := netns.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ns.Close() })
+	ns := testNS(b)
 	dir := b.TempDir()
 	cmd := exec.Command("python3", "-c", `import socket, resource, sys, time
 resource.setrlimit(resource.RLIMIT_NOFILE, (2100, 2100))
@@ -354,11 +336,7 @@ time.sleep(600)
 // to search them all, a file nobody seems to hold is only "probably" stale.
 func TestDiagnoseUnixOtherNetns(t *testing.T) {
 	s := newUnixScene(t) // netns A: holds live.sock
-	b, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := testNS(t)
 	sleep := exec.Command("sleep", "600")
 	if err := b.Start(sleep); err != nil {
 		t.Fatal(err)

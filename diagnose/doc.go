@@ -6,6 +6,8 @@
 // with a verdict and a fix that was checked against that state before it is
 // offered (Diagnoser, for trace). `check` audits every netns with the same
 // model (AuditNetNS). A holder's pod UID and container ID come from its
-// cgroup path (pod/kube's parser); the runtime is never asked here. It
-// knows nothing of JSON.
+// cgroup path (pod/kube's parser), and so does whose a netns is, which
+// decides how a fix is applied (a pod's spec, the node's sysctl, nsenter);
+// the runtime is asked only through Diagnoser.Pods, off the reader's path.
+// It knows nothing of JSON.
 package diagnose

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-
-	"github.com/eaddr/eaddr/diagnose/netdiag"
 )
 
 // fixes advises for the largest cause, then the others. Every fix is
@@ -21,7 +19,7 @@ func (d *Diagnoser) fixes(g *Diagnosis, p *portScene, groups []portGroup) {
 			g.Fix = append(g.Fix, f)
 		}
 	}
-	if f := d.rangeFix(g, p); f != "" {
+	if f := d.rangeFix(p); f != "" {
 		g.Fix = append(g.Fix, f)
 	}
 }
@@ -39,7 +37,7 @@ func (d *Diagnoser) causeFix(g *Diagnosis, p *portScene, gr portGroup) string {
 	case CauseBoundOnly:
 		return fmt.Sprintf("%s bound to a port and never connected: close them, or set IP_BIND_ADDRESS_NO_PORT before bind()", holdPhrase(hs, gr.ports, "sockets"))
 	case CauseListener:
-		return listenerFix(p, gr)
+		return d.listenerFix(p, gr)
 	case CauseCloseWait:
 		return fmt.Sprintf("%s %s sockets after the peer's FIN (%d in CLOSE_WAIT): a leak in the program, fix it to close() on end of stream; a wider range only delays the failure", holderNames(hs), verb(hs, "never closes its", "never close their"), gr.ports)
 	case CauseOrphans:
@@ -99,30 +97,6 @@ func peerOf(p *portScene, gr portGroup) string {
 	return p.socks[gr.socks[0]].Remote.String()
 }
 
-// listenerFix: move the listener, or reserve its port when the reserve
-// still leaves ports.
-func listenerFix(p *portScene, gr portGroup) string {
-	port := 0
-	for _, i := range gr.socks {
-		if p.socks[i].State == netdiag.StateListen {
-			port = int(p.socks[i].Local.Port())
-			break
-		}
-	}
-	if p.usable() <= 1 {
-		return fmt.Sprintf("move the listener on port %d out of the range: reserving it would leave no port", port)
-	}
-	return fmt.Sprintf("move the listener on port %d out of ip_local_port_range, or reserve it: net.ipv4.ip_local_reserved_ports=%s", port, addSpan(p, port))
-}
-
-// addSpan is the reserved list with port added.
-func addSpan(p *portScene, port int) string {
-	if len(p.sc.Reserved) == 0 {
-		return fmt.Sprint(port)
-	}
-	return spansString(p.sc.Reserved) + fmt.Sprintf(",%d", port)
-}
-
 // timeWaitFix follows the netns's own tcp_tw_reuse: never advise what is
 // already in effect.
 func timeWaitFix(p *portScene, gr portGroup) string {
@@ -150,36 +124,4 @@ func delayWords(p *portScene) string {
 // source or destination.
 func loopbackPair(a, b netip.Addr) bool {
 	return a.Unmap().IsLoopback() || b.Unmap().IsLoopback()
-}
-
-// rangeFix: a wider range, checked against the netns: never the range in
-// effect, and on the host never one that hands out NodePorts.
-func (d *Diagnoser) rangeFix(g *Diagnosis, p *portScene) string {
-	lo, hi := p.sc.Lo, p.sc.Hi
-	if g.HostNetwork {
-		return d.hostRangeFix(p)
-	}
-	if lo <= 1024 && hi >= 65535 {
-		return "" // already as wide as it goes
-	}
-	return `widen the pod's range: spec.securityContext.sysctls: [{name: net.ipv4.ip_local_port_range, value: "1024 65535"}] (1024 keeps clear of privileged ports)`
-}
-
-// hostRangeFix: on the host a wider range must stay clear of the NodePort
-// range; it is advised only when it gives more ports than the range has now.
-func (d *Diagnoser) hostRangeFix(p *portScene) string {
-	npLo, npHi := d.NodePortLo, d.NodePortHi
-	wideLo := max(npHi+1, 1024)
-	now := p.usable()
-	wide := 65535 - wideLo + 1
-	var s string
-	if wide > now {
-		s = fmt.Sprintf("this is the host network namespace (node daemons, hostNetwork pods): widen the range but keep it out of the NodePort range %d-%d: net.ipv4.ip_local_port_range=\"%d 65535\" gives %d ports (now %d)", npLo, npHi, wideLo, wide, now)
-	} else {
-		s = fmt.Sprintf("this is the host network namespace: no wider range stays out of the NodePort range %d-%d; open fewer connections", npLo, npHi)
-	}
-	if overlap := p.sc.Unreserved(npLo, npHi); overlap > 0 {
-		s += fmt.Sprintf("; the range now overlaps the NodePort range in %d ports, whose replies a NodePort rule can take", overlap)
-	}
-	return s
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/testenv"
 )
 
 // nearlyScene is a netns with the range 40000-40009 and a listener on
@@ -24,15 +23,7 @@ type nearlyScene struct {
 
 func newNearlyScene(t *testing.T) *nearlyScene {
 	t.Helper()
-	testenv.RequireRoot(t)
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "40000 40009"); err != nil {
-		t.Fatal(err)
-	}
+	ns := rangedNS(t, 40000, 40009)
 	l, err := ns.Listen("tcp4", "127.0.0.1:8080")
 	if err != nil {
 		t.Fatal(err)

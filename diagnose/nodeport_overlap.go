@@ -1,10 +1,6 @@
 package diagnose
 
-import (
-	"fmt"
-
-	"github.com/eaddr/eaddr/diagnose/netdiag"
-)
+import "github.com/eaddr/eaddr/diagnose/netdiag"
 
 // NodePortOverlap is the number of unreserved ports the range shares with
 // the NodePort range [lo, hi].
@@ -16,10 +12,4 @@ func NodePortOverlap(sc *netdiag.PortSysctls, lo, hi int) int {
 		}
 	}
 	return n
-}
-
-// NodePortFix is the advice for the host netns, whose source ports must stay
-// out of the NodePort range [lo, hi].
-func NodePortFix(lo, hi int) string {
-	return fmt.Sprintf("net.ipv4.ip_local_reserved_ports=%d-%d, or a net.ipv4.ip_local_port_range that does not overlap the NodePort range %d-%d", lo, hi, lo, hi)
 }

@@ -3,13 +3,13 @@ package diagnose
 import (
 	"fmt"
 	"net/netip"
-	"sort"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/decode"
-	"github.com/eaddr/eaddr/diagnose/netdiag"
+	"github.com/eaddr/eaddr/diagnose/portmodel"
 )
 
 // NodePortRules names the Service whose NodePort rule (kube-proxy's
@@ -85,8 +85,9 @@ func (d *Diagnoser) nodePortFailure(ev *decode.Event, g *Diagnosis, now time.Tim
 	d.nodePortFixes(ev, g, now)
 }
 
-// nodePortFixes reads the netns's port sysctls into g and gives the fixes
-// that keep its source ports out of the NodePort range, checked.
+// nodePortFixes reads the netns's port sysctls and sockets into g and
+// gives the fixes that keep its source ports out of the NodePort range,
+// checked against them.
 func (d *Diagnoser) nodePortFixes(ev *decode.Event, g *Diagnosis, now time.Time) {
 	rng := fmt.Sprintf("%d-%d", d.NodePortLo, d.NodePortHi)
 	ns, err := d.openNetns(ev, now)
@@ -96,15 +97,15 @@ func (d *Diagnoser) nodePortFixes(ev *decode.Event, g *Diagnosis, now time.Time)
 		return
 	}
 	defer ns.Close()
-	sc, err := ns.Sysctls()
+	p, err := readPorts(ns, d.Iter, false)
 	if err != nil {
 		g.Err = err.Error()
-		g.Fix = append(g.Fix, "keep net.ipv4.ip_local_port_range clear of the NodePort range "+rng+" on the node (eaddr could not read the sysctls to check a fix: "+err.Error()+")")
+		g.Fix = append(g.Fix, "keep net.ipv4.ip_local_port_range clear of the NodePort range "+rng+" and of the node's listeners (eaddr could not read the netns's sysctls and sockets to check a fix: "+err.Error()+")")
 		return
 	}
-	g.RangeLo, g.RangeHi, g.Usable = sc.RangeLo, sc.RangeHi, sc.Usable()
-	g.Reserved = netdiag.FormatSpans(sc.Reserved)
-	g.Fix = append(g.Fix, NodePortRangeFixes(&sc, d.NodePortLo, d.NodePortHi)...)
+	g.RangeLo, g.RangeHi, g.Usable = p.sc.Lo, p.sc.Hi, p.usable()
+	g.Reserved = spansString(p.sc.Reserved)
+	g.Fix = append(g.Fix, nodePortRangeFixes(p, d.NodePortLo, d.NodePortHi)...)
 }
 
 // rulesErr is why the rules reader read nothing, when it says.
@@ -130,46 +131,50 @@ func (d *Diagnoser) ruleText(addr netip.Addr, port uint16) string {
 	return fmt.Sprintf("eaddr does not read the node's NodePort rules, so this is likely, not certain (look for tcp/%d: nft list ruleset | grep -w %d, iptables-save | grep -w %d, ipvsadm -Ln | grep -w %d)", port, port, port, port)
 }
 
-// NodePortRangeFixes is how to keep the source ports of sc's netns out of
-// the NodePort range [npLo, npHi], each fix checked: reserving the overlap
-// only when ports of the range are left usable after it (a range inside
-// the NodePort range would have none: then only moving it helps).
-func NodePortRangeFixes(sc *netdiag.PortSysctls, npLo, npHi int) []string {
-	lo, hi := max(sc.RangeLo, npLo), min(sc.RangeHi, npHi)
-	overlap := NodePortOverlap(sc, npLo, npHi)
+// nodePortRangeFixes is how the host keeps the source ports of p's netns
+// out of the NodePort range [npLo, npHi], each fix checked: reserving the
+// overlap only when ports of the range are left usable after it (a range
+// inside the NodePort range would have none: then only moving it helps),
+// and a range moved clear of it with the node's listeners inside it
+// reserved.
+func nodePortRangeFixes(p *portScene, npLo, npHi int) []string {
+	sc := p.sc
+	lo, hi := max(sc.Lo, npLo), min(sc.Hi, npHi)
+	overlap := sc.Unreserved(npLo, npHi)
 	if overlap == 0 {
 		return []string{fmt.Sprintf("the range %d-%d (reserved: %s) no longer hands out ports of the NodePort range %d-%d: the port was chosen before a change, or by bind(); keep it so, also in /etc/sysctl.d",
-			sc.RangeLo, sc.RangeHi, orNone(netdiag.FormatSpans(sc.Reserved)), npLo, npHi)}
+			sc.Lo, sc.Hi, orNone(spansString(sc.Reserved)), npLo, npHi)}
 	}
-	var fixes []string
-	move := clearRange(sc, npLo, npHi)
-	if left := sc.Usable() - overlap; left > 0 {
-		reserved := mergeSpans(append(append([]netdiag.PortSpan(nil), sc.Reserved...), netdiag.PortSpan{Lo: lo, Hi: hi}))
+	move, canMove := clearRange(p, npLo, npHi)
+	res := portSettings{reserved: mergeSpans(append(slices.Clone(sc.Reserved), portmodel.Span{Lo: lo, Hi: hi})), reserve: true}
+	if left := res.ports(sc); left > 0 {
 		few := ""
-		if left < 1024 && move != "" {
+		if left < 1024 && canMove {
 			few = ": few, moving the range is better"
 		}
-		fixes = append(fixes, fmt.Sprintf("reserve the overlap %d-%d: sysctl -w net.ipv4.ip_local_reserved_ports=%s (the list replaces the current one; %d ports of %d-%d stay usable%s)",
-			lo, hi, netdiag.FormatSpans(reserved), left, sc.RangeLo, sc.RangeHi, few))
-		if move != "" {
+		fixes := []string{fmt.Sprintf("reserve the overlap %d-%d: %s: the list replaces the current one, leaving %s of %d-%d usable%s",
+			lo, hi, owner{kind: ownerHost}.command(res), portCount(left), sc.Lo, sc.Hi, few)}
+		if canMove {
 			fixes = append(fixes, "or move the range clear of the NodePort range: "+move)
 		}
 		return fixes
 	}
-	why := fmt.Sprintf("reserving the overlap %d-%d would leave no usable port: the range %d-%d lies inside the NodePort range %d-%d", lo, hi, sc.RangeLo, sc.RangeHi, npLo, npHi)
-	if move == "" {
+	why := fmt.Sprintf("reserving the overlap %d-%d would leave no usable port: the range %d-%d lies inside the NodePort range %d-%d", lo, hi, sc.Lo, sc.Hi, npLo, npHi)
+	if !canMove {
 		return []string{why + "; and no range of 1024 or more ports clear of it is left below 65536: change the NodePort range (kube-apiserver --service-node-port-range)"}
 	}
 	return []string{why + ": move the range instead: " + move}
 }
 
-// clearRange is the sysctl command for a range clear of [npLo, npHi]: the
-// wider part of the current range outside it when that is at least 1024
-// ports, else the kernel's default (32768-60999) when it is clear, else the
-// wider of 1024-(npLo-1) and (npHi+1)-65535; "" when none is.
-func clearRange(sc *netdiag.PortSysctls, npLo, npHi int) string {
+// clearRange is the command for a range clear of [npLo, npHi] with at
+// least 1024 usable ports once the node's listeners inside it are
+// reserved: the wider part of the current range outside it, else the
+// kernel's default (32768-60999) when it is clear, else the wider of
+// 1024-(npLo-1) and (npHi+1)-65535; false when none is.
+func clearRange(p *portScene, npLo, npHi int) (string, bool) {
 	const minPorts = 1024
-	below, above := [2]int{sc.RangeLo, min(sc.RangeHi, npLo-1)}, [2]int{max(sc.RangeLo, npHi+1), sc.RangeHi}
+	sc := p.sc
+	below, above := [2]int{sc.Lo, min(sc.Hi, npLo-1)}, [2]int{max(sc.Lo, npHi+1), sc.Hi}
 	if above[1]-above[0] > below[1]-below[0] {
 		below, above = above, below
 	}
@@ -177,32 +182,21 @@ func clearRange(sc *netdiag.PortSysctls, npLo, npHi int) string {
 	if npLo > 60999 || npHi < 32768 {
 		cands = append(cands, [2]int{32768, 60999})
 	}
-	low, high := [2]int{1024, npLo - 1}, [2]int{npHi + 1, 65535}
+	low, high := [2]int{minRangeLo, npLo - 1}, [2]int{npHi + 1, 65535}
 	if low[1]-low[0] > high[1]-high[0] {
 		cands = append(cands, low, high)
 	} else {
 		cands = append(cands, high, low)
 	}
 	for _, c := range cands {
-		if c[1]-c[0]+1 >= minPorts && c[0] >= 1024 {
-			return fmt.Sprintf("sysctl -w net.ipv4.ip_local_port_range=\"%d %d\" (also in /etc/sysctl.d)", c[0], c[1])
-		}
-	}
-	return ""
-}
-
-// mergeSpans sorts spans and joins the overlapping and adjacent ones.
-func mergeSpans(spans []netdiag.PortSpan) []netdiag.PortSpan {
-	sort.Slice(spans, func(i, j int) bool { return spans[i].Lo < spans[j].Lo })
-	var out []netdiag.PortSpan
-	for _, s := range spans {
-		if n := len(out); n > 0 && s.Lo <= out[n-1].Hi+1 {
-			out[n-1].Hi = max(out[n-1].Hi, s.Hi)
+		if c[0] < minRangeLo {
 			continue
 		}
-		out = append(out, s)
+		if plan, ok := hostRange(p, c[0], c[1]); ok && plan.gets >= minPorts {
+			return fmt.Sprintf("%s gives %d ports (now %d)%s", owner{kind: ownerHost}.command(plan.set), plan.gets, p.usable(), plan.why), true
+		}
 	}
-	return out
+	return "", false
 }
 
 func orNone(s string) string {

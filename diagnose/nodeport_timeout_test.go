@@ -13,41 +13,51 @@ import (
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose/netdiag"
+	"github.com/eaddr/eaddr/diagnose/portmodel"
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/testenv"
 )
 
 // Each fix is checked against the range: a reserve only when it leaves
 // usable ports (merged with what is reserved already), else moving the
 // range, to a part of it clear of the NodePort range when that is wide
-// enough, else the kernel's default.
+// enough, else the kernel's default; a range it moves to has the node's
+// listeners inside it reserved.
 func TestNodePortRangeFixes(t *testing.T) {
+	const moveDefault = `sysctl -w net.ipv4.ip_local_port_range="32768 60999" (also in /etc/sysctl.d) gives 28232 ports (now 10)`
 	for _, tc := range []struct {
 		name     string
 		lo, hi   int
 		reserved string
+		served   []int
 		want     []string // substrings, one per fix, in order
 		not      string   // in no fix
 	}{
-		{"inside", 30100, 30109, "", []string{`would leave no usable port: the range 30100-30109 lies inside the NodePort range 30000-32767: move the range instead: sysctl -w net.ipv4.ip_local_port_range="32768 60999"`}, "ip_local_reserved_ports"},
-		{"inside, partly reserved", 30100, 30109, "30100-30104", []string{`reserving the overlap 30100-30109 would leave no usable port: the range 30100-30109 lies inside the NodePort range 30000-32767: move the range instead: sysctl -w net.ipv4.ip_local_port_range="32768 60999"`}, "ip_local_reserved_ports="},
-		{"widened", 1024, 65535, "", []string{"sysctl -w net.ipv4.ip_local_reserved_ports=30000-32767 (the list replaces the current one; 61744 ports of 1024-65535 stay usable)",
-			`or move the range clear of the NodePort range: sysctl -w net.ipv4.ip_local_port_range="32768 65535"`}, ""},
-		{"reserved already, merged", 20000, 31000, "8080,30500-30600", []string{"ip_local_reserved_ports=8080,30000-31000 (", `ip_local_port_range="20000 29999"`}, ""},
-		{"clear", 32768, 60999, "", []string{"no longer hands out ports of the NodePort range"}, "sysctl -w"},
-		{"too little left outside", 29500, 32767, "", []string{"ip_local_reserved_ports=30000-32767 (the list replaces the current one; 500 ports of 29500-32767 stay usable: few, moving the range is better)", `ip_local_port_range="32768 60999"`}, ""},
+		{"inside", 30100, 30109, "", nil, []string{`reserving the overlap 30100-30109 would leave no usable port: the range 30100-30109 lies inside the NodePort range 30000-32767: move the range instead: ` + moveDefault}, "ip_local_reserved_ports"},
+		{"inside, partly reserved", 30100, 30109, "30100-30104", nil, []string{`reserving the overlap 30100-30109 would leave no usable port: the range 30100-30109 lies inside the NodePort range 30000-32767: move the range instead: sysctl -w net.ipv4.ip_local_port_range="32768 60999" (also in /etc/sysctl.d) gives 28232 ports (now 5)`}, "ip_local_reserved_ports="},
+		{"inside, the node listens in the new range", 30100, 30109, "", []int{8080, 35000, 61000}, []string{`move the range instead: sysctl -w net.ipv4.ip_local_port_range="32768 60999" net.ipv4.ip_local_reserved_ports=35000 (also in /etc/sysctl.d) gives 28231 ports (now 10); the reserve keeps the ports the node listens on inside it (35000) from connect() and bind(0)`}, "8080"},
+		{"widened", 1024, 65535, "", nil, []string{"reserve the overlap 30000-32767: sysctl -w net.ipv4.ip_local_reserved_ports=30000-32767 (also in /etc/sysctl.d): the list replaces the current one, leaving 61744 ports of 1024-65535 usable",
+			`or move the range clear of the NodePort range: sysctl -w net.ipv4.ip_local_port_range="32768 65535" (also in /etc/sysctl.d) gives 32768 ports (now 64512)`}, ""},
+		{"reserved already, merged", 20000, 31000, "8080,30500-30600", nil, []string{"ip_local_reserved_ports=8080,30000-31000 (", `ip_local_port_range="20000 29999"`}, ""},
+		{"clear", 32768, 60999, "", nil, []string{"no longer hands out ports of the NodePort range"}, "sysctl -w"},
+		{"too little left outside", 29500, 32767, "", nil, []string{"ip_local_reserved_ports=30000-32767 (also in /etc/sysctl.d): the list replaces the current one, leaving 500 ports of 29500-32767 usable: few, moving the range is better", `ip_local_port_range="32768 60999"`}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := netdiag.ParseReserved(tc.reserved)
 			if err != nil {
 				t.Fatal(err)
 			}
-			sc := &netdiag.PortSysctls{RangeLo: tc.lo, RangeHi: tc.hi, Reserved: res}
-			got := NodePortRangeFixes(sc, 30000, 32767)
+			p := &portScene{sc: portmodel.Sysctls{Lo: tc.lo, Hi: tc.hi}, served: tc.served}
+			for _, r := range res {
+				p.sc.Reserved = append(p.sc.Reserved, portmodel.Span{Lo: r.Lo, Hi: r.Hi})
+			}
+			got := nodePortRangeFixes(p, 30000, 32767)
 			for i, w := range tc.want {
 				if i >= len(got) || !strings.Contains(got[i], w) {
 					t.Errorf("fix %d: want %q in %q", i, w, got)
 				}
+			}
+			if len(got) != len(tc.want) {
+				t.Errorf("%d fixes, want %d: %q", len(got), len(tc.want), got)
 			}
 			if tc.not != "" && strings.Contains(strings.Join(got, "\n"), tc.not) {
 				t.Errorf("%q in %q", tc.not, got)
@@ -75,15 +85,7 @@ func (r fakeRules) Find(proto uint8, _ netip.Addr, port uint16) (string, bool) {
 // against the netns's range. The same failure elsewhere, or from a port
 // outside the range, is not diagnosed at all.
 func TestNodePortTimeoutDiagnosis(t *testing.T) {
-	testenv.RequireRoot(t)
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "30100 30109"); err != nil {
-		t.Fatal(err)
-	}
+	ns := rangedNS(t, 30100, 30109)
 	pid := os.Getpid()
 	hold := startIn(t, ns) // a process in the netns, through which it is read
 	ev := &decode.Event{Syscall: decode.Connect, Errno: int(unix.ETIMEDOUT), NetNS: uint32(ns.Inode()), PID: uint32(hold), PPID: uint32(pid),

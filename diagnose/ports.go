@@ -3,6 +3,7 @@ package diagnose
 import (
 	"net/netip"
 
+	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/diagnose/portmodel"
 )
@@ -16,16 +17,27 @@ type portScene struct {
 	source string // "iterator", or "sock_diag: <why the iterator was not used>"
 	tcp    netdiag.TCPSysctls
 	bind   bool // the failure is a bind() to port 0, not a connect()
+	// served are the ports the netns serves on (servedPorts), which a
+	// range a fix advises must keep clear of or reserve.
+	served []int
+	pod    *decode.Pod // the failing process's pod, if any: a hint to whose the netns is
+	own    *owner      // whose the netns is, once a fix asked (Diagnoser.owner)
 }
 
 // readPorts reads the netns's sockets (the BPF socket iterator when there
-// is one, else sock_diag) and sysctls.
+// is one, else sock_diag) and sysctls. The UDP sockets are read in any
+// case, for the ports the netns serves on; the model gets them only with
+// udp.
 func readPorts(ns *netdiag.Netns, it netdiag.SocketReader, udp bool) (*portScene, error) {
-	sc, socks, src, err := ns.PortSnapshot(it, udp)
+	sc, socks, src, err := ns.PortSnapshot(it, true)
 	if err != nil {
 		return nil, err
 	}
-	p := &portScene{ns: ns, sc: sc, socks: socks, source: string(src)}
+	served := servedPorts(sc, socks)
+	if !udp {
+		socks = netdiag.OnlyTCP(socks)
+	}
+	p := &portScene{ns: ns, sc: sc, socks: socks, source: string(src), served: served}
 	if p.tcp, err = ns.TCPSysctls(); err != nil {
 		return nil, err
 	}

@@ -70,7 +70,7 @@ func (n *Netns) PortSnapshot(it SocketReader, udp bool) (portmodel.Sysctls, []po
 		}
 		socks = FromSockDiag(diag)
 	} else if !udp {
-		socks = onlyTCP(socks)
+		socks = OnlyTCP(socks)
 	}
 	// After the sockets: no stamp read is later than Now.
 	if sys.NowSec, sys.NowMS, err = portmodel.KernelClock(); err != nil {
@@ -96,7 +96,9 @@ func twReuseDelay() (int, error) {
 	return v, nil
 }
 
-func onlyTCP(socks []portmodel.Socket) []portmodel.Socket {
+// OnlyTCP keeps the TCP sockets of socks, in place (socks's array is
+// reused).
+func OnlyTCP(socks []portmodel.Socket) []portmodel.Socket {
 	out := socks[:0]
 	for _, s := range socks {
 		if s.Proto == portmodel.TCP {
