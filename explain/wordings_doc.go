@@ -9,7 +9,7 @@ import (
 	"github.com/eaddr/eaddr/decode"
 )
 
-// Markers around the README section that WordingsMarkdown generates.
+// Markers around the section of docs/wordings.md that WordingsMarkdown generates.
 const (
 	wordingsBegin = "<!-- BEGIN wordings: generated from explain/catalog.json by `go generate ./explain`; do not edit -->"
 	wordingsEnd   = "<!-- END wordings -->"
@@ -58,7 +58,7 @@ func ReplaceWordings(readme, section string) (string, error) {
 	i := strings.Index(readme, wordingsBegin)
 	j := strings.Index(readme, wordingsEnd)
 	if i < 0 || j < i {
-		return "", fmt.Errorf("README has no %q ... %q section", wordingsBegin, wordingsEnd)
+		return "", fmt.Errorf("the page has no %q ... %q section", wordingsBegin, wordingsEnd)
 	}
 	return readme[:i+len(wordingsBegin)] + "\n" + section + readme[j:], nil
 }

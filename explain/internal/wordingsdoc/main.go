@@ -1,5 +1,5 @@
 // Command wordingsdoc rewrites the generated "why does every tool say
-// something different?" section of README.md from explain/catalog.json.
+// something different?" section of docs/wordings.md from explain/catalog.json.
 // go generate ./explain runs it with the working directory explain/.
 package main
 
@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	readme := flag.String("readme", "../README.md", "README to update")
+	readme := flag.String("readme", "../docs/wordings.md", "the page to update")
 	flag.Parse()
 	old, err := os.ReadFile(*readme)
 	if err != nil {
