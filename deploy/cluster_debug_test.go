@@ -48,10 +48,7 @@ func (s *stories) debug(t *testing.T) {
 		t.Fatalf("kubectl debug named no node-debugger pod: %s", out)
 	}
 	t.Cleanup(func() { s.k.Run(nil, "delete", "pod", pod, "--wait=false") })
-	if _, _, err := s.k.Run(nil, "wait", "--for=condition=Ready", "pod/"+pod, "--timeout=90s"); err != nil {
-		d, _, _ := s.k.Run(nil, "describe", "pod", pod)
-		t.Fatalf("%v\n%s", err, d)
-	}
+	s.waitReady(t, pod)
 	block := s.followText(t, pod)
 	t.Logf("the debug pod printed:\n%s", strings.Join(block, "\n"))
 	if want := "  pod e2e/" + s.client + " container client · pid "; !strings.Contains(block[0], want) {

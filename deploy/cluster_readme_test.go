@@ -18,8 +18,8 @@ import (
 const readmeSection = "## On a Kubernetes node"
 
 // readmeCommands returns the commands of the first ```sh block of
-// README.md's readmeSection: comments cut, continuation lines joined, TAG
-// and NODE replaced by tag and node.
+// README.md's readmeSection (shellLines), TAG and NODE replaced by tag and
+// node.
 func readmeCommands(t *testing.T, tag, node string) []string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
@@ -36,15 +36,50 @@ func readmeCommands(t *testing.T, tag, node string) []string {
 		t.Fatalf("README.md's %q has no ```sh block", readmeSection)
 	}
 	var cmds []string
+	for _, c := range shellLines(block) {
+		cmds = append(cmds, strings.NewReplacer("TAG", tag, "NODE", node).Replace(c))
+	}
+	return cmds
+}
+
+// shCommands are the commands of every ```sh block of the document at
+// path, in order (shellLines).
+func shCommands(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds []string
+	parts := strings.Split(string(b), "```")
+	for i := 1; i < len(parts); i += 2 {
+		if block, ok := strings.CutPrefix(parts[i], "sh\n"); ok {
+			cmds = append(cmds, shellLines(block)...)
+		}
+	}
+	if len(cmds) == 0 {
+		t.Fatalf("%s has no command in a ```sh block", path)
+	}
+	return cmds
+}
+
+// shellLines are the commands of a shell block: comments (" #" to the end
+// of a line, or a line that starts with #) cut, backslash continuations
+// joined, runs of spaces made one.
+func shellLines(block string) []string {
+	var cmds []string
 	var cur string
 	for _, l := range strings.Split(block, "\n") {
-		l, _, _ = strings.Cut(l, "#")
+		if strings.HasPrefix(strings.TrimSpace(l), "#") {
+			l = ""
+		}
+		l, _, _ = strings.Cut(l, " #")
 		l = strings.TrimSpace(l)
 		cont := strings.HasSuffix(l, "\\")
 		cur += " " + strings.TrimSuffix(l, "\\")
 		if !cont {
 			if c := strings.Join(strings.Fields(cur), " "); c != "" {
-				cmds = append(cmds, strings.NewReplacer("TAG", tag, "NODE", node).Replace(c))
+				cmds = append(cmds, c)
 			}
 			cur = ""
 		}

@@ -33,7 +33,8 @@ const clusterImageTag = "cluster-test"
 // logs` and the workload's `kubectl describe pod` say so; a real
 // Prometheus scrapes the count; the README's debug pod shows the failure;
 // a log agent (the OpenTelemetry Collector) reads eaddr's log from
-// /var/log/pods; and the kubelet's probe from a NodePort source port.
+// /var/log/pods; the kubelet's probe from a NodePort source port; and
+// docs/runbook.md's commands, from the pod's log to the fix applied.
 func TestClusterInstall(t *testing.T) {
 	testenv.RequireRoot(t)
 	archive, tag := makeImagePrinted(t, clusterImageTag)
@@ -58,6 +59,7 @@ func TestClusterInstall(t *testing.T) {
 	story("debug", s.debug)
 	story("logagent", s.logAgent)
 	story("nodeport", s.nodePort)
+	story("runbook", s.runbook) // last: it changes the workload
 }
 
 // stories is what the stories of TestClusterInstall share: the cluster,

@@ -16,7 +16,7 @@ import (
 
 // debugDocs are the documents whose `kubectl debug node/...` commands
 // TestDebugCommand runs.
-var debugDocs = []string{"../README.md", "../docs/kubernetes.md"}
+var debugDocs = []string{"../README.md", "../docs/kubernetes.md", "../docs/runbook.md"}
 
 // debugCommand is one `kubectl debug node/` command of a document's ```sh
 // blocks, its backslash continuations joined and its # comment cut, split
