@@ -92,6 +92,12 @@ type Options struct {
 	// the kernel counts the others and returns before touching the ring
 	// (LimitCounts, LimitStates). 0: every failure is an event.
 	Rate float64
+	// CgroupRate, with Rate, is a second bucket per cgroup, syscall and
+	// errno, whatever the address: at most CgroupRate events a second
+	// (bursts of max(CgroupRate, 1)) of one cgroup pass, however many
+	// addresses it fails toward (bpf/eaddr.h, struct cgroup_limit_key;
+	// CgroupLimitStates). 0: no such bucket.
+	CgroupRate float64
 
 	// Async also reports non-blocking connect() calls (EINPROGRESS) whose
 	// socket fails later with a wanted errno (ECONNREFUSED, ETIMEDOUT, ...):
@@ -130,6 +136,8 @@ type Tracer struct {
 	limitVals             []eaddrLimitState
 	limitCPUs             []eaddrLimitCpu
 	limitSums             map[uint64]uint64
+	groupKeys             []CgroupLimitKey // CgroupLimitStates' batch
+	groupSums             map[CgroupLimitKey]uint64
 
 	detachOnce sync.Once
 	events     uint64 // records read
@@ -300,6 +308,9 @@ func configure(spec *ebpf.CollectionSpec, opts Options) error {
 		interval, tolerance := gcra(opts.Rate)
 		set(v.LimitIntervalNs, interval)
 		set(v.LimitToleranceNs, tolerance)
+	}
+	if err := configureCgroupRate(&v, &m, &opts, set); err != nil {
+		return err
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("setting the BPF program's options: %w", err)
@@ -533,14 +544,8 @@ const limitBatch = 256
 // limit_counts may come out short, never long: the map is read before the
 // slots. Once a second: batched reads of the maps, no allocation once warm.
 func (t *Tracer) LimitStates(fn func(id, suppressed uint64)) (keys int, err error) {
-	if t.limitIDs == nil {
-		t.ncpu, err = ebpf.PossibleCPU()
-		if err != nil {
-			return 0, err
-		}
-		t.limitIDs, t.limitPerCPU = make([]uint64, limitBatch), make([]uint64, limitBatch*t.ncpu)
-		t.limitKeys, t.limitVals = make([]eaddrLimitKey, limitBatch), make([]eaddrLimitState, limitBatch)
-		t.limitSums = make(map[uint64]uint64)
+	if err := t.warmLimitBuffers(); err != nil {
+		return 0, err
 	}
 	clear(t.limitSums)
 	err = batches(t.objs.LimitCounts, t.limitIDs, t.limitPerCPU, func(n int) {
@@ -569,6 +574,23 @@ func (t *Tracer) LimitStates(fn func(id, suppressed uint64)) (keys int, err erro
 		return 0, fmt.Errorf("reading the rate limit's keys: %w", err)
 	}
 	return keys, nil
+}
+
+// warmLimitBuffers makes the rate limit reads' buffers, once.
+func (t *Tracer) warmLimitBuffers() error {
+	if t.limitIDs != nil {
+		return nil
+	}
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return err
+	}
+	t.ncpu = ncpu
+	t.limitIDs, t.limitPerCPU = make([]uint64, limitBatch), make([]uint64, limitBatch*t.ncpu)
+	t.limitKeys, t.limitVals = make([]eaddrLimitKey, limitBatch), make([]eaddrLimitState, limitBatch)
+	t.limitSums = make(map[uint64]uint64)
+	t.groupKeys, t.groupSums = make([]CgroupLimitKey, limitBatch), make(map[CgroupLimitKey]uint64)
+	return nil
 }
 
 // batches reads all of m, len(keys) entries at a time, calling got after each.

@@ -1,0 +1,67 @@
+package tracer
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+)
+
+// CgroupLimitKey names a cgroup's rate limit bucket (--rate-limit-cgroup):
+// the cgroup, the errno (Err) and the syscall (bpf/eaddr.h, struct
+// cgroup_limit_key).
+type CgroupLimitKey = eaddrCgroupLimitKey
+
+// configureCgroupRate sets the cgroup bucket's rate, or leaves it off and
+// its maps at one entry each (preallocated LRU maps: no memory for what is
+// off).
+func configureCgroupRate(v *eaddrVariableSpecs, m *eaddrMapSpecs, opts *Options, set func(*ebpf.VariableSpec, any)) error {
+	switch {
+	case opts.CgroupRate < 0:
+		return fmt.Errorf("cgroup rate limit %v is negative", opts.CgroupRate)
+	case opts.CgroupRate > 0 && opts.Rate <= 0:
+		return fmt.Errorf("a cgroup rate limit (%v/s) works with the rate limit per key, which is off", opts.CgroupRate)
+	case opts.CgroupRate == 0:
+		m.CgroupLimits.MaxEntries, m.CgroupCounts.MaxEntries = 1, 1
+		return nil
+	}
+	interval, tolerance := gcra(opts.CgroupRate)
+	set(v.CgIntervalNs, interval)
+	set(v.CgToleranceNs, tolerance)
+	return nil
+}
+
+// CgroupLimitStates calls fn with each cgroup bucket that held back
+// failures and how many, summed over CPUs, since its count was made, and
+// returns every failure the cgroups' buckets held back (the per-CPU
+// totals, which also hold what an evicted bucket's count had). A count read
+// while a CPU moves it from its slot to cgroup_counts may come out short,
+// never long: the map is read before the slots. No allocation once warm.
+func (t *Tracer) CgroupLimitStates(fn func(k CgroupLimitKey, held uint64)) (total uint64, err error) {
+	if err := t.warmLimitBuffers(); err != nil {
+		return 0, err
+	}
+	clear(t.groupSums)
+	err = batches(t.objs.CgroupCounts, t.groupKeys, t.limitPerCPU, func(n int) {
+		for i, k := range t.groupKeys[:n] {
+			for _, c := range t.limitPerCPU[i*t.ncpu : (i+1)*t.ncpu] {
+				t.groupSums[k] += c
+			}
+		}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reading the cgroup rate limit's counts: %w", err)
+	}
+	if err := t.objs.LimitCpus.Lookup(uint32(0), &t.limitCPUs); err != nil {
+		return 0, fmt.Errorf("reading the rate limit's per-CPU slots: %w", err)
+	}
+	for _, c := range t.limitCPUs {
+		total += c.CgSuppressed
+		if c.CgHeld != 0 {
+			t.groupSums[c.CgKey] += c.CgHeld
+		}
+	}
+	for k, n := range t.groupSums {
+		fn(k, n)
+	}
+	return total, nil
+}
