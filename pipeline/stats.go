@@ -89,8 +89,11 @@ type Stats struct {
 	// Of Suppressed, those whose key no event named (its events lost, or
 	// the key evicted before it was read): counted, in no pod's series.
 	SuppressedUnattributed uint64
-	LimitKeysEvicted       uint64 // rate limit keys the kernel's LRU dropped for room
-	NamesNotAwaited        uint64 // went out without waiting for the runtime (hold queue full)
+	// Of Suppressed, those their cgroup's bucket held back
+	// (--rate-limit-cgroup), not their key's.
+	SuppressedCgroup uint64
+	LimitKeysEvicted uint64 // rate limit keys the kernel's LRU dropped for room
+	NamesNotAwaited  uint64 // went out without waiting for the runtime (hold queue full)
 	// NamesHeld events waited for the runtime's names, the longest
 	// NamesWaitMax: from when the event was read to when it went on, by
 	// eaddr's clock, so also how late the reader came back to it.
@@ -126,7 +129,8 @@ func (r *traceRun) stats() Stats {
 		Delivered: r.sk.Delivered(), Dropped: r.sk.Dropped(), Filtered: r.filtered + b.filtered,
 		FilteredUnresolved: r.filteredUnresolved + b.unresolved, Suppressed: b.held(), NamesNotAwaited: r.hold.overflow,
 		NamesHeld: r.hold.held, NamesWaitMax: r.hold.waitMax,
-		SuppressedUnattributed: b.unattributed(), LimitKeysEvicted: b.evicted(), BinariesGivenUp: r.binariesGivenUp()}
+		SuppressedUnattributed: b.unattributed(), SuppressedCgroup: b.heldByCgroup(), LimitKeysEvicted: b.evicted(),
+		BinariesGivenUp: r.binariesGivenUp()}
 	if w := r.diag; w != nil {
 		s.Snapshots, s.Shared, s.Unreachable = uint64(w.snapshots.Load()), uint64(w.shared.Load())+r.share.shared, uint64(w.unreachable.Load())
 		s.DiagnosesLate, s.DiagnosesSkipped, s.DiagnosisWaitMax = r.share.late, w.full, r.share.waitMax
@@ -145,6 +149,9 @@ func (r *traceRun) stoppedAttrs(s Stats) []any {
 	}
 	if s.SuppressedUnattributed > 0 || s.LimitKeysEvicted > 0 {
 		attrs = append(attrs, "suppressed_unattributed", s.SuppressedUnattributed, "limit_keys_evicted", s.LimitKeysEvicted)
+	}
+	if s.SuppressedCgroup > 0 {
+		attrs = append(attrs, "suppressed_cgroup", s.SuppressedCgroup)
 	}
 	if k := r.c.KubeEvents; k != nil {
 		ks := k.Stats()
