@@ -49,7 +49,8 @@ func floodIn(t *testing.T, ns *netns.NS, leaf string, n int) int {
 // nothing is lost, the flood wrote no more than its cgroup's budget
 // (--rate-limit-cgroup 10/s: a burst of 10, then 10 a second), and every
 // other failure of it is counted as held back by its cgroup's bucket
-// (suppressed_cgroup). Without that bucket, each address is a key with a
+// (suppressed_cgroup, eaddr_suppressed_cgroup_events_total) and in the
+// pod's eaddr_errors_total. Without that bucket, each address is a key with a
 // full bucket of its own, the flood fills the 4 MiB ring (about 10,700
 // events) and the other pod's failure is lost.
 func TestFloodingPodCannotHideAnother(t *testing.T) {
@@ -61,7 +62,9 @@ func TestFloodingPodCannotHideAnother(t *testing.T) {
 	t.Cleanup(func() { ns.Close() })
 	_, floodLeaf, floodUID, _ := podCgroup(t)
 	_, quietLeaf, quietUID, _ := podCgroup(t)
-	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--cri-endpoint", deadSocket(t), "--rate-limit-cgroup", "10/s")
+	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--cri-endpoint", deadSocket(t), "--rate-limit-cgroup", "10/s",
+		"--metrics-addr", "127.0.0.1:0")
+	metrics := p.metricsURL(t)
 	resume := p.pause(t)
 	start := time.Now()
 	flood := floodIn(t, ns, floodLeaf, n)
@@ -72,8 +75,21 @@ func TestFloodingPodCannotHideAnother(t *testing.T) {
 	if len(evs) != 1 || evs[0].Pod == nil || evs[0].Pod.UID != quietUID {
 		t.Fatalf("the quiet pod's failure after a flood of %d in %v: events %+v, want 1 of pod %s", n, took, evs, quietUID)
 	}
-	c := p.stop(t)
+	// The quiet pod's event came after every event of the flood (the
+	// ring's order): what the flood wrote is all there.
 	floods := p.forPID(flood, 0, 0)
+	held := float64(n - len(floods))
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		m := scrapeSums(t, metrics)
+		if m["eaddr_suppressed_cgroup_events_total"] == held && m["eaddr_errors_total"] == n+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("15s on, eaddr_suppressed_cgroup_events_total %v and eaddr_errors_total %v: want %v and every failure, %d",
+				m["eaddr_suppressed_cgroup_events_total"], m["eaddr_errors_total"], held, n+1)
+		}
+	}
+	c := p.stop(t)
 	for _, ev := range floods {
 		if ev.Pod == nil || ev.Pod.UID != floodUID {
 			t.Fatalf("a flood event of pod %+v, want %s", ev.Pod, floodUID)
