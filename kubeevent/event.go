@@ -27,6 +27,10 @@ const (
 	// a source port in the NodePort range (a kubelet probe): the reply to
 	// it can be taken by a NodePort rule.
 	ReasonNodePortSource = "SourcePortInNodePortRange"
+	// ReasonOtherDestinations counts a pod's failures toward destinations
+	// past its share of Events (Options.PodKeys): a pod failing toward
+	// thousands of addresses gets this one more Event, not thousands.
+	ReasonOtherDestinations = "FailedTowardOtherDestinations"
 )
 
 // noteMax is the API server's limit on an Event's note.
@@ -71,18 +75,12 @@ func eventsPath(namespace string) string {
 	return "/apis/events.k8s.io/v1/namespaces/" + url.PathEscape(namespace) + "/events"
 }
 
-// create posts a new Warning Event on the pod of f; its name is the pod's
-// and the time, as the kubelet names its own.
-func (c *Client) create(ctx context.Context, f *Failure, instance string, at time.Time) (string, error) {
-	var e event
-	e.APIVersion, e.Kind = "events.k8s.io/v1", "Event"
-	e.Metadata.Namespace = f.Namespace
-	e.Metadata.Name = f.PodName + "." + strconv.FormatInt(at.UnixNano(), 16)
-	e.EventTime = at.UTC().Format(microTime)
-	e.ReportingController, e.ReportingInstance = Controller, instance
-	e.Action, e.Reason, e.Type = f.Action, f.Reason, "Warning"
-	e.Regarding = objectRef{APIVersion: "v1", Kind: "Pod", Name: f.PodName, Namespace: f.Namespace, UID: f.PodUID}
-	e.Note = truncate(f.note(), noteMax)
+// create posts a new Warning Event on the pod of f with note (cut here);
+// its name is the pod's and the time, as the kubelet
+// names its own.
+func (c *Client) create(ctx context.Context, f *Failure, note, instance string, at time.Time) (string, error) {
+	e := newEvent(f, instance, at)
+	e.Note = truncate(note, noteMax)
 	b, err := json.Marshal(&e)
 	if err != nil {
 		return "", err
@@ -96,6 +94,19 @@ func (c *Client) create(ctx context.Context, f *Failure, instance string, at tim
 		return "", err
 	}
 	return got.Metadata.Name, nil
+}
+
+// newEvent is the Event of f but its note.
+func newEvent(f *Failure, instance string, at time.Time) event {
+	var e event
+	e.APIVersion, e.Kind = "events.k8s.io/v1", "Event"
+	e.Metadata.Namespace = f.Namespace
+	e.Metadata.Name = f.PodName + "." + strconv.FormatInt(at.UnixNano(), 16)
+	e.EventTime = at.UTC().Format(microTime)
+	e.ReportingController, e.ReportingInstance = Controller, instance
+	e.Action, e.Reason, e.Type = f.Action, f.Reason, "Warning"
+	e.Regarding = objectRef{APIVersion: "v1", Kind: "Pod", Name: f.PodName, Namespace: f.Namespace, UID: f.PodUID}
+	return e
 }
 
 // update sets the Event's series: count failures, the last at last.

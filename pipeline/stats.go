@@ -157,7 +157,7 @@ func (r *traceRun) stoppedAttrs(s Stats) []any {
 		ks := k.Stats()
 		attrs = append(attrs, "kube_events_created", ks.Created, "kube_events_updated", ks.Updated,
 			"kube_event_calls_failed", ks.Errors, "kube_events_dropped", ks.Dropped, "kube_events_unnamed", ks.Unnamed,
-			"kube_port_warnings_dropped", ks.WarningsDropped)
+			"kube_port_warnings_dropped", ks.WarningsDropped, "kube_events_folded", ks.Folded)
 	}
 	if r.diag != nil {
 		attrs = append(attrs, "netns_snapshots", s.Snapshots, "snapshots_shared", s.Shared,
