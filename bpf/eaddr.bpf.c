@@ -532,17 +532,18 @@ static __always_inline __u64 limit_now(void)
 	return bpf_ktime_get_boot_ns();
 }
 
-/* Moves what this CPU held back for its cached key into limit_counts. */
-static __always_inline void flush_held(struct limit_cpu *c)
+/* Moves what this CPU held back for a cached key or cgroup bucket (*held)
+ * into its count in counts (limit_counts, cgroup_counts). */
+static __always_inline void flush_held(void *counts, const void *key, __u64 *held)
 {
-	if (!c->held)
+	if (!*held)
 		return;
-	__u64 *n = bpf_map_lookup_elem(&limit_counts, &c->id);
+	__u64 *n = bpf_map_lookup_elem(counts, key);
 	if (n)
-		*n += c->held; /* per-CPU value: no other writer */
+		*n += *held; /* per-CPU value: no other writer */
 	else
-		bpf_map_update_elem(&limit_counts, &c->id, &c->held, BPF_NOEXIST);
-	c->held = 0;
+		bpf_map_update_elem(counts, key, held, BPF_NOEXIST);
+	*held = 0;
 }
 
 static __always_inline bool same_key(const struct limit_key *a, const struct limit_key *b)
@@ -555,19 +556,6 @@ static __always_inline bool same_key(const struct limit_key *a, const struct lim
 static __always_inline bool same_group(const struct cgroup_limit_key *g, const struct limit_key *k)
 {
 	return g->cgroup_id == k->cgroup_id && g->err == k->err && g->syscall == k->syscall;
-}
-
-/* Moves what this CPU held back for its cached cgroup bucket into cgroup_counts. */
-static __always_inline void flush_group(struct limit_cpu *c)
-{
-	if (!c->cg_held)
-		return;
-	__u64 *n = bpf_map_lookup_elem(&cgroup_counts, &c->cg_key);
-	if (n)
-		*n += c->cg_held; /* per-CPU value: no other writer */
-	else
-		bpf_map_update_elem(&cgroup_counts, &c->cg_key, &c->cg_held, BPF_NOEXIST);
-	c->cg_held = 0;
 }
 
 /* The cgroup's bucket, for a failure its key's bucket let pass (or that
@@ -588,7 +576,7 @@ static __always_inline bool group_limited(struct limit_cpu *c, const struct limi
 	if (!over_budget(tat, now, cg_interval_ns, cg_tolerance_ns, &until))
 		return false;
 	if (!same_group(&c->cg_key, k)) {
-		flush_group(c);
+		flush_held(&cgroup_counts, &c->cg_key, &c->cg_held);
 		__builtin_memcpy(&c->cg_key, &g, sizeof(g));
 	}
 	c->cg_until = until;
@@ -647,7 +635,7 @@ static __always_inline bool limited(struct limit_key *k, __u64 *id)
 	__u64 until;
 	bool over = over_budget(&s->tat, now, limit_interval_ns, limit_tolerance_ns, &until);
 	if (!cached || c->id != s->id) {
-		flush_held(c);
+		flush_held(&limit_counts, &c->id, &c->held);
 		__builtin_memcpy(&c->key, k, sizeof(*k));
 		c->id = s->id;
 	}

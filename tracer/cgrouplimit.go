@@ -11,16 +11,25 @@ import (
 // cgroup_limit_key).
 type CgroupLimitKey = eaddrCgroupLimitKey
 
-// configureCgroupRate sets the cgroup bucket's rate, or leaves it off and
-// its maps at one entry each (preallocated LRU maps: no memory for what is
-// off).
-func configureCgroupRate(v *eaddrVariableSpecs, m *eaddrMapSpecs, opts *Options, set func(*ebpf.VariableSpec, any)) error {
+// configureRates sets the rate limit's buckets: the key's (Rate) and the
+// cgroup's (CgroupRate), which works with the key's. A cgroup bucket that
+// is off leaves its maps at one entry each (preallocated LRU maps: no
+// memory for what is off).
+func configureRates(v *eaddrVariableSpecs, m *eaddrMapSpecs, opts *Options, set func(*ebpf.VariableSpec, any)) error {
 	switch {
+	case opts.Rate < 0:
+		return fmt.Errorf("rate limit %v is negative", opts.Rate)
 	case opts.CgroupRate < 0:
 		return fmt.Errorf("cgroup rate limit %v is negative", opts.CgroupRate)
-	case opts.CgroupRate > 0 && opts.Rate <= 0:
+	case opts.CgroupRate > 0 && opts.Rate == 0:
 		return fmt.Errorf("a cgroup rate limit (%v/s) works with the rate limit per key, which is off", opts.CgroupRate)
-	case opts.CgroupRate == 0:
+	}
+	if opts.Rate > 0 {
+		interval, tolerance := gcra(opts.Rate)
+		set(v.LimitIntervalNs, interval)
+		set(v.LimitToleranceNs, tolerance)
+	}
+	if opts.CgroupRate == 0 {
 		m.CgroupLimits.MaxEntries, m.CgroupCounts.MaxEntries = 1, 1
 		return nil
 	}
@@ -40,25 +49,12 @@ func (t *Tracer) CgroupLimitStates(fn func(k CgroupLimitKey, held uint64)) (tota
 	if err := t.warmLimitBuffers(); err != nil {
 		return 0, err
 	}
-	clear(t.groupSums)
-	err = batches(t.objs.CgroupCounts, t.groupKeys, t.limitPerCPU, func(n int) {
-		for i, k := range t.groupKeys[:n] {
-			for _, c := range t.limitPerCPU[i*t.ncpu : (i+1)*t.ncpu] {
-				t.groupSums[k] += c
-			}
-		}
+	err = sumCounts(t, t.objs.CgroupCounts, t.groupKeys, t.groupSums, func(c *eaddrLimitCpu) (CgroupLimitKey, uint64) {
+		total += c.CgSuppressed
+		return c.CgKey, c.CgHeld
 	})
 	if err != nil {
 		return 0, fmt.Errorf("reading the cgroup rate limit's counts: %w", err)
-	}
-	if err := t.objs.LimitCpus.Lookup(uint32(0), &t.limitCPUs); err != nil {
-		return 0, fmt.Errorf("reading the rate limit's per-CPU slots: %w", err)
-	}
-	for _, c := range t.limitCPUs {
-		total += c.CgSuppressed
-		if c.CgHeld != 0 {
-			t.groupSums[c.CgKey] += c.CgHeld
-		}
 	}
 	for k, n := range t.groupSums {
 		fn(k, n)

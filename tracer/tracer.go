@@ -301,15 +301,7 @@ func configure(spec *ebpf.CollectionSpec, opts Options) error {
 		return fmt.Errorf("wakeup threshold %d is negative", opts.WakeupBytes)
 	}
 	set(v.WakeupBytes, uint64(opts.WakeupBytes))
-	if opts.Rate < 0 {
-		return fmt.Errorf("rate limit %v is negative", opts.Rate)
-	}
-	if opts.Rate > 0 {
-		interval, tolerance := gcra(opts.Rate)
-		set(v.LimitIntervalNs, interval)
-		set(v.LimitToleranceNs, tolerance)
-	}
-	if err := configureCgroupRate(&v, &m, &opts, set); err != nil {
+	if err := configureRates(&v, &m, &opts, set); err != nil {
 		return err
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -547,24 +539,9 @@ func (t *Tracer) LimitStates(fn func(id, suppressed uint64)) (keys int, err erro
 	if err := t.warmLimitBuffers(); err != nil {
 		return 0, err
 	}
-	clear(t.limitSums)
-	err = batches(t.objs.LimitCounts, t.limitIDs, t.limitPerCPU, func(n int) {
-		for i, id := range t.limitIDs[:n] {
-			for _, c := range t.limitPerCPU[i*t.ncpu : (i+1)*t.ncpu] {
-				t.limitSums[id] += c
-			}
-		}
-	})
+	err = sumCounts(t, t.objs.LimitCounts, t.limitIDs, t.limitSums, func(c *eaddrLimitCpu) (uint64, uint64) { return c.Id, c.Held })
 	if err != nil {
 		return 0, fmt.Errorf("reading the rate limit's counts: %w", err)
-	}
-	if err := t.objs.LimitCpus.Lookup(uint32(0), &t.limitCPUs); err != nil {
-		return 0, fmt.Errorf("reading the rate limit's per-CPU slots: %w", err)
-	}
-	for _, c := range t.limitCPUs {
-		if c.Id != 0 {
-			t.limitSums[c.Id] += c.Held
-		}
 	}
 	for id, n := range t.limitSums {
 		fn(id, n)
@@ -574,6 +551,35 @@ func (t *Tracer) LimitStates(fn func(id, suppressed uint64)) (keys int, err erro
 		return 0, fmt.Errorf("reading the rate limit's keys: %w", err)
 	}
 	return keys, nil
+}
+
+// sumCounts reads counts, a per-CPU map of key -> failures held back, into
+// sums (cleared first), summed over CPUs, through the batch buffer keys;
+// then the CPUs' slots (limit_cpus), in which held finds a key and what
+// the slot holds for it and has not moved to counts yet (a zero key:
+// none).
+func sumCounts[K comparable](t *Tracer, counts *ebpf.Map, keys []K, sums map[K]uint64, held func(*eaddrLimitCpu) (K, uint64)) error {
+	clear(sums)
+	err := batches(counts, keys, t.limitPerCPU, func(n int) {
+		for i, k := range keys[:n] {
+			for _, c := range t.limitPerCPU[i*t.ncpu : (i+1)*t.ncpu] {
+				sums[k] += c
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if err := t.objs.LimitCpus.Lookup(uint32(0), &t.limitCPUs); err != nil {
+		return fmt.Errorf("the per-CPU slots: %w", err)
+	}
+	var none K
+	for i := range t.limitCPUs {
+		if k, n := held(&t.limitCPUs[i]); k != none && n != 0 {
+			sums[k] += n
+		}
+	}
+	return nil
 }
 
 // warmLimitBuffers makes the rate limit reads' buffers, once.
