@@ -45,6 +45,7 @@ type Config struct {
 	PortsTop, PortsMaxSeries, PortsWarn int
 	SummaryEvery                        time.Duration // 0: no summary records
 	Rate                                float64       // events per second per key; 0: no limit
+	CgroupRate                          float64       // with Rate: events per second per cgroup, syscall and errno; 0: no limit
 	// Pod filters.
 	Namespace, Pod, Container string
 	Selector                  map[string]string
@@ -142,7 +143,7 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 		}
 		log.Info("serving metrics", "url", "http://"+addr+"/metrics")
 	}
-	c.Tracer.Rate = c.Rate
+	c.Tracer.Rate, c.Tracer.CgroupRate = c.Rate, c.CgroupRate
 	t, err := tracer.New(c.Tracer)
 	if err != nil {
 		return Stats{}, err
@@ -239,8 +240,11 @@ type traceRun struct {
 
 func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, met *metrics, hooks Hooks) (*traceRun, error) {
 	c.defaults()
-	r := &traceRun{c: c, t: t, log: log, met: met, limits: newLimitBook(c.Rate > 0), hold: newHoldQueue(holdMax),
+	r := &traceRun{c: c, t: t, log: log, met: met, limits: newLimitBook(c.Rate > 0, c.CgroupRate > 0), hold: newHoldQueue(holdMax),
 		now: time.Now, diagLate: lateDiagnosis(c.DiagnoseWait), held: newEventPool(holdMax)}
+	if met != nil && r.limits.groups != nil {
+		met.reg.MustRegister(r.limits.cgroupCollector())
+	}
 	cg, err := pod.NewCgroupResolver(t)
 	dec := decode.NewDecoder(nil)
 	if err != nil {

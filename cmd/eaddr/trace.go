@@ -56,6 +56,7 @@ type TraceFlags struct {
 	KubeEventsUpdate   time.Duration
 
 	RateLimit        string
+	RateLimitCgroup  string
 	MetricsAddr      string
 	MetricsMaxSeries int
 	SummaryInterval  time.Duration
@@ -119,6 +120,7 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&f.PortsWarn, "warn", pipeline.DefaultPortsWarn, "with --kube-events: a Warning EphemeralPortsNearlyExhausted on a pod whose netns holds this percent of the ports toward one destination, before any connect() fails")
 	// Tuning.
 	fs.StringVar(&f.RateLimit, "rate-limit", "100/s", "at most this many events per second per cgroup, netns, syscall, errno and address, counted in the kernel; the next event says how many were held back (0 or off: no limit)")
+	fs.StringVar(&f.RateLimitCgroup, "rate-limit-cgroup", "10x", "and at most this many per cgroup, syscall and errno, whatever the address (a pod failing toward many), counted in the kernel apart (suppressed_cgroup); Nx: N times --rate-limit (0 or off: no limit per cgroup)")
 	fs.IntVar(&f.RingSize, "ring-size", tracer.DefaultRingSize, "ring buffer size in bytes, a power of two from the page size up to 256 MiB; what does not fit is counted as lost")
 	fs.DurationVar(&f.Flush, "flush-interval", 50*time.Millisecond, "the longest a failure waits in the ring before it is written (0: wake for every failure, which costs more)")
 	// The old name of --host-netns, kept so that scripts keep working.
@@ -146,7 +148,7 @@ containing 'attached' is logged.`,
 		{"Diagnosis", []string{"diagnose", "diagnose-interval", "diagnose-wait", "socket-iterators", "async", "retry-window", "nodeport-collisions", "node-port-range", "host-netns"}},
 		{"Kubernetes", []string{"cri-endpoint", "names-wait", "kube-events", "kubeconfig", "kube-events-qps", "kube-events-interval", "kube-events-update-interval"}},
 		{"Metrics and the port sampler", []string{"metrics-addr", "metrics-max-series", "ports-interval", "ports-top", "ports-max-series", "warn"}},
-		{"Tuning", []string{"rate-limit", "ring-size", "flush-interval"}},
+		{"Tuning", []string{"rate-limit", "rate-limit-cgroup", "ring-size", "flush-interval"}},
 	},
 	footer: `Exit status: 0 on a clean stop (Ctrl-C, or a reader that closed stdout), 1 on a failure, 2 on bad usage,
 3 without the privilege to trace. Fields of the JSON: docs/events.md.`,
@@ -252,6 +254,9 @@ func (f *TraceFlags) filters(c *pipeline.Config) error {
 		return usageErrorf("--rate-limit: %v", err)
 	}
 	c.Rate = rate
+	if c.CgroupRate, err = pipeline.ParseCgroupRate(f.RateLimitCgroup, rate); err != nil {
+		return usageErrorf("--rate-limit-cgroup: %v", err)
+	}
 	return nil
 }
 
