@@ -137,7 +137,7 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 	var met *metrics
 	if c.MetricsAddr != "" {
 		met = newMetrics(c.MetricsMaxSeries, c.PortsMaxSeries)
-		addr, err := met.serve(ctx, c.MetricsAddr, log)
+		addr, err := met.serve(ctx, c.MetricsAddr, defaultServerLimits, log)
 		if err != nil {
 			return Stats{}, err
 		}
