@@ -159,7 +159,8 @@ func TestHelmLint(t *testing.T) {
 // value of the wrong type.
 func TestHelmValuesSchema(t *testing.T) {
 	h := helmtest.New(t)
-	for _, set := range []string{"kubeEvent.enabled=true", "metrics.enable=false", "metrics.port=http", "image.pullPolicy=Sometimes"} {
+	for _, set := range []string{"kubeEvent.enabled=true", "metrics.enable=false", "metrics.port=http", "image.pullPolicy=Sometimes",
+		"metrics.destinationLabel=no"} {
 		_, _, err := h.Run(nil, "template", release, chartDir, "--set", set)
 		if err == nil {
 			t.Errorf("helm template --set %s rendered; want values.schema.json to refuse it", set)
@@ -443,6 +444,7 @@ func TestChartValues(t *testing.T) {
 	}{
 		{[]string{"metrics.port=9700"}, checkMetricsPort},
 		{[]string{"metrics.enabled=false"}, checkNoMetrics},
+		{[]string{"metrics.destinationLabel=false"}, checkNoDestination},
 		{[]string{"criSocket=/run/k3s/containerd/containerd.sock"}, checkCRISocket},
 		{[]string{"resources.limits.memory=512Mi", "goMemLimit=400MiB"}, checkMemory},
 		{[]string{"kubeEvents.enabled=true", "extraArgs={--rate-limit,1000/s}"}, checkExtraArgs},
@@ -492,6 +494,18 @@ func checkNoMetrics(_ []object, ds *appsv1.DaemonSet) []string {
 		}
 	}
 	return p
+}
+
+// checkNoDestination: metrics.destinationLabel=false is
+// --metrics-no-destination, after --metrics-addr; the default has none
+// (TestChartAgreesWithManifests).
+func checkNoDestination(_ []object, ds *appsv1.DaemonSet) []string {
+	args := ctr(ds).Args
+	i := slices.Index(args, "--metrics-no-destination")
+	if i < 0 || slices.Index(args, "--metrics-addr") > i || slices.Index(args, "--metrics-addr") < 0 {
+		return []string{fmt.Sprintf("args %q: want --metrics-addr and then --metrics-no-destination", args)}
+	}
+	return nil
 }
 
 func checkCRISocket(_ []object, ds *appsv1.DaemonSet) []string {

@@ -90,9 +90,11 @@ type errKey struct {
 	namespace, pod string
 }
 
-func newMetrics(maxSeries, maxPortSeries int) *metrics {
+// newMetrics makes the series; noDest: the port series without their
+// destinations (--metrics-no-destination).
+func newMetrics(maxSeries, maxPortSeries int, noDest bool) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry(), maxSeries: maxSeries,
-		errSeries: map[errKey]prometheus.Counter{}, port: newPortMetrics(maxPortSeries)}
+		errSeries: map[errKey]prometheus.Counter{}, port: newPortMetrics(maxPortSeries, noDest)}
 	m.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "eaddr_errors_total",
 		Help: "Failed connect()/bind() calls the kernel reported and the filters kept, by syscall, errno and pod, those --rate-limit held back from the output included; calls the full ring could not report are in eaddr_lost_events_total (namespace and pod are empty outside pods; \"other\" past --metrics-max-series).",

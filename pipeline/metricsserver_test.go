@@ -24,7 +24,7 @@ const patience = 30 * time.Second
 // ends.
 func testServer(t *testing.T, lim serverLimits) (*metrics, string) {
 	t.Helper()
-	m := newMetrics(100, 100)
+	m := newMetrics(100, 100, false)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	addr, err := m.serve(ctx, "127.0.0.1:0", lim, slog.New(slog.NewTextHandler(io.Discard, nil)))
