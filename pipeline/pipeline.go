@@ -36,6 +36,9 @@ type Config struct {
 	Flush            time.Duration // the longest an event waits in the ring
 	MetricsAddr      string        // serve /metrics and /healthz here ("": off)
 	MetricsMaxSeries int
+	// MetricsNoDestination: the port series name no destination, one per
+	// netns for the busiest (--metrics-no-destination).
+	MetricsNoDestination bool
 	// The port sampler (with MetricsAddr or KubeEvents): every
 	// PortsInterval (0: off), the PortsTop busiest destinations of every
 	// netns with a live process; at most PortsMaxSeries port series. With
@@ -136,8 +139,8 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 	c.Tracer.Logger = log
 	var met *metrics
 	if c.MetricsAddr != "" {
-		met = newMetrics(c.MetricsMaxSeries, c.PortsMaxSeries)
-		addr, err := met.serve(ctx, c.MetricsAddr, log)
+		met = newMetrics(c.MetricsMaxSeries, c.PortsMaxSeries, c.MetricsNoDestination)
+		addr, err := met.serve(ctx, c.MetricsAddr, defaultServerLimits, log)
 		if err != nil {
 			return Stats{}, err
 		}

@@ -59,6 +59,7 @@ type TraceFlags struct {
 	RateLimitCgroup  string
 	MetricsAddr      string
 	MetricsMaxSeries int
+	MetricsNoDest    bool
 	SummaryInterval  time.Duration
 	PortsInterval    time.Duration
 	PortsTop         int
@@ -114,6 +115,7 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	// Metrics and the port sampler.
 	fs.StringVar(&f.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on /metrics and a health check on /healthz at this address, e.g. :9630")
 	fs.IntVar(&f.MetricsMaxSeries, "metrics-max-series", 1000, "at most this many syscall/errno/namespace/pod series; later pods count under \"other\"")
+	fs.BoolVar(&f.MetricsNoDest, "metrics-no-destination", false, "name no destination in eaddr_ephemeral_ports_in_use, which every scraper can read: one series per netns, its busiest destination's (docs/alerts.md)")
 	fs.DurationVar(&f.PortsInterval, "ports-interval", pipeline.DefaultPortsInterval, "with --metrics-addr or --kube-events: sample every netns's port use this often, before any failure (0: off; docs/alerts.md)")
 	fs.IntVar(&f.PortsTop, "ports-top", pipeline.DefaultPortsTop, "the busiest destinations of each netns that the sampler gives a series")
 	fs.IntVar(&f.PortsMaxSeries, "ports-max-series", 3000, "at most this many eaddr_ephemeral_ports_* series (the rest counted in eaddr_port_series_cut_total)")
@@ -147,7 +149,7 @@ containing 'attached' is logged.`,
 		{"Output", []string{"output", "explain", "node", "summary-interval"}},
 		{"Diagnosis", []string{"diagnose", "diagnose-interval", "diagnose-wait", "socket-iterators", "async", "retry-window", "nodeport-collisions", "node-port-range", "host-netns"}},
 		{"Kubernetes", []string{"cri-endpoint", "names-wait", "kube-events", "kubeconfig", "kube-events-qps", "kube-events-interval", "kube-events-update-interval"}},
-		{"Metrics and the port sampler", []string{"metrics-addr", "metrics-max-series", "ports-interval", "ports-top", "ports-max-series", "warn"}},
+		{"Metrics and the port sampler", []string{"metrics-addr", "metrics-max-series", "metrics-no-destination", "ports-interval", "ports-top", "ports-max-series", "warn"}},
 		{"Tuning", []string{"rate-limit", "rate-limit-cgroup", "ring-size", "flush-interval"}},
 	},
 	footer: `Exit status: 0 on a clean stop (Ctrl-C, or a reader that closed stdout), 1 on a failure, 2 on bad usage,
@@ -293,6 +295,7 @@ func (f *TraceFlags) output(c *pipeline.Config) error {
 		return usageErrorf("--summary-interval must not be negative")
 	}
 	c.MetricsAddr, c.MetricsMaxSeries, c.SummaryEvery = f.MetricsAddr, f.MetricsMaxSeries, f.SummaryInterval
+	c.MetricsNoDestination = f.MetricsNoDest
 	c.Node = nodeName(f.Node)
 	return nil
 }
