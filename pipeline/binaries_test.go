@@ -48,7 +48,11 @@ func TestBinariesGivenUp(t *testing.T) {
 	g.rt.named[7] = true
 	// The process is gone; its parent (this test) shares its root, where
 	// argv[0] is found.
-	raw := tracer.RawEvent{Tgid: 1 << 30, Tid: 7, Ppid: uint32(os.Getpid()), Err: int32(decode.EADDRNOTAVAIL), Syscall: tracer.SysConnect,
+	var mnt unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/mnt", &mnt); err != nil {
+		t.Fatal(err)
+	}
+	raw := tracer.RawEvent{Tgid: 1 << 30, Tid: 7, Ppid: uint32(os.Getpid()), Mntns: uint32(mnt.Ino), Err: int32(decode.EADDRNOTAVAIL), Syscall: tracer.SysConnect,
 		ExeIno: st.Ino, ExeDev: uint32(unix.Major(st.Dev)<<20 | unix.Minor(st.Dev)), ArgsLen: uint16(len(path) + 1)}
 	for i, c := range []byte("hostile") {
 		raw.ExeName[i] = int8(c)
