@@ -164,6 +164,8 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 		defer r.stopKube()
 	}
 	if met != nil { // healthy before "attached" is logged: a probe that waits for the line sees 200
+		met.stallAfter.Store(int64(readerStall(c.Flush)))
+		met.readAt.Store(time.Now().UnixNano())
 		met.healthy.Store(true)
 		defer met.healthy.Store(false)
 	}
@@ -209,6 +211,7 @@ type traceRun struct {
 	pods      *pod.PodMapper
 	hold      holdQueue
 	explainer *explain.Explainer
+	bins      *binWait           // the explainer's binary analysis; nil without it
 	events    output.Events      // writes event records
 	diag      *diagWorker        // nil: --diagnose=false
 	quietDiag diagnose.Diagnosis // emit's copy of an expected failure's diagnosis, without its fix
@@ -264,6 +267,8 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 			r.close()
 			return nil, err
 		}
+		r.explainer.Detector.Async = true // binaries are read by the analysers, never by the reader
+		r.bins = newBinWait(r.explainer.Detector, newBinWorker(binWorkers, binQueue, findBinary), DefaultBinaryWait)
 	}
 	if c.DiagnoseEvery > 0 {
 		d := diagnose.NewDiagnoser()
