@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/internal/pdeath"
 	"github.com/eaddr/eaddr/internal/testenv"
 )
 
@@ -51,7 +52,7 @@ func container(t *testing.T) (root string, pid int, mntns uint32) {
 	}
 	cmd := exec.Command("/bin/busybox", "sleep", "3600")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root, Cloneflags: syscall.CLONE_NEWNS}
-	if err := cmd.Start(); err != nil {
+	if err := pdeath.Start(cmd, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })

@@ -52,12 +52,23 @@ type binHeld struct {
 
 var whyQueueFull = explain.NotAnalysed(fmt.Sprintf("%d binaries were already waiting for eaddr's %d analysers (counted as binaries_skipped; asked again in 10s)", binQueue, binWorkers))
 
-var whyStuck = explain.NotAnalysed(fmt.Sprintf("a read of its file has not returned for %v or more, as its file system does not answer (counted in binaries_stuck); its later events carry it if the read ever returns", binStuck))
+var whyStuck = explain.NotAnalysed(fmt.Sprintf("a read of its file has not returned for %v or more: its file system does not answer (counted in binaries_stuck)", binStuck))
+
+// newExplainStage is the explainer and its binary analysis: the Detector
+// is Async, binaries are read by the analysers, never by the reader.
+func newExplainStage() (*explain.Explainer, *binWait, error) {
+	x, err := explain.NewExplainer()
+	if err != nil {
+		return nil, nil, err
+	}
+	x.Detector.Async = true
+	return x, newBinWait(x.Detector, newBinWorker(binWorkers, binQueue, findBinary), DefaultBinaryWait), nil
+}
 
 func newBinWait(d *explain.Detector, w *binWorker, wait time.Duration) *binWait {
 	return &binWait{d: d, w: w, wait: wait, inflight: map[binKey]*binJob{}, jobEvs: newEventPool(binQueue + binWorkers),
 		held: newEventPool(holdMax), maxHold: holdMax,
-		whyLate: explain.NotAnalysed("its analysis had not finished " + wait.String() + " after it was asked (a slow file system or a busy node); later events of this program carry it")}
+		whyLate: explain.NotAnalysed("its analysis had not finished " + wait.String() + " after it was asked (a slow file system or a busy node); later events of this program carry it when it is done")}
 }
 
 // ask returns the job of ev's binary, asking the analysers for it first

@@ -263,12 +263,10 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 	r.pods.CgroupV1 = pod.CgroupV1Mounted()
 	r.attr = podAttribution{r.pods, r.names}
 	if c.Explain > 0 {
-		if r.explainer, err = explain.NewExplainer(); err != nil {
+		if r.explainer, r.bins, err = newExplainStage(); err != nil {
 			r.close()
 			return nil, err
 		}
-		r.explainer.Detector.Async = true // binaries are read by the analysers, never by the reader
-		r.bins = newBinWait(r.explainer.Detector, newBinWorker(binWorkers, binQueue, findBinary), DefaultBinaryWait)
 	}
 	if c.DiagnoseEvery > 0 {
 		d := diagnose.NewDiagnoser()
