@@ -229,12 +229,26 @@ func TestFindNeverOpensAFIFO(t *testing.T) {
 	}
 	w := newWatch(t, unix.IN_OPEN, fifo)
 	f := NewFinder()
-	got := f.Find(exited(t, fifo, pid, mntns, "/bin/app"))
+	ev := exited(t, fifo, pid, mntns, "/bin/app")
+	got := f.Find(ev)
 	if got.ok || !got.mismatched || f.analyses != 0 {
 		t.Errorf("a FIFO with the event's identity: %+v, %d analysed; want not found, another file", got, f.analyses)
 	}
 	if n := w.events(); n != 0 {
 		t.Errorf("the FIFO was opened %d times", n)
+	}
+	// The event says why, and the binary is counted once.
+	x, err := NewExplainer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Detector.Async = true
+	x.Detector.Learn(ev, got)
+	var ex Explanation
+	x.Explain(ev, &ex, false)
+	x.Explain(ev, &ex, false)
+	if ex.ClientUnknown != whyMismatched || x.Detector.BinariesMismatched() != 1 {
+		t.Errorf("client_unknown %q, %d mismatched; want %q, 1", ex.ClientUnknown, x.Detector.BinariesMismatched(), whyMismatched)
 	}
 }
 

@@ -116,9 +116,9 @@ type Stats struct {
 	// was analysed, binaries whose analysis was not started (queue full,
 	// file system stuck), analyses stuck in a read at the stop, binaries
 	// whose path in their root held another file.
-	BinariesHeld                                             uint64
-	BinaryWaitMax                                            time.Duration
-	BinariesLate, BinariesSkipped, BinariesStuck, Mismatched uint64
+	BinariesHeld                                                     uint64
+	BinaryWaitMax                                                    time.Duration
+	BinariesLate, BinariesSkipped, BinariesStuck, BinariesMismatched uint64
 }
 
 // binariesGivenUp is the explain stage's count of binaries it did not
@@ -144,7 +144,7 @@ func (r *traceRun) stats() Stats {
 	if b := r.bins; b != nil {
 		b.collect()
 		s.BinariesHeld, s.BinaryWaitMax, s.BinariesLate, s.BinariesSkipped = b.heldN, b.waitMax, b.late, b.skipped
-		s.BinariesStuck, s.Mismatched = uint64(b.stuck(r.now())), r.explainer.Detector.BinariesMismatched()
+		s.BinariesStuck, s.BinariesMismatched = uint64(b.stuck(r.now())), r.explainer.Detector.BinariesMismatched()
 	}
 	if w := r.diag; w != nil {
 		s.Snapshots, s.Shared, s.Unreachable = uint64(w.snapshots.Load()), uint64(w.shared.Load())+r.share.shared, uint64(w.unreachable.Load())
@@ -183,8 +183,8 @@ func (r *traceRun) stoppedAttrs(s Stats) []any {
 		attrs = append(attrs, "binaries_held", s.BinariesHeld, "binary_wait_max_ms", s.BinaryWaitMax.Milliseconds(),
 			"binaries_late", s.BinariesLate, "binaries_skipped", s.BinariesSkipped, "binaries_stuck", s.BinariesStuck)
 	}
-	if s.Mismatched > 0 {
-		attrs = append(attrs, "binaries_mismatched", s.Mismatched)
+	if s.BinariesMismatched > 0 {
+		attrs = append(attrs, "binaries_mismatched", s.BinariesMismatched)
 	}
 	if s.RunsSkipped > 0 {
 		attrs = append(attrs, "runs_skipped", s.RunsSkipped)
