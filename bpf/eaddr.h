@@ -203,17 +203,47 @@ struct limit_state {
 	__u64 tat; /* GCRA's theoretical arrival time, ns on the limit's clock (jiffies x limit_tick_ns, or since boot) */
 };
 
+/*
+ * The cgroup's bucket (--rate-limit-cgroup), a second GCRA bucket per
+ * cgroup, syscall and errno, in the LRU hash `cgroup_limits` (key -> tat):
+ * a failure that its key's bucket lets pass must pass its cgroup's too, so
+ * that a workload failing toward thousands of addresses, each a fresh key
+ * with a full bucket, sends no more than this rate into the ring. A key
+ * that does not exist yet is made only once its cgroup's bucket let the
+ * failure pass (a flood beyond the rate makes no keys); one that exists
+ * has spent its budget on the failure all the same. While a CPU's last
+ * cgroup is over budget (struct limit_cpu, cg_*), that cgroup's failures
+ * are held back there before any key is looked up. Held back failures are
+ * counted per CPU (limit_cpu.cg_suppressed, not in suppressed) and per
+ * bucket in `cgroup_counts` (key -> count, per CPU), as the keys' are. No
+ * netns in the key: user space gives a bucket's counts to the pod series
+ * of its cgroup's events, which carry the cgroup id, syscall and errno.
+ */
+#define EADDR_CGROUP_LIMITS 4096 /* buckets remembered (LRU) */
+
+struct cgroup_limit_key {
+	__u64 cgroup_id;
+	__u16 err;
+	__u8 syscall; /* enum syscall_id */
+	__u8 pad[5];
+};
+
 /* Per CPU, in the one-entry per-CPU array `limit_cpus`. */
 struct limit_cpu {
-	__u64 suppressed;      /* every failure held back on this CPU, whatever became of its key */
+	__u64 suppressed;      /* every failure a key's bucket held back on this CPU, whatever became of its key */
 	__u64 keys;            /* keys this CPU created: more than the map holds means some were evicted */
 	struct limit_key key;  /* the last key looked up ... */
 	__u64 id;              /* ... its id (0: none yet) */
 	__u64 until;           /* ... over budget until then (ns on the limit's clock, as tat) */
 	__u64 held;            /* ... failures held back here and not yet in limit_counts */
+	__u64 cg_suppressed;   /* every failure a cgroup's bucket held back on this CPU */
+	struct cgroup_limit_key cg_key; /* the last cgroup bucket found over budget here ... */
+	__u64 cg_until;        /* ... until then (0: none) */
+	__u64 cg_held;         /* ... failures held back here and not yet in cgroup_counts */
 };
 
 _Static_assert(sizeof(struct limit_key) == 40, "limit_key layout changed");
+_Static_assert(sizeof(struct cgroup_limit_key) == 16, "cgroup_limit_key layout changed");
 _Static_assert(sizeof(struct conn_end) == 24, "conn_end layout changed");
 
 /*

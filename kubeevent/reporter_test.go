@@ -307,7 +307,7 @@ func TestInCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		f := failure("a", time.Now())
-		if _, err := c.create(context.Background(), &f, "eaddr-node-a", time.Now()); err != nil {
+		if _, err := c.create(context.Background(), &f, f.note(), "eaddr-node-a", time.Now()); err != nil {
 			t.Fatalf("create through the mounted CA: %v", err)
 		}
 	}

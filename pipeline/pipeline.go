@@ -36,6 +36,9 @@ type Config struct {
 	Flush            time.Duration // the longest an event waits in the ring
 	MetricsAddr      string        // serve /metrics and /healthz here ("": off)
 	MetricsMaxSeries int
+	// MetricsNoDestination: the port series name no destination, one per
+	// netns for the busiest (--metrics-no-destination).
+	MetricsNoDestination bool
 	// The port sampler (with MetricsAddr or KubeEvents): every
 	// PortsInterval (0: off), the PortsTop busiest destinations of every
 	// netns with a live process; at most PortsMaxSeries port series. With
@@ -45,6 +48,7 @@ type Config struct {
 	PortsTop, PortsMaxSeries, PortsWarn int
 	SummaryEvery                        time.Duration // 0: no summary records
 	Rate                                float64       // events per second per key; 0: no limit
+	CgroupRate                          float64       // with Rate: events per second per cgroup, syscall and errno; 0: no limit
 	// Pod filters.
 	Namespace, Pod, Container string
 	Selector                  map[string]string
@@ -135,14 +139,14 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 	c.Tracer.Logger = log
 	var met *metrics
 	if c.MetricsAddr != "" {
-		met = newMetrics(c.MetricsMaxSeries, c.PortsMaxSeries)
-		addr, err := met.serve(ctx, c.MetricsAddr, log)
+		met = newMetrics(c.MetricsMaxSeries, c.PortsMaxSeries, c.MetricsNoDestination)
+		addr, err := met.serve(ctx, c.MetricsAddr, defaultServerLimits, log)
 		if err != nil {
 			return Stats{}, err
 		}
 		log.Info("serving metrics", "url", "http://"+addr+"/metrics")
 	}
-	c.Tracer.Rate = c.Rate
+	c.Tracer.Rate, c.Tracer.CgroupRate = c.Rate, c.CgroupRate
 	t, err := tracer.New(c.Tracer)
 	if err != nil {
 		return Stats{}, err
@@ -242,8 +246,11 @@ type traceRun struct {
 
 func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, met *metrics, hooks Hooks) (*traceRun, error) {
 	c.defaults()
-	r := &traceRun{c: c, t: t, log: log, met: met, limits: newLimitBook(c.Rate > 0), hold: newHoldQueue(holdMax),
+	r := &traceRun{c: c, t: t, log: log, met: met, limits: newLimitBook(c.Rate > 0, c.CgroupRate > 0), hold: newHoldQueue(holdMax),
 		now: time.Now, diagLate: lateDiagnosis(c.DiagnoseWait), held: newEventPool(holdMax)}
+	if met != nil && r.limits.groups != nil {
+		met.reg.MustRegister(r.limits.cgroupCollector())
+	}
 	cg, err := pod.NewCgroupResolver(t)
 	dec := decode.NewDecoder(nil)
 	if err != nil {

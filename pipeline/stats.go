@@ -95,8 +95,11 @@ type Stats struct {
 	// Of Suppressed, those whose key no event named (its events lost, or
 	// the key evicted before it was read): counted, in no pod's series.
 	SuppressedUnattributed uint64
-	LimitKeysEvicted       uint64 // rate limit keys the kernel's LRU dropped for room
-	NamesNotAwaited        uint64 // went out without waiting for the runtime (hold queue full)
+	// Of Suppressed, those their cgroup's bucket held back
+	// (--rate-limit-cgroup), not their key's.
+	SuppressedCgroup uint64
+	LimitKeysEvicted uint64 // rate limit keys the kernel's LRU dropped for room
+	NamesNotAwaited  uint64 // went out without waiting for the runtime (hold queue full)
 	// NamesHeld events waited for the runtime's names, the longest
 	// NamesWaitMax: from when the event was read to when it went on, by
 	// eaddr's clock, so also how late the reader came back to it.
@@ -140,7 +143,8 @@ func (r *traceRun) stats() Stats {
 		Delivered: r.sk.Delivered(), Dropped: r.sk.Dropped(), Filtered: r.filtered + b.filtered,
 		FilteredUnresolved: r.filteredUnresolved + b.unresolved, Suppressed: b.held(), NamesNotAwaited: r.hold.overflow,
 		NamesHeld: r.hold.held, NamesWaitMax: r.hold.waitMax,
-		SuppressedUnattributed: b.unattributed(), LimitKeysEvicted: b.evicted(), BinariesGivenUp: r.binariesGivenUp()}
+		SuppressedUnattributed: b.unattributed(), SuppressedCgroup: b.heldByCgroup(), LimitKeysEvicted: b.evicted(),
+		BinariesGivenUp: r.binariesGivenUp()}
 	if b := r.bins; b != nil {
 		b.collect()
 		s.BinariesHeld, s.BinaryWaitMax, s.BinariesLate, s.BinariesSkipped = b.heldN, b.waitMax, b.late, b.skipped
@@ -165,11 +169,14 @@ func (r *traceRun) stoppedAttrs(s Stats) []any {
 	if s.SuppressedUnattributed > 0 || s.LimitKeysEvicted > 0 {
 		attrs = append(attrs, "suppressed_unattributed", s.SuppressedUnattributed, "limit_keys_evicted", s.LimitKeysEvicted)
 	}
+	if s.SuppressedCgroup > 0 {
+		attrs = append(attrs, "suppressed_cgroup", s.SuppressedCgroup)
+	}
 	if k := r.c.KubeEvents; k != nil {
 		ks := k.Stats()
 		attrs = append(attrs, "kube_events_created", ks.Created, "kube_events_updated", ks.Updated,
 			"kube_event_calls_failed", ks.Errors, "kube_events_dropped", ks.Dropped, "kube_events_unnamed", ks.Unnamed,
-			"kube_port_warnings_dropped", ks.WarningsDropped)
+			"kube_port_warnings_dropped", ks.WarningsDropped, "kube_events_folded", ks.Folded)
 	}
 	if r.diag != nil {
 		attrs = append(attrs, "netns_snapshots", s.Snapshots, "snapshots_shared", s.Shared,

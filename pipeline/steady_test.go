@@ -48,7 +48,7 @@ func newSteadyRig(t testing.TB) *steadyRig {
 	c := Config{Explain: 1, DiagnoseEvery: time.Second, Node: "node-a"}
 	c.defaults()
 	g := &steadyRig{raw: recorded.Raw(t, "connect-eaddrnotavail-busybox-wget-ipv4"), now: time.Unix(1_700_000_000, 0), lines: &lineCount{}}
-	r := &traceRun{c: c, log: slog.New(slog.DiscardHandler), limits: newLimitBook(false), hold: newHoldQueue(holdMax),
+	r := &traceRun{c: c, log: slog.New(slog.DiscardHandler), limits: newLimitBook(false, false), hold: newHoldQueue(holdMax),
 		dec: decode.NewDecoder(nil), diagLate: lateDiagnosis(c.DiagnoseWait), held: newEventPool(holdMax)}
 	x, err := explain.NewExplainer()
 	if err != nil {

@@ -56,8 +56,10 @@ type TraceFlags struct {
 	KubeEventsUpdate   time.Duration
 
 	RateLimit        string
+	RateLimitCgroup  string
 	MetricsAddr      string
 	MetricsMaxSeries int
+	MetricsNoDest    bool
 	SummaryInterval  time.Duration
 	PortsInterval    time.Duration
 	PortsTop         int
@@ -113,12 +115,14 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	// Metrics and the port sampler.
 	fs.StringVar(&f.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on /metrics and a health check on /healthz at this address, e.g. :9630")
 	fs.IntVar(&f.MetricsMaxSeries, "metrics-max-series", 1000, "at most this many syscall/errno/namespace/pod series; later pods count under \"other\"")
+	fs.BoolVar(&f.MetricsNoDest, "metrics-no-destination", false, "name no destination in eaddr_ephemeral_ports_in_use, which every scraper can read: one series per netns, its busiest destination's (docs/alerts.md)")
 	fs.DurationVar(&f.PortsInterval, "ports-interval", pipeline.DefaultPortsInterval, "with --metrics-addr or --kube-events: sample every netns's port use this often, before any failure (0: off; docs/alerts.md)")
 	fs.IntVar(&f.PortsTop, "ports-top", pipeline.DefaultPortsTop, "the busiest destinations of each netns that the sampler gives a series")
 	fs.IntVar(&f.PortsMaxSeries, "ports-max-series", 3000, "at most this many eaddr_ephemeral_ports_* series (the rest counted in eaddr_port_series_cut_total)")
 	fs.IntVar(&f.PortsWarn, "warn", pipeline.DefaultPortsWarn, "with --kube-events: a Warning EphemeralPortsNearlyExhausted on a pod whose netns holds this percent of the ports toward one destination, before any connect() fails")
 	// Tuning.
 	fs.StringVar(&f.RateLimit, "rate-limit", "100/s", "at most this many events per second per cgroup, netns, syscall, errno and address, counted in the kernel; the next event says how many were held back (0 or off: no limit)")
+	fs.StringVar(&f.RateLimitCgroup, "rate-limit-cgroup", "10x", "and at most this many per cgroup, syscall and errno, whatever the address (a pod failing toward many), counted in the kernel apart (suppressed_cgroup); Nx: N times --rate-limit (0 or off: no limit per cgroup)")
 	fs.IntVar(&f.RingSize, "ring-size", tracer.DefaultRingSize, "ring buffer size in bytes, a power of two from the page size up to 256 MiB; what does not fit is counted as lost")
 	fs.DurationVar(&f.Flush, "flush-interval", 50*time.Millisecond, "the longest a failure waits in the ring before it is written (0: wake for every failure, which costs more)")
 	// The old name of --host-netns, kept so that scripts keep working.
@@ -145,8 +149,8 @@ containing 'attached' is logged.`,
 		{"Output", []string{"output", "explain", "node", "summary-interval"}},
 		{"Diagnosis", []string{"diagnose", "diagnose-interval", "diagnose-wait", "socket-iterators", "async", "retry-window", "nodeport-collisions", "node-port-range", "host-netns"}},
 		{"Kubernetes", []string{"cri-endpoint", "names-wait", "kube-events", "kubeconfig", "kube-events-qps", "kube-events-interval", "kube-events-update-interval"}},
-		{"Metrics and the port sampler", []string{"metrics-addr", "metrics-max-series", "ports-interval", "ports-top", "ports-max-series", "warn"}},
-		{"Tuning", []string{"rate-limit", "ring-size", "flush-interval"}},
+		{"Metrics and the port sampler", []string{"metrics-addr", "metrics-max-series", "metrics-no-destination", "ports-interval", "ports-top", "ports-max-series", "warn"}},
+		{"Tuning", []string{"rate-limit", "rate-limit-cgroup", "ring-size", "flush-interval"}},
 	},
 	footer: `Exit status: 0 on a clean stop (Ctrl-C, or a reader that closed stdout), 1 on a failure, 2 on bad usage,
 3 without the privilege to trace. Fields of the JSON: docs/events.md.`,
@@ -252,6 +256,9 @@ func (f *TraceFlags) filters(c *pipeline.Config) error {
 		return usageErrorf("--rate-limit: %v", err)
 	}
 	c.Rate = rate
+	if c.CgroupRate, err = pipeline.ParseCgroupRate(f.RateLimitCgroup, rate); err != nil {
+		return usageErrorf("--rate-limit-cgroup: %v", err)
+	}
 	return nil
 }
 
@@ -288,6 +295,7 @@ func (f *TraceFlags) output(c *pipeline.Config) error {
 		return usageErrorf("--summary-interval must not be negative")
 	}
 	c.MetricsAddr, c.MetricsMaxSeries, c.SummaryEvery = f.MetricsAddr, f.MetricsMaxSeries, f.SummaryInterval
+	c.MetricsNoDestination = f.MetricsNoDest
 	c.Node = nodeName(f.Node)
 	return nil
 }

@@ -368,15 +368,17 @@ except OSError:
 	}
 }
 
-// Without root, trace fails at once with one sentence that says what is needed.
+// Without root, trace fails at once with one sentence that says what is
+// needed, and exits 3 as every command does that lacks the privilege to
+// look (not 1, a failure, nor 2, a usage error).
 func TestTraceWithoutRoot(t *testing.T) {
 	testenv.RequireRoot(t) // to be able to drop to nobody
 	cmd := exec.Command(eaddrBin, "trace")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
 	ee, ok := err.(*exec.ExitError)
-	if !ok || ee.ExitCode() != 1 {
-		t.Fatalf("exit %v, want status 1; output %q", err, out)
+	if !ok || ee.ExitCode() != exitNoPrivilege {
+		t.Fatalf("exit %v, want status 3; output %q", err, out)
 	}
 	if !strings.Contains(string(out), "root (or CAP_BPF and CAP_PERFMON) is needed") {
 		t.Errorf("output %q does not say root is needed", out)
