@@ -37,6 +37,9 @@ type metrics struct {
 	limitEvicted atomic.Uint64                       // rate limit keys the kernel's LRU dropped
 	events       atomic.Uint64
 	healthy      atomic.Bool
+	// The reader's last return from the ring buffer (UnixNano), and how
+	// long it may stay away before /healthz says it is stalled.
+	readAt, stallAfter atomic.Int64
 
 	// Attribution: events a filter could not decide (pod or cgroup not
 	// known), CRI calls that failed or timed out, and the runtime's health
@@ -45,8 +48,11 @@ type metrics struct {
 	criFailures        atomic.Uint64
 	criDown            atomic.Pointer[string]
 
-	// Binaries of failing programs not analysed: past explain's bounds.
-	binariesGivenUp atomic.Uint64
+	// Binaries of failing programs not analysed: past explain's bounds;
+	// not started (queue full, file system stuck); no file at their path
+	// was the executable. Analyses stuck in a read now.
+	binariesGivenUp, binariesSkipped, binariesMismatched atomic.Uint64
+	binariesStuck                                        atomic.Int64
 
 	// The metrics server's listener (serve), for its connection counts.
 	conns atomic.Pointer[limitListener]
@@ -108,6 +114,7 @@ func newMetrics(maxSeries, maxPortSeries int, noDest bool) *metrics {
 	}
 	m.reg.MustRegister(m.skippedCollectors()...)
 	m.reg.MustRegister(m.serverCollectors()...)
+	m.reg.MustRegister(m.binaryCollectors()...)
 	m.reg.MustRegister(m.port.collectors()...)
 	m.reg.MustRegister(m.errors,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -150,9 +157,9 @@ func newMetrics(maxSeries, maxPortSeries int, noDest bool) *metrics {
 				return 1
 			}),
 		collectors.NewGoCollector(),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_up", Help: "1 while the BPF programs are attached and the ring is read."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_up", Help: "1 while the BPF programs are attached and the ring is read (/healthz answers 200)."},
 			func() float64 {
-				if m.healthy.Load() {
+				if code, _ := m.health(time.Now()); code == http.StatusOK {
 					return 1
 				}
 				return 0
@@ -188,6 +195,41 @@ func (m *metrics) serverCollectors() []prometheus.Collector {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_metrics_connections_open", Help: "Connections to --metrics-addr open now (this scrape's among them)."},
 			func() float64 { return float64(m.connsOf(func(l *limitListener) int64 { return l.open.Load() })) }),
 	}
+}
+
+// binaryCollectors are the counts of the binary analysis beside the reader
+// (binworker.go) besides eaddr_binaries_given_up_total.
+func (m *metrics) binaryCollectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "eaddr_binaries_skipped_total",
+			Help: "Binaries of failing programs whose analysis eaddr did not start: 64 were already waiting for its 4 analysers, or a read of another file on the same file system had not returned (eaddr_binary_analyses_stuck); their events say why in explain.client_unknown, and the binary is asked again 10 s later.",
+		}, func() float64 { return float64(m.binariesSkipped.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "eaddr_binaries_mismatched_total",
+			Help: "Binaries of failing programs that had exited that eaddr did not analyse because no file at their path in their root was the executable the kernel recorded (another device or inode: replaced, moved or swapped); such a file is never read. Counted once per binary looked up.",
+		}, func() float64 { return float64(m.binariesMismatched.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_binary_analyses_stuck",
+			Help: "Analyses of a failing program's binary in a read or open that has not returned for 5 s or more: its file system (a FUSE daemon, an NFS server) does not answer. Each holds one of eaddr's 4 analysers; the reader and other events go on, and no other file of that file system is read meanwhile."},
+			func() float64 { return float64(m.binariesStuck.Load()) }),
+	}
+}
+
+// health is /healthz's status at now, and why when it is not 200: 200
+// while the programs are attached and the reader comes back from the ring,
+// which it does at least every flush interval (or second) even with no
+// event; 503 before attach, after detach, and when it has not come back
+// for stallAfter.
+func (m *metrics) health(now time.Time) (int, string) {
+	if !m.healthy.Load() {
+		return http.StatusServiceUnavailable, "not attached"
+	}
+	stall := time.Duration(m.stallAfter.Load())
+	if away := now.Sub(time.Unix(0, m.readAt.Load())); stall > 0 && away > stall {
+		return http.StatusServiceUnavailable, fmt.Sprintf("reader stalled: the ring buffer was last read %v ago (more than %v): failures are not being written, and those the full ring cannot take are lost (eaddr_lost_events_total)",
+			away.Round(time.Second), stall)
+	}
+	return http.StatusOK, ""
 }
 
 // labelKey is the series of ev: its pod, or empty outside pods.
@@ -259,8 +301,8 @@ func (m *metrics) serve(ctx context.Context, addr string, lim serverLimits, log 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if !m.healthy.Load() {
-			http.Error(w, "not attached", http.StatusServiceUnavailable)
+		if code, why := m.health(time.Now()); code != http.StatusOK {
+			http.Error(w, why, code)
 			return
 		}
 		if p := m.criDown.Load(); p != nil && *p != "" {

@@ -168,6 +168,8 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 		defer r.stopKube()
 	}
 	if met != nil { // healthy before "attached" is logged: a probe that waits for the line sees 200
+		met.stallAfter.Store(int64(readerStall(c.Flush)))
+		met.readAt.Store(time.Now().UnixNano())
 		met.healthy.Store(true)
 		defer met.healthy.Store(false)
 	}
@@ -213,6 +215,7 @@ type traceRun struct {
 	pods      *pod.PodMapper
 	hold      holdQueue
 	explainer *explain.Explainer
+	bins      *binWait           // the explainer's binary analysis; nil without it
 	events    output.Events      // writes event records
 	diag      *diagWorker        // nil: --diagnose=false
 	quietDiag diagnose.Diagnosis // emit's copy of an expected failure's diagnosis, without its fix
@@ -267,7 +270,7 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 	r.pods.CgroupV1 = pod.CgroupV1Mounted()
 	r.attr = podAttribution{r.pods, r.names}
 	if c.Explain > 0 {
-		if r.explainer, err = explain.NewExplainer(); err != nil {
+		if r.explainer, r.bins, err = newExplainStage(); err != nil {
 			r.close()
 			return nil, err
 		}
