@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eaddr/eaddr/internal/kubetest"
+	"github.com/eaddr/eaddr/internal/testing/kubetest"
 	appsv1 "k8s.io/api/apps/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -138,7 +138,7 @@ func podFromTemplate(t *testing.T, ds document, namespace string) []byte {
 }
 
 // TestAPIServer gives the shipped manifests to a real kube-apiserver
-// (internal/kubetest): Debian's etcd and kube-apiserver kubetest.Version with
+// (internal/testing/kubetest): Debian's etcd and kube-apiserver kubetest.Version with
 // the default admission plugins. Pod Security's default level, for namespaces
 // without a label, is baseline, as on clusters whose administrators set it so:
 // the shipped Namespace's label is then what admits eaddr's pod.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/kubecluster"
+	"github.com/eaddr/eaddr/internal/testing/kubecluster"
 )
 
 // debugPodName is the pod kubectl debug says it made.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eaddr/eaddr/internal/otelcol"
+	"github.com/eaddr/eaddr/internal/testing/otelcol"
 )
 
 // logAgent: the OpenTelemetry Collector with deploy/otelcol/eaddr.yaml

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/pdeath"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // metrics: a real Prometheus (Debian's) scrapes eaddr's /metrics on its

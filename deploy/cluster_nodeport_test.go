@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/critest"
-	"github.com/eaddr/eaddr/internal/kubetest"
+	"github.com/eaddr/eaddr/internal/testing/critest"
+	"github.com/eaddr/eaddr/internal/testing/kubetest"
 )
 
 // The seed's second story on the node: the node's ip_local_port_range

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/kubecluster"
-	"github.com/eaddr/eaddr/internal/kubetest"
+	"github.com/eaddr/eaddr/internal/testing/kubecluster"
+	"github.com/eaddr/eaddr/internal/testing/kubetest"
 )
 
 // readmeSection is the README section whose first sh block the cluster

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/kubecluster"
+	"github.com/eaddr/eaddr/internal/testing/kubecluster"
 )
 
 // runbookDoc is the page an operator starts from when a pod fails.

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/critest"
-	"github.com/eaddr/eaddr/internal/kubecluster"
-	"github.com/eaddr/eaddr/internal/kubetest"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/critest"
+	"github.com/eaddr/eaddr/internal/testing/kubecluster"
+	"github.com/eaddr/eaddr/internal/testing/kubetest"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // clusterImageTag is the VERSION `make image` is given here: the image is
@@ -22,7 +22,7 @@ import (
 const clusterImageTag = "cluster-test"
 
 // TestClusterInstall is the README's path on a real node
-// (internal/kubecluster: kubelet, containerd, kube-proxy), with the real
+// (internal/testing/kubecluster: kubelet, containerd, kube-proxy), with the real
 // kubectl, one cluster for every story (docs/testing.md, "The cluster
 // tier"): `make image`, the archive imported into the node's containerd,
 // then README.md's own commands (`kubectl apply -k deploy/kube-events`,

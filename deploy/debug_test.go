@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eaddr/eaddr/internal/kubetest"
+	"github.com/eaddr/eaddr/internal/testing/kubetest"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -69,7 +69,7 @@ var createdPod = regexp.MustCompile(`(?m)^Creating debugging pod (\S+) with cont
 
 // TestDebugCommand runs the docs' node debug commands (README.md,
 // docs/kubernetes.md), word for word, with the real kubectl against a real
-// API server (internal/kubetest) that has a Node: NODE is that Node's name,
+// API server (internal/testing/kubetest) that has a Node: NODE is that Node's name,
 // TAG is "latest" and then a version, as `make image` tags it. -it is left
 // out: without a terminal kubectl creates the pod and returns. The pod it
 // created runs the image that was imported on the node, never pulled

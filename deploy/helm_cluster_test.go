@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/helmtest"
-	"github.com/eaddr/eaddr/internal/kubecluster"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/helmtest"
+	"github.com/eaddr/eaddr/internal/testing/kubecluster"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // TestHelmClusterInstall is docs/kubernetes.md's helm install on a real node
-// (internal/kubecluster: kubelet, containerd, kube-proxy), with the real helm
+// (internal/testing/kubecluster: kubelet, containerd, kube-proxy), with the real helm
 // and kubectl: `make image` imported into the node's containerd, `helm
 // install eaddr deploy/helm/eaddr --set image.tag=... --set
 // kubeEvents.enabled=true --wait`, the DaemonSet's pod Running and its log

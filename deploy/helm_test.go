@@ -20,8 +20,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/eaddr/eaddr/internal/helmtest"
-	"github.com/eaddr/eaddr/internal/kubetest"
+	"github.com/eaddr/eaddr/internal/testing/helmtest"
+	"github.com/eaddr/eaddr/internal/testing/kubetest"
 )
 
 // chartDir is eaddr's Helm chart: the objects of deploy/base, with
@@ -190,7 +190,7 @@ func TestHelmTemplate(t *testing.T) {
 }
 
 // TestHelmServerDryRun gives what `helm template` renders of each variant to
-// a real kube-apiserver (internal/kubetest) with the real `kubectl apply
+// a real kube-apiserver (internal/testing/kubetest) with the real `kubectl apply
 // --dry-run=server --validate=strict`, as TestKustomizeServerDryRun does with
 // kubectl kustomize's output: every object accepted, no warning, with Pod
 // Security enforcing baseline where a namespace says nothing.
@@ -579,7 +579,7 @@ func checkNamespace(ns string) func([]object, *appsv1.DaemonSet) []string {
 }
 
 // TestHelmInstallAPIServer installs the chart with the real helm into a real
-// kube-apiserver (internal/kubetest: no kubelet, so no pod runs; Pod Security
+// kube-apiserver (internal/testing/kubetest: no kubelet, so no pod runs; Pod Security
 // baseline where a namespace says nothing), as the docs say: `helm install
 // eaddr deploy/helm/eaddr --set kubeEvents.enabled=true` (and the
 // NetworkPolicy), the release in the default namespace and the chart's own

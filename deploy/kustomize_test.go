@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eaddr/eaddr/internal/kubetest"
+	"github.com/eaddr/eaddr/internal/testing/kubetest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -140,7 +140,7 @@ func TestKustomize(t *testing.T) {
 }
 
 // TestKustomizeServerDryRun gives what kubectl kustomize builds of every
-// kustomization to a real kube-apiserver (internal/kubetest) with the real
+// kustomization to a real kube-apiserver (internal/testing/kubetest) with the real
 // `kubectl apply --dry-run=server --validate=strict`: every object accepted
 // with strict field validation, no warning (kubectl prints them on stderr:
 // Pod Security, deprecations, unknown fields). Pod Security's default level

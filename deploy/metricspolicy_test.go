@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/eaddr/eaddr/internal/helmtest"
+	"github.com/eaddr/eaddr/internal/testing/helmtest"
 )
 
 // monitoringPeer is the default of who may scrape: every pod of the

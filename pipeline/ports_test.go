@@ -12,7 +12,7 @@ import (
 
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // portScene is a netns with a narrowed range, a listener outside it that

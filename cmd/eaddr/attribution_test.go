@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/critest"
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/critest"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // wedgedCRI is a CRI socket that accepts connections and never answers, as a

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // The worst status sets the exit: a finding beats unknown, unknown beats

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // stormC makes N failing connect()s to 127.0.0.1:8080 as fast as it can

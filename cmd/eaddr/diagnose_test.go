@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // sandbox starts a process that lives in ns for the test, as a pod's pause

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/explain"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // seedLine is what the pod printed.

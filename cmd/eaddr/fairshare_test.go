@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/critest"
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/critest"
 )
 
 // floodScript moves the python process into the cgroup argv[1], then fails

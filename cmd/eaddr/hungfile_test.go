@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/hungfs"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/hungfs"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // A failing program whose binary eaddr cannot read (a FUSE file system that

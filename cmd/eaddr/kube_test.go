@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/critest"
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/critest"
 )
 
 // The proof that eaddr works on a node: a real containerd driven through

@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/critest"
-	"github.com/eaddr/eaddr/internal/kubetest"
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/critest"
+	"github.com/eaddr/eaddr/internal/testing/kubetest"
 )
 
 // apiEvent is what eaddr posts (events.k8s.io/v1), the fields checked.
@@ -233,7 +233,7 @@ type coreEvent struct {
 	} `json:"series"`
 }
 
-// apiServerWithPod starts a real API server (internal/kubetest) with
+// apiServerWithPod starts a real API server (internal/testing/kubetest) with
 // eaddr's namespace, service account and the RBAC of
 // deploy/kube-events/rbac.yaml, and the Pod shop/client (Pending: there is
 // no kubelet) on node-a; it returns the server, the Pod's UID and the
@@ -290,7 +290,7 @@ func listEvents(t *testing.T, s *kubetest.Server, ns string) []apiEvent {
 	return l.Items
 }
 
-// The same against a real API server (internal/kubetest: kube-apiserver and
+// The same against a real API server (internal/testing/kubetest: kube-apiserver and
 // etcd): eaddr posts as its service account, with only the RBAC of
 // deploy/kube-events/rbac.yaml; the Pod was created through the API
 // (Pending: there is no kubelet) and the private containerd runs a pod with

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/critest"
-	"github.com/eaddr/eaddr/internal/otelcol"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/critest"
+	"github.com/eaddr/eaddr/internal/testing/otelcol"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // A log agent from the ecosystem hands on every field of eaddr's records

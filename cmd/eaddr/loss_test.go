@@ -15,7 +15,7 @@ import (
 
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/pdeath"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // flood makes n failing connects toward 127.0.0.1:8080 from one process in

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // eaddrBin is the eaddr binary built once for the tests that run it as a

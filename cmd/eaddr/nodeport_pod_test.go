@@ -11,7 +11,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/eaddr/eaddr/internal/critest"
+	"github.com/eaddr/eaddr/internal/testing/critest"
 )
 
 // podIP is the pod's own address, as the runtime reports it.

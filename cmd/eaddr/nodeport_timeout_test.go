@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // nodePortNS is the seed's node, in a throwaway netns: ip_local_port_range

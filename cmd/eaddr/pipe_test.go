@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // A reader that closed stdout (eaddr top | head -1) got what it wanted:

@@ -16,7 +16,7 @@ import (
 
 	"github.com/eaddr/eaddr/internal/mountinfo"
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // cgroup2Mount finds the cgroup v2 mount from mountinfo (hybrid hosts have

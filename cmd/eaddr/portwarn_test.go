@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eaddr/eaddr/internal/critest"
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/critest"
 )
 
 // fillingPod runs pod shop/client with uid and the range 40000-40009, a

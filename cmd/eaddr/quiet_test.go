@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"github.com/eaddr/eaddr/pod"
 )
 

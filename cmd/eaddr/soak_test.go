@@ -15,7 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // Bounded memory: 20,000 short-lived processes in 2,000 cgroups and 200

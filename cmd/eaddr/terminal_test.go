@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eaddr/eaddr/internal/critest"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/critest"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // A person runs eaddr trace in a 120-column terminal (tmux) while a pod's

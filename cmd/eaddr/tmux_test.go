@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/termtext"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // tmuxPane is a command running in a real terminal: a tmux server of its

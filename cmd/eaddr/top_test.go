@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"github.com/eaddr/eaddr/top"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // udpExhaustScript binds UDP sockets on both ports of the netns's range,

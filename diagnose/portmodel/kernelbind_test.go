@@ -1,7 +1,7 @@
 package portmodel
 
 import (
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"net/netip"
 	"testing"
 )

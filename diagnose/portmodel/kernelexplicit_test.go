@@ -2,7 +2,7 @@ package portmodel
 
 import (
 	"errors"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"net/netip"
 	"testing"
 

@@ -1,6 +1,6 @@
 // Package buildcache is what the test tiers' caches of programs built from
-// the Go module proxy share (internal/kubetest's Kubernetes binaries,
-// internal/helmtest's helm, internal/otelcol's collector): a file lock that
+// the Go module proxy share (internal/testing/kubetest's Kubernetes binaries,
+// internal/testing/helmtest's helm, internal/testing/otelcol's collector): a file lock that
 // serialises builds across test binaries, the checks that tell a cached
 // program from one to build, and the tail of a log for errors.
 package buildcache
@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // Lock takes an exclusive flock on path (made if missing), waiting within

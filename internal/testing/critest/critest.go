@@ -65,7 +65,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/eaddr/eaddr/internal/pdeath"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // CNIBinDir is where the CNI plugins of Debian's containernetworking-plugins

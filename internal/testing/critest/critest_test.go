@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // TestPod runs a pod and a container on a private containerd, checks the

@@ -189,7 +189,7 @@ func buildImage(path string) (string, error) {
 		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
 		"history": []map[string]any{{
 			"created":    imageEpoch.Format(time.RFC3339),
-			"created_by": "eaddr internal/critest: busybox-static " + BusyboxPath,
+			"created_by": "eaddr internal/testing/critest: busybox-static " + BusyboxPath,
 		}},
 	}
 	if variant != "" {

@@ -1,6 +1,6 @@
 // Package helmtest runs the real helm (Version, a v3 release) in tests: built
 // from the Go module proxy with `go install helm.sh/helm/v3/cmd/helm@Version`
-// into internal/kubetest's cache directory, beside the Kubernetes binaries,
+// into internal/testing/kubetest's cache directory, beside the Kubernetes binaries,
 // once per machine. Helm runs with a HOME and Helm directories of its own, so
 // nothing of the user's (repositories, plugins, a kubeconfig) changes what it
 // does.
@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/buildcache"
-	"github.com/eaddr/eaddr/internal/kubetest"
+	"github.com/eaddr/eaddr/internal/testing/buildcache"
+	"github.com/eaddr/eaddr/internal/testing/kubetest"
 )
 
 // Version is the helm release the tests run: the newest v3 the module proxy

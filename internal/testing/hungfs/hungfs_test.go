@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // A process runs from the file system and reads it while this test's own

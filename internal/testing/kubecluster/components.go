@@ -18,9 +18,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/eaddr/eaddr/internal/critest"
-	"github.com/eaddr/eaddr/internal/kubetest"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/critest"
+	"github.com/eaddr/eaddr/internal/testing/kubetest"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // programs are looked up in hostPath, each with its Debian package.

@@ -1,5 +1,5 @@
 // Package kubecluster starts a real single-node Kubernetes cluster for a
-// test: etcd and kube-apiserver (internal/kubetest), kube-controller-manager,
+// test: etcd and kube-apiserver (internal/testing/kubetest), kube-controller-manager,
 // kube-scheduler, a private containerd with a CNI bridge, a kubelet and
 // kube-proxy, all of kubetest.Version, built from the Go module proxy into
 // kubetest's cache. The real kubectl drives it.
@@ -20,7 +20,7 @@
 // directory (/tmp/eaddr-kc-*). The kubelet's root directory and pod logs
 // (PodLogsDir) are there too; its pods' cgroups are under CgroupRoot
 // (/eaddr-kubelet/kubepods/...), so that it never sees, nor removes as
-// orphans, the pods of internal/critest (/kubepods/...), and they never see
+// orphans, the pods of internal/testing/critest (/kubepods/...), and they never see
 // its own.
 //
 // Every change to the host is written to a state file (State) before it is
@@ -56,7 +56,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/kubetest"
+	"github.com/eaddr/eaddr/internal/testing/kubetest"
 )
 
 // CgroupRoot is the kubelet's --cgroup-root: its pods are at

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/critest"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/critest"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"github.com/eaddr/eaddr/pod/kube"
 )
 

@@ -114,7 +114,7 @@ func (p Proc) alive() bool { return p.Pid > 0 && p.Start != 0 && procStart(p.Pid
 
 // hostPaths are what a node's components create outside the cluster's
 // directory on first use. Start records those that are missing; Teardown
-// removes them: the ones in shared (also used by internal/critest or a
+// removes them: the ones in shared (also used by internal/testing/critest or a
 // system containerd) only when empty.
 var hostPaths = []string{
 	"/run/containerd", "/run/containerd/s", "/run/netns", "/var/lib/cni", "/var/lib/cni/results",

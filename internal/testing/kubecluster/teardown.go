@@ -197,7 +197,7 @@ func lastLines(s string, n int) string {
 
 // removeStaleSockets removes the sockets in dir that nothing listens on: the
 // shims' (/run/containerd/s/<hash>, whatever containerd's state directory),
-// which a killed shim leaves. A live runtime's (internal/critest's, a
+// which a killed shim leaves. A live runtime's (internal/testing/critest's, a
 // system containerd's) are bound and stay.
 func removeStaleSockets(dir string) {
 	entries, err := os.ReadDir(dir)

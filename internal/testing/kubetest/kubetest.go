@@ -38,9 +38,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/buildcache"
 	"github.com/eaddr/eaddr/internal/pdeath"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/buildcache"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // ReadyTimeout bounds how long Start waits for etcd's /health and then for

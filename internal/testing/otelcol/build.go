@@ -7,7 +7,7 @@
 // The collector is what the OpenTelemetry Collector Builder (ocb) would
 // generate for these components: a wrapper module of a main.go and a
 // components.go, built from the Go module proxy into CacheDir() once per
-// machine, like internal/kubetest's Kubernetes binaries.
+// machine, like internal/testing/kubetest's Kubernetes binaries.
 package otelcol
 
 import (
@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/buildcache"
+	"github.com/eaddr/eaddr/internal/testing/buildcache"
 )
 
 // Version is the collector release: the core modules' v0.x (beta) line.

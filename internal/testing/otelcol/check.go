@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/buildcache"
+	"github.com/eaddr/eaddr/internal/testing/buildcache"
 )
 
 // CollectorAttributes are the attributes of a record that the collector

@@ -3,23 +3,22 @@ package otelcol
 import (
 	"errors"
 	"fmt"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/buildcache"
 	"github.com/eaddr/eaddr/internal/pdeath"
+	"github.com/eaddr/eaddr/internal/testing/buildcache"
 )
 
 // ConfigPath is deploy/otelcol/eaddr.yaml in this repository: the config
 // users copy, which Run gives the collector first.
 func ConfigPath() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "deploy", "otelcol", "eaddr.yaml")
+	return filepath.Join(testenv.Root(), "deploy", "otelcol", "eaddr.yaml")
 }
 
 // IncludeEnv is the environment variable ConfigPath's include glob comes

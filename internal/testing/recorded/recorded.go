@@ -4,9 +4,9 @@
 package recorded
 
 import (
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/eaddr/eaddr/tracer"
@@ -14,8 +14,7 @@ import (
 
 // Dir is testdata/events of this repository, wherever the test runs.
 func Dir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "events")
+	return filepath.Join(testenv.Root(), "testdata", "events")
 }
 
 // Raw reads the recorded event name (its file without .bin).

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // expect is what a scene must have observed.

@@ -44,8 +44,14 @@ var PackageRe = regexp.MustCompile(`\(Debian package ([a-z0-9][a-z0-9.+-]*)\)`)
 // DepsScript is the path of .ci/deps.sh, the one list of the Debian packages
 // the tests need (`sudo make deps`; .ci/run calls it).
 func DepsScript() string {
+	return filepath.Join(Root(), ".ci", "deps.sh")
+}
+
+// Root is the repository's root directory, wherever the test runs: the
+// tests read its README, docs, deploy/ and testdata/ from there.
+func Root() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", ".ci", "deps.sh")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
 
 // DepsPackages reads the packages .ci/deps.sh installs: the words of its

@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -21,8 +20,7 @@ var (
 func EventSchema(t testing.TB) *jsonschema.Schema {
 	t.Helper()
 	schemaOnce.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		path := filepath.Join(filepath.Dir(file), "..", "..", "docs", "event.schema.json")
+		path := filepath.Join(Root(), "docs", "event.schema.json")
 		c := jsonschema.NewCompiler()
 		c.AssertFormat()
 		schema, schemaErr = c.Compile(path)

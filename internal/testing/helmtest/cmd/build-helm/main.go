@@ -1,10 +1,10 @@
-// Command build-helm builds the helm that internal/helmtest runs
-// (helmtest.Version, from the Go module proxy) into internal/kubetest's cache,
+// Command build-helm builds the helm that internal/testing/helmtest runs
+// (helmtest.Version, from the Go module proxy) into internal/testing/kubetest's cache,
 // unless it is there already, and prints its path: `make helm`. The tests
 // build it themselves on first use; this does it up front, so that the build
 // is not timed with the tests.
 //
-//	go run ./internal/helmtest/cmd/build-helm
+//	go run ./internal/testing/helmtest/cmd/build-helm
 package main
 
 import (
@@ -14,7 +14,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/helmtest"
+	"github.com/eaddr/eaddr/internal/testing/helmtest"
 )
 
 func main() {

@@ -1,4 +1,4 @@
-// Command kubecluster starts internal/kubecluster's single-node cluster for
+// Command kubecluster starts internal/testing/kubecluster's single-node cluster for
 // people (`make cluster-up`) and stops it (`make cluster-down`, or Ctrl-C):
 //
 //	kubecluster up   [-state FILE] [-pod-logs-dir DIR]  start, print how to use it, run until SIGINT/SIGTERM, restore the host
@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/kubecluster"
-	"github.com/eaddr/eaddr/internal/kubetest"
+	"github.com/eaddr/eaddr/internal/testing/kubecluster"
+	"github.com/eaddr/eaddr/internal/testing/kubetest"
 )
 
 func main() {

@@ -1,11 +1,11 @@
-// Command build-kube builds the Kubernetes binaries that internal/kubetest
+// Command build-kube builds the Kubernetes binaries that internal/testing/kubetest
 // runs (kubetest.Commands at kubetest.Version) into its cache, unless they are
 // there already, and prints their paths, one a line: `make kube` builds them
 // all, `make kube-apiserver` only that one. The tests build what they need
 // themselves on first use; .ci/run calls this first so that the builds are
 // not timed with the tests.
 //
-//	go run ./internal/kubetest/cmd/build-kube [NAME...]
+//	go run ./internal/testing/kubetest/cmd/build-kube [NAME...]
 package main
 
 import (
@@ -15,7 +15,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/kubetest"
+	"github.com/eaddr/eaddr/internal/testing/kubetest"
 )
 
 func main() {

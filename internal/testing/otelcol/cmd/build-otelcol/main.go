@@ -1,9 +1,9 @@
 // Command build-otelcol builds the OpenTelemetry Collector that
-// internal/otelcol runs into its cache, unless it is there already, and
+// internal/testing/otelcol runs into its cache, unless it is there already, and
 // prints its path (`make otelcol`). The tests build it themselves on first
 // use; this does it up front, so that the build is not timed with them.
 //
-//	go run ./internal/otelcol/cmd/build-otelcol
+//	go run ./internal/testing/otelcol/cmd/build-otelcol
 package main
 
 import (
@@ -13,7 +13,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/otelcol"
+	"github.com/eaddr/eaddr/internal/testing/otelcol"
 )
 
 func main() {

@@ -6,7 +6,7 @@
 // `make test` runs it, so that a fresh machine's skips are not silent. GO
 // names the go command (default go).
 //
-//	go run ./internal/testenv/cmd/gotest -p 1 -count=1 ./...
+//	go run ./internal/testing/testenv/cmd/gotest -p 1 -count=1 ./...
 package main
 
 import (

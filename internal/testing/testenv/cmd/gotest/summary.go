@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // event is one line of `go test -json` (cmd/test2json).

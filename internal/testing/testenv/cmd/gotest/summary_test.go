@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // TestSummaryOfARealRun runs go test -json on testdata/sample (a test of each
@@ -36,7 +36,7 @@ func TestSummaryOfARealRun(t *testing.T) {
 	for _, want := range []string{
 		"--- FAIL: TestFails",
 		"printed: the test failed",
-		"FAIL\tgithub.com/eaddr/eaddr/internal/testenv/cmd/gotest/testdata/sample",
+		"FAIL\tgithub.com/eaddr/eaddr/internal/testing/testenv/cmd/gotest/testdata/sample",
 		"TestNeedsPackage: frobnicator is not installed (Debian package frob-tools)",
 		"TestSubtests/needs-root: test requires root",
 		"TestSubtests/other: the moon is full",
