@@ -1,9 +1,10 @@
-// Package deploy holds the Kubernetes manifests of eaddr; its tests decode every
+// Package apiserver tests the Kubernetes manifests of deploy/: its tests decode every
 // document of every shipped manifest (deploy/*.yaml, deploy/base/*.yaml, and what kubectl
 // kustomize builds of every kustomization) strictly into the k8s.io/api types and check the
 // choices that docs/kubernetes.md explains (least privilege, read-only host paths,
-// probes, resources, flags eaddr really has).
-package deploy
+// probes, resources, flags eaddr really has), render them with kubectl kustomize and helm,
+// and apply them to a real kube-apiserver. They run in deploy/ (deploytest.Main).
+package apiserver
 
 import (
 	"bufio"

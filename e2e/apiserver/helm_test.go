@@ -1,10 +1,11 @@
-package deploy
+package apiserver
 
 import (
 	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/eaddr/eaddr/internal/testing/deploytest"
 	"io"
 	"os"
 	"path/filepath"
@@ -24,15 +25,8 @@ import (
 	"github.com/eaddr/eaddr/internal/testing/kubetest"
 )
 
-// chartDir is eaddr's Helm chart: the objects of deploy/base, with
-// kubeEvents.enabled=true those of deploy/kube-events, and with
-// nodePortCollisions.enabled=true too those of deploy/nodeport-collisions;
-// metrics.networkPolicy.enabled=true adds deploy/metrics-policy's.
-const chartDir = "helm/eaddr"
-
-// release is the release name the tests render and install the chart as:
-// the one the docs use, so that the objects are named eaddr, as in deploy/.
-const release = "eaddr"
+// chartDir and release are the chart and release name the tiers of deploy/ share.
+const chartDir, release = deploytest.ChartDir, deploytest.Release
 
 // chartVariants pair the values of a rendering with the kustomization whose
 // objects it must equal.

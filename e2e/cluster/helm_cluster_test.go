@@ -1,7 +1,8 @@
-package deploy
+package cluster
 
 import (
 	"encoding/json"
+	"github.com/eaddr/eaddr/internal/testing/deploytest"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ func TestHelmClusterInstall(t *testing.T) {
 		return string(out)
 	}
 	begin := time.Now()
-	helm("install", release, chartDir, "--set", "image.tag="+clusterImageTag, "--set", "kubeEvents.enabled=true",
+	helm("install", deploytest.Release, deploytest.ChartDir, "--set", "image.tag="+clusterImageTag, "--set", "kubeEvents.enabled=true",
 		"--wait", "--timeout", "2m")
 	// --wait as users type it; it does not wait for the pod here: Helm's
 	// DaemonSet check allows maxUnavailable (1) unready pods, all of this node's.
@@ -49,13 +50,13 @@ func TestHelmClusterInstall(t *testing.T) {
 	t.Logf("DaemonSet pod %s Running %s after helm install", pod, time.Since(begin).Round(100*time.Millisecond))
 	line := waitLogLine(t, c.Kubectl, []string{"-n", "eaddr", pod}, func(l string) bool { return strings.Contains(l, "level=INFO msg=attached") })
 	t.Logf("eaddr's log: %s (%s after helm install)", line, time.Since(begin).Round(100*time.Millisecond))
-	out, _, err := h.Run(nil, "status", release, "-o", "json")
+	out, _, err := h.Run(nil, "status", deploytest.Release, "-o", "json")
 	var status struct{ Info struct{ Status string } }
 	if err != nil || json.Unmarshal(out, &status) != nil || status.Info.Status != "deployed" {
 		t.Errorf("helm status: %v %.200s: want deployed", err, out)
 	}
 
-	helm("uninstall", release, "--wait", "--timeout", "2m")
+	helm("uninstall", deploytest.Release, "--wait", "--timeout", "2m")
 	out, _, err = c.Kubectl.Run(nil, "get", "pods", "-A", "-l", "app=eaddr", "-o", "name")
 	if err != nil {
 		t.Fatal(err)
