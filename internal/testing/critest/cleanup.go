@@ -337,9 +337,9 @@ func (r *Runtime) removeHostDirs() {
 	}
 }
 
-// cgroupMounts returns the mount points of the cgroup v1 hierarchies and of
+// CgroupMounts returns the mount points of the cgroup v1 hierarchies and of
 // the cgroup2 (unified) hierarchy whose root is the hierarchy root.
-func cgroupMounts() []string {
+func CgroupMounts() []string {
 	mounts, err := mountInfo()
 	if err != nil {
 		return nil
@@ -359,7 +359,7 @@ func (r *Runtime) podCgroupDirs() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []string
-	for _, mnt := range cgroupMounts() {
+	for _, mnt := range CgroupMounts() {
 		for _, p := range r.pods {
 			dir := filepath.Join(mnt, p.CgroupParent)
 			if _, err := os.Stat(dir); err == nil {
@@ -400,7 +400,7 @@ func (r *Runtime) removeCgroups() error {
 			}
 		}
 	}
-	for _, mnt := range cgroupMounts() {
+	for _, mnt := range CgroupMounts() {
 		unix.Rmdir(filepath.Join(mnt, "kubepods", "besteffort"))
 		unix.Rmdir(filepath.Join(mnt, "kubepods"))
 	}

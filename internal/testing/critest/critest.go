@@ -278,6 +278,13 @@ func (r *Runtime) cniConfig() string {
 
 // containerdConfig is the generated config.toml (version 2).
 func (r *Runtime) containerdConfig() string {
+	return ContainerdConfig(r.Root, r.State, r.Socket, r.CNIConfDir)
+}
+
+// ContainerdConfig is the config of a private containerd whose files are
+// all under root and state, serving CRI on socket with the bridge CNI of
+// cniConfDir (critest's runtime and internal/testing/kubecluster's node).
+func ContainerdConfig(root, state, socket, cniConfDir string) string {
 	return fmt.Sprintf(`version = 2
 root = %q
 state = %q
@@ -333,7 +340,7 @@ disabled_plugins = [
     conf_dir = %q
     max_conf_num = 1
     conf_template = ""
-`, r.Root, r.State, r.Socket, Image, filepath.Join(r.State, "runc"), CNIBinDir, r.CNIConfDir)
+`, root, state, socket, Image, filepath.Join(state, "runc"), CNIBinDir, cniConfDir)
 }
 
 // startContainerd starts containerd in its own process group through

@@ -136,7 +136,7 @@ func checkNoLeftovers(t *testing.T, r *Runtime, pod *Pod) {
 		if _, err := os.Stat(filepath.Join("/proc", itoa(pod.PausePID))); err == nil && !isZombie(pod.PausePID) {
 			t.Errorf("pause process %d still alive", pod.PausePID)
 		}
-		for _, mnt := range cgroupMounts() {
+		for _, mnt := range CgroupMounts() {
 			if _, err := os.Stat(filepath.Join(mnt, pod.CgroupParent)); err == nil {
 				t.Errorf("cgroup %s left behind", filepath.Join(mnt, pod.CgroupParent))
 			}

@@ -25,60 +25,8 @@ import (
 // restrict_oom_score_adj: without CAP_SYS_RESOURCE runc cannot lower
 // oom_score_adj, which the kubelet asks for its pods.
 func (c *Cluster) containerdConfig() string {
-	return fmt.Sprintf(`version = 2
-root = %q
-state = %q
-oom_score = 0
-disabled_plugins = [
-  "io.containerd.internal.v1.opt",
-  "io.containerd.internal.v1.tracing",
-  "io.containerd.tracing.processor.v1.otlp",
-  "io.containerd.snapshotter.v1.aufs",
-  "io.containerd.snapshotter.v1.btrfs",
-  "io.containerd.snapshotter.v1.devmapper",
-  "io.containerd.snapshotter.v1.overlayfs",
-  "io.containerd.snapshotter.v1.zfs",
-]
-
-[grpc]
-  address = %q
-
-[debug]
-  address = ""
-  level = "info"
-
-[metrics]
-  address = ""
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %q
-  restrict_oom_score_adj = true
-  disable_apparmor = true
-  enable_selinux = false
-  disable_tcp_service = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "native"
-    default_runtime_name = "runc"
-    discard_unpacked_layers = false
-
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-        BinaryName = "runc"
-        Root = %q
-
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %q
-    conf_dir = %q
-    max_conf_num = 1
-    conf_template = ""
-`, filepath.Join(c.Dir, "containerd", "root"), filepath.Join(c.Dir, "containerd", "state"), c.CRISocket,
-		critest.Image, filepath.Join(c.Dir, "containerd", "state", "runc"), critest.CNIBinDir, c.cniConfDir())
+	return critest.ContainerdConfig(filepath.Join(c.Dir, "containerd", "root"), filepath.Join(c.Dir, "containerd", "state"),
+		c.CRISocket, c.cniConfDir())
 }
 
 func (c *Cluster) cniConfDir() string { return filepath.Join(c.Dir, "cni", "net.d") }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/mountinfo"
+	"github.com/eaddr/eaddr/internal/testing/critest"
 	"golang.org/x/sys/unix"
 )
 
@@ -218,27 +219,11 @@ func unmountBelow(dir string) error {
 	return nil
 }
 
-// cgroupMounts returns the mount points of every cgroup hierarchy whose root
-// is the hierarchy's root (v1 controllers, name=systemd, unified).
-func cgroupMounts() []string {
-	mounts, err := mountinfo.Self()
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, m := range mounts {
-		if (m.FSType == "cgroup" || m.FSType == "cgroup2") && m.Root == "/" && !slices.Contains(out, m.MountPoint) {
-			out = append(out, m.MountPoint)
-		}
-	}
-	return out
-}
-
 // cgroupDirs returns every existing directory of the cgroup root in every
 // hierarchy, deepest first.
 func cgroupDirs(root string) []string {
 	var dirs []string
-	for _, mnt := range cgroupMounts() {
+	for _, mnt := range critest.CgroupMounts() {
 		filepath.WalkDir(filepath.Join(mnt, root), func(path string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
 				dirs = append(dirs, path)
@@ -293,7 +278,7 @@ func removeCgroups(root string) error {
 // CPUs and no memory nodes: the root's are copied into it (v1; a v2 root
 // has no such files).
 func makeCgroupRoot(root string) error {
-	for _, mnt := range cgroupMounts() {
+	for _, mnt := range critest.CgroupMounts() {
 		dir := filepath.Join(mnt, root)
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return err
