@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/eaddr/eaddr/internal/testing/child"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -54,7 +55,7 @@ func (r *Runtime) cleanup(t testing.TB) {
 		r.conn.Close()
 	}
 	add(r.stopContainerd())
-	add(r.sweepProcesses())
+	add(child.Sweep(r.leftoverPIDs, sweepTimeout))
 	add(r.unmountAll())
 	add(r.removeNetNSFiles())
 	r.removeShimSockets()
@@ -201,24 +202,6 @@ func isZombie(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X'
-}
-
-// sweepProcesses SIGKILLs leftover processes until none is left.
-func (r *Runtime) sweepProcesses() error {
-	deadline := time.Now().Add(sweepTimeout)
-	for {
-		pids := r.leftoverPIDs()
-		if len(pids) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("processes still alive after SIGKILL: %v", pids)
-		}
-		for _, pid := range pids {
-			unix.Kill(pid, unix.SIGKILL)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // mount is one line of /proc/self/mountinfo.

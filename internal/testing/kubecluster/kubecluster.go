@@ -47,6 +47,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"github.com/eaddr/eaddr/internal/testing/child"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,7 +110,7 @@ type Cluster struct {
 	nodeBridge string
 	podGateway string
 	bins       map[string]string
-	procs      []*process
+	procs      []*child.Process
 	stopOnce   sync.Once
 }
 
@@ -241,7 +242,7 @@ func (c *Cluster) record(p Proc) error {
 // A cached binary (kubelet-v1.34.2) runs through a link named NAME in
 // Dir/bin, so that its comm is NAME as on a stock node: eaddr tells the
 // kubelet's connects by that comm.
-func (c *Cluster) start(name string, args ...string) (*process, error) {
+func (c *Cluster) start(name string, args ...string) (*child.Process, error) {
 	bin := c.bins[name]
 	if filepath.Base(bin) != name {
 		link := filepath.Join(c.Dir, "bin", name)
@@ -258,7 +259,7 @@ func (c *Cluster) start(name string, args ...string) (*process, error) {
 		return nil, err
 	}
 	c.procs = append(c.procs, p)
-	return p, c.record(procOf(name, p.cmd.Process.Pid))
+	return p, c.record(procOf(name, p.Cmd.Process.Pid))
 }
 
 func (c *Cluster) logPath(name string) string { return filepath.Join(c.Dir, "logs", name+".log") }
@@ -283,12 +284,12 @@ func (c *Cluster) setupNetwork() error {
 
 // waitFor polls cond until it returns nil, p (when set) exits, or
 // ReadyTimeout passes.
-func waitFor(p *process, cond func() error) error {
+func waitFor(p *child.Process, cond func() error) error {
 	deadline := time.Now().Add(ReadyTimeout)
 	var last error
 	for time.Now().Before(deadline) {
-		if p != nil && p.exited() {
-			return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", p.name, p.err, p.logPath, tailFile(p.logPath, 40))
+		if p != nil && p.Exited() {
+			return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", p.Name, p.Err(), p.LogPath, tailFile(p.LogPath, 40))
 		}
 		if last = cond(); last == nil {
 			return nil
@@ -296,7 +297,7 @@ func waitFor(p *process, cond func() error) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if p != nil {
-		return fmt.Errorf("not within %s: %v; last lines of %s:\n%s", ReadyTimeout, last, p.logPath, tailFile(p.logPath, 40))
+		return fmt.Errorf("not within %s: %v; last lines of %s:\n%s", ReadyTimeout, last, p.LogPath, tailFile(p.LogPath, 40))
 	}
 	return fmt.Errorf("not within %s: %v", ReadyTimeout, last)
 }

@@ -2,14 +2,13 @@ package kubecluster
 
 import (
 	"fmt"
+	"github.com/eaddr/eaddr/internal/testing/child"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/eaddr/eaddr/internal/pdeath"
 )
 
 // hostPath is the PATH the node's components run with (containerd finds its
@@ -17,45 +16,12 @@ import (
 // test's environment.
 const hostPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// process is a started component with its output in a log file.
-type process struct {
-	name, logPath string
-	cmd           *exec.Cmd
-	done          chan struct{}
-	err           error // of Wait, once done is closed
-}
-
-// startProcess starts bin in its own process group through pdeath.Start:
-// SIGKILLed when the test binary dies, and never earlier.
-func startProcess(name, logPath, bin string, args ...string) (*process, error) {
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, err
-	}
+// startProcess starts bin as a child (child.Start), its log appended to
+// logPath, with the node's PATH.
+func startProcess(name, logPath, bin string, args ...string) (*child.Process, error) {
 	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = []string{"PATH=" + hostPath, "HOME=/root"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := pdeath.Start(cmd, nil); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
-	p := &process{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
+	return child.Start(name, logPath, cmd)
 }
 
 // stopProc sends SIGTERM to p's process group (each component is started
@@ -116,22 +82,4 @@ func processesMatching(subs ...string) []int {
 		}
 	}
 	return pids
-}
-
-// sweep SIGKILLs the processes pids() returns until it returns none.
-func sweep(pids func() []int, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		left := pids()
-		if len(left) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("processes still alive after SIGKILL: %v", left)
-		}
-		for _, pid := range left {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

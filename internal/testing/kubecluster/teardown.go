@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/eaddr/eaddr/internal/testing/child"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -54,7 +55,7 @@ func Teardown(s *State, logf func(string, ...any)) error {
 		}
 		add(stopProc(p, stopGrace, logf))
 	}
-	add(sweep(func() []int { return s.leftoverPIDs() }, 15*time.Second))
+	add(child.Sweep(func() []int { return s.leftoverPIDs() }, 15*time.Second))
 	add(unmountBelow(s.Dir))
 	if s.Iptables {
 		add(s.cleanupIptables())
@@ -120,7 +121,7 @@ func (s *State) removePods(p Proc, logf func(string, ...any)) error {
 		if err != nil {
 			return err
 		}
-		p = procOf("containerd", cp.cmd.Process.Pid)
+		p = procOf("containerd", cp.Cmd.Process.Pid)
 		defer stopProc(p, stopGrace, logf)
 	}
 	conn, err := grpc.NewClient("unix://"+s.CRISocket, grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -26,6 +26,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/eaddr/eaddr/internal/testing/child"
 	"net"
 	"net/http"
 	"os"
@@ -34,11 +35,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/pdeath"
 	"github.com/eaddr/eaddr/internal/testing/buildcache"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
@@ -96,7 +95,7 @@ type Server struct {
 	CertFile string
 
 	t          testing.TB
-	etcd, kube *process
+	etcd, kube *child.Process
 	stopOnce   sync.Once
 }
 
@@ -159,7 +158,7 @@ func (s *Server) startEtcd(bin, peerURL string) {
 		t.Fatal(err)
 	}
 	if err := s.waitEtcd(); err != nil {
-		t.Fatalf("etcd did not become healthy: %v\n%s", err, buildcache.Tail(s.etcd.logPath, 40))
+		t.Fatalf("etcd did not become healthy: %v\n%s", err, buildcache.Tail(s.etcd.LogPath, 40))
 	}
 }
 
@@ -218,7 +217,7 @@ func (s *Server) startAPIServer(bin string, port int, opts Options) {
 	begin := time.Now()
 	s.CertFile = filepath.Join(certDir, "apiserver.crt")
 	if err := s.waitReady(s.CertFile); err != nil {
-		t.Fatalf("kube-apiserver %s not ready: %v\nlast lines of %s:\n%s", Version, err, s.kube.logPath, buildcache.Tail(s.kube.logPath, 60))
+		t.Fatalf("kube-apiserver %s not ready: %v\nlast lines of %s:\n%s", Version, err, s.kube.LogPath, buildcache.Tail(s.kube.LogPath, 60))
 	}
 	t.Logf("kube-apiserver %s ready at %s after %s (etcd %s; logs in %s)", Version, s.URL, time.Since(begin).Round(100*time.Millisecond), s.EtcdURL, s.Dir)
 }
@@ -229,20 +228,20 @@ func (s *Server) startAPIServer(bin string, port int, opts Options) {
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
 		if s.t.Failed() {
-			for _, p := range []*process{s.kube, s.etcd} {
+			for _, p := range []*child.Process{s.kube, s.etcd} {
 				if p != nil {
-					s.t.Logf("last lines of %s:\n%s", p.logPath, buildcache.Tail(p.logPath, 40))
+					s.t.Logf("last lines of %s:\n%s", p.LogPath, buildcache.Tail(p.LogPath, 40))
 				}
 			}
 		}
-		for _, p := range []*process{s.kube, s.etcd} {
+		for _, p := range []*child.Process{s.kube, s.etcd} {
 			if p != nil {
-				killed, err := p.stop(10 * time.Second)
+				killed, err := p.Stop(10 * time.Second)
 				if killed {
-					s.t.Logf("%s did not stop within 10 s of SIGTERM and was killed", p.cmd.Path)
+					s.t.Logf("%s did not stop within 10 s of SIGTERM and was killed", p.Cmd.Path)
 				}
 				if err != nil {
-					s.t.Errorf("stopping %s: %v", p.cmd.Path, err)
+					s.t.Errorf("stopping %s: %v", p.Cmd.Path, err)
 				}
 			}
 		}
@@ -252,10 +251,10 @@ func (s *Server) Stop() {
 // Pids are the process ids of kube-apiserver and etcd (0 if not started).
 func (s *Server) Pids() (apiserver, etcd int) {
 	if s.kube != nil {
-		apiserver = s.kube.cmd.Process.Pid
+		apiserver = s.kube.Cmd.Process.Pid
 	}
 	if s.etcd != nil {
-		etcd = s.etcd.cmd.Process.Pid
+		etcd = s.etcd.Cmd.Process.Pid
 	}
 	return
 }
@@ -265,8 +264,8 @@ func (s *Server) waitEtcd() error {
 	var last error
 	hc := &http.Client{Timeout: 2 * time.Second}
 	for time.Now().Before(deadline) {
-		if s.etcd.exited() {
-			return fmt.Errorf("etcd exited: %v", s.etcd.err)
+		if s.etcd.Exited() {
+			return fmt.Errorf("etcd exited: %v", s.etcd.Err())
 		}
 		resp, err := hc.Get(s.EtcdURL + "/health")
 		if err == nil {
@@ -290,8 +289,8 @@ func (s *Server) waitReady(certFile string) error {
 	deadline := time.Now().Add(ReadyTimeout)
 	var last error = errors.New("nothing tried")
 	for time.Now().Before(deadline) {
-		if s.kube.exited() {
-			return fmt.Errorf("kube-apiserver exited: %v", s.kube.err)
+		if s.kube.Exited() {
+			return fmt.Errorf("kube-apiserver exited: %v", s.kube.Err())
 		}
 		if s.Client == nil {
 			pem, err := os.ReadFile(certFile)
@@ -346,72 +345,9 @@ plugins:
 `)
 }
 
-// process is a child with its combined output in a log file.
-type process struct {
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-	err     error // of Wait, once done is closed
-}
-
-// startProcess starts bin through pdeath.Start: killed with the test binary,
-// and never earlier (forked from an ordinary thread, etcd was SIGKILLed when
-// the runtime retired that thread, and kube-apiserver then waited on it until
-// kubectl's timeout: CI's TestClusterInstall/nodeport, twice).
-func startProcess(logPath, bin string, args ...string) (*process, error) {
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	// Its own process group, and SIGKILL if the test binary dies without
-	// running its cleanups (a panic, -timeout).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := pdeath.Start(cmd, nil); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	p := &process{cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM to the process group, SIGKILL after grace, and waits.
-// killed says it took SIGKILL: not a failure (on a loaded machine a
-// server can take longer than grace to shut down, and its state dies with
-// it); a process that outlives SIGKILL is.
-func (p *process) stop(grace time.Duration) (killed bool, err error) {
-	if p.exited() {
-		return false, nil // already gone; its exit status was logged by whoever cared
-	}
-	pgid := p.cmd.Process.Pid
-	syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return false, nil
-	case <-time.After(grace):
-	}
-	syscall.Kill(-pgid, syscall.SIGKILL)
-	select {
-	case <-p.done:
-		return true, nil
-	case <-time.After(10 * time.Second):
-		return true, errors.New("still running 10 s after SIGKILL")
-	}
+// startProcess starts bin as a child (child.Start), its log at logPath.
+func startProcess(logPath, bin string, args ...string) (*child.Process, error) {
+	return child.Start(filepath.Base(bin), logPath, exec.Command(bin, args...))
 }
 
 // ServiceCIDR is the API server's --service-cluster-ip-range; the
