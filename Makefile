@@ -44,6 +44,15 @@ test:
 	$(GO) build -o bin/gotest ./internal/testing/testenv/cmd/gotest
 	GO='$(GO)' ./bin/gotest -p 1 -count=1 -timeout 20m ./...
 
+# One end-to-end tier alone (docs/testing.md "The test tree"); `make test` runs them with the rest.
+# As root, like make test. The kernel, containerd and log agent tiers are still cmd/eaddr's tests.
+.PHONY: test-apiserver test-cluster
+test-apiserver:
+	$(GO) test -count=1 -timeout 20m ./e2e/apiserver
+
+test-cluster:
+	$(GO) test -count=1 -timeout 30m ./e2e/cluster
+
 # The tests that need no root, under the race detector, as an unprivileged user (uid
 # RACE_UID; root drops to it with setpriv, anyone else runs as themselves). The tracked tree is
 # copied to a world-readable temporary directory and the test binaries are built there, so the
@@ -82,7 +91,7 @@ generate:
 check-generated: generate
 	git diff --exit-code -- tracer/ || { echo 'tracer/: committed BPF objects differ from make generate; commit the regenerated files' >&2; exit 1; }
 
-# The helm that deploy/helm_test.go runs (internal/testing/helmtest's Version, a v3 release), built from the
+# The helm that e2e/apiserver/helm_test.go runs (internal/testing/helmtest's Version, a v3 release), built from the
 # Go module proxy with go install into make kube's cache (below) unless it is there, its log beside
 # it. The tests build it on first use; this does it up front. Its own lock: it builds while `make
 # kube` does. Cold about 7 minutes on 2 busy cores, then nothing.
@@ -91,7 +100,7 @@ helm:
 	$(GO) run ./internal/testing/helmtest/cmd/build-helm
 
 # The Kubernetes binaries the API server and cluster tests run (internal/testing/kubetest's Commands:
-# kube-apiserver for internal/testing/kubetest, deploy/ and cmd/eaddr; kubectl for deploy/'s kustomize,
+# kube-apiserver for internal/testing/kubetest, e2e/apiserver and cmd/eaddr; kubectl for e2e/apiserver's kustomize,
 # dry-run and debug tests and cmd/eaddr's kubectl describe; kube-controller-manager,
 # kube-scheduler, kubelet and kube-proxy for internal/testing/kubecluster), built from the Go module proxy
 # into /var/cache/eaddr-kube unless they are there: kube-apiserver about 8 minutes on 2 cores once,

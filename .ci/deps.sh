@@ -31,7 +31,7 @@ packages=(
 	# the Kubernetes end-to-end and image tests: a private containerd (internal/testing/critest), runc, the
 	# CNI plugins, buildah for make image. No system containerd is started.
 	containerd runc containernetworking-plugins buildah
-	# promtool checks and unit-tests the alert rules (deploy/alerts_test.go); Debian has no
+	# promtool checks and unit-tests the alert rules (e2e/apiserver/alerts_test.go); Debian has no
 	# promtool-only package. Where systemd runs, the package also starts a Prometheus on :9090.
 	prometheus
 	# the API server tests run Debian's etcd 3.4 under a kube-apiserver built from the Go module

@@ -25,7 +25,7 @@ import (
 // shipped rules with their windows scaled down, scraping a running eaddr.
 
 // shippedRules is deploy/prometheus-rules.yaml, the plain rule file eaddr
-// ships (deploy/alerts_test.go keeps it equal to the PrometheusRule's spec).
+// ships (e2e/apiserver/alerts_test.go keeps it equal to the PrometheusRule's spec).
 const shippedRules = "../../deploy/prometheus-rules.yaml"
 
 var (

@@ -90,7 +90,7 @@ func theRule(t *testing.T) *prometheusRule {
 }
 
 const plainHeader = `# Generated from the spec of deploy/prometheusrule.yaml by
-# ` + "`go test ./deploy -run TestPrometheusRuleFilesInStep -update`" + `: edit that file, not this one.
+# ` + "`go test ./e2e/apiserver -run TestPrometheusRuleFilesInStep -update`" + `: edit that file, not this one.
 # eaddr's alerts for a Prometheus without the Operator: add this file to rule_files in
 # prometheus.yml. What each alert means and what to do: docs/alerts.md.
 `
@@ -153,7 +153,7 @@ func TestPrometheusRuleFilesInStep(t *testing.T) {
 			return "(end of file)"
 		}
 		t.Fatalf("prometheus-rules.yaml differs from prometheusrule.yaml's spec from its line %d:\n have %q\n want %q\n"+
-			"edit prometheusrule.yaml, then: go test ./deploy -run TestPrometheusRuleFilesInStep -update", i+1, at(gl), at(wl))
+			"edit prometheusrule.yaml, then: go test ./e2e/apiserver -run TestPrometheusRuleFilesInStep -update", i+1, at(gl), at(wl))
 	}
 
 	// Belt and braces: both decode to the same rules.
