@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os/exec"
 	"strconv"
 	"testing"
 	"time"
@@ -105,4 +106,27 @@ func (l *Lab) HoldUDP(t testing.TB, i, n, family int) {
 // ServerDst is the server's address and port in family 4 or 6.
 func ServerDst(family int) string {
 	return fmt.Sprintf("%s", netip.AddrPortFrom(ServerAddr(family), Port))
+}
+
+// Nowhere is an address the node routes to the server, which neither has
+// it nor forwards: its SYNs leave the node and are never answered (the
+// server's kernel drops them as not its own, a reason eaddr does not
+// watch), as a destination beyond the node that does not answer.
+var Nowhere = netip.MustParseAddr("203.0.113.9")
+
+// RouteNowhere adds the node's route to Nowhere.
+func (l *Lab) RouteNowhere(t testing.TB) {
+	t.Helper()
+	l.Run(t, l.Node, "ip", "route", "add", Nowhere.String()+"/32", "via", ServerAddr(4).String())
+}
+
+// Sandbox starts a process in the node's netns, as a node has (eaddr
+// reaches a netns through a process in it); it ends with the test.
+func (l *Lab) Sandbox(t testing.TB) {
+	t.Helper()
+	cmd := exec.Command("sleep", "3600")
+	if err := l.Node.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 }

@@ -1,0 +1,133 @@
+package diagnose
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/eaddr/eaddr/diagnose/netdiag"
+	"github.com/eaddr/eaddr/diagnose/nodeport"
+)
+
+// snatHoldersMax is how many holders a diagnosis names.
+const snatHoldersMax = 8
+
+// readNodeState reads, in the netns that dropped f's SYNs, its conntrack
+// table's use and, for an SNAT drop, the entries holding that SNAT's ports
+// toward the destination and the MASQUERADE rule that chose the port.
+func (d *Diagnoser) readNodeState(f FlowDrops, n *NodeLayer) {
+	ns, err := netdiag.OpenNetns(uint64(f.First.NetNS))
+	if err != nil {
+		if f.First.SrcNAT {
+			n.SNAT = &SNATUse{Err: fmt.Sprintf("network namespace %d: %v", f.First.NetNS, err)}
+		}
+		return
+	}
+	defer ns.Close()
+	var snat *SNATUse
+	if f.First.SrcNAT {
+		snat = &SNATUse{Egress: f.First.Reply.Dst, Dst: f.First.Reply.Src}
+	}
+	ns.Do(func() error {
+		if c, max, err := nodeport.ConntrackUse(); err == nil {
+			n.Conntrack = &ConntrackUse{Count: c, Max: max}
+		}
+		if snat != nil {
+			readSNAT(snat, f.First.Reply.Proto)
+		}
+		return nil
+	})
+	if snat != nil {
+		d.namePods(snat)
+		n.SNAT = snat
+	}
+}
+
+// readSNAT counts the entries toward s.Dst from s.Egress's address, by
+// original source, and finds the MASQUERADE rule that chose s.Egress's port.
+func readSNAT(s *SNATUse, proto uint8) {
+	key := nodeport.SNATKey{Proto: proto, Egress: s.Egress.Addr(), Dst: s.Dst}
+	c, err := nodeport.CountSNAT(snatHoldersMax*64, func(k nodeport.SNATKey) bool { return k == key })
+	if err != nil {
+		s.Err = err.Error()
+	} else {
+		s.Entries = c.ByKey[key]
+		for src, n := range c.BySource {
+			s.Holders = append(s.Holders, SNATHolder{Addr: src.Src, Entries: n})
+		}
+		sort.Slice(s.Holders, func(i, j int) bool {
+			a, b := s.Holders[i], s.Holders[j]
+			return a.Entries > b.Entries || a.Entries == b.Entries && a.Addr.Less(b.Addr)
+		})
+	}
+	rules, err := nodeport.ReadMasquerade()
+	if err != nil {
+		s.Err = joinErr(s.Err, "MASQUERADE rules: "+err.Error())
+		return
+	}
+	if m, ok := masqFor(rules, s.Egress.Port()); ok {
+		s.Lo, s.Hi = m.Ports()
+		s.Rule = fmt.Sprintf("%s table %s %s chain %s", ruleTool(m), m.Family, m.Table, m.Chain)
+		s.RandomFully = m.RandomFully
+	}
+}
+
+func ruleTool(m nodeport.Masquerade) string {
+	if m.Mode == nodeport.ModeIPTables {
+		return "iptables-nft"
+	}
+	return "nft"
+}
+
+// masqFor is the narrowest MASQUERADE rule whose range has port.
+func masqFor(rules []nodeport.Masquerade, port uint16) (nodeport.Masquerade, bool) {
+	best, found := nodeport.Masquerade{}, false
+	for _, m := range rules {
+		lo, hi := m.Ports()
+		if int(port) < lo || int(port) > hi {
+			continue
+		}
+		if blo, bhi := best.Ports(); !found || hi-lo < bhi-blo {
+			best, found = m, true
+		}
+	}
+	return best, found
+}
+
+// namePods names the holders' pods by address (the runtime's list); the
+// first snatHoldersMax holders are kept.
+func (d *Diagnoser) namePods(s *SNATUse) {
+	if len(s.Holders) > snatHoldersMax {
+		s.Holders = s.Holders[:snatHoldersMax]
+	}
+	if d.Pods == nil {
+		return
+	}
+	for i := range s.Holders {
+		if p, ok := d.Pods.PodByIP(s.Holders[i].Addr); ok && p.Name != "" {
+			s.Holders[i].Pod = p
+		}
+	}
+}
+
+func joinErr(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// holdersText: "10.98.1.2 (pod default/web) 4, 10.98.2.2 1".
+func holdersText(hs []SNATHolder) string {
+	s := ""
+	for i, h := range hs {
+		if i > 0 {
+			s += ", "
+		}
+		s += h.Addr.String()
+		if h.Pod != nil {
+			s += " (pod " + h.Pod.Namespace + "/" + h.Pod.Name + ")"
+		}
+		s += fmt.Sprintf(" %d", h.Entries)
+	}
+	return s
+}
