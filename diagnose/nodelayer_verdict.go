@@ -44,7 +44,11 @@ func countersWords(n *NodeLayer, f FlowDrops) string {
 		}
 		return ""
 	}
-	return fmt.Sprintf("; conntrack's insert_failed +%d, drop +%d", n.InsertFailed, n.CTDrop)
+	over := ""
+	if f.Counted < f.N {
+		over = fmt.Sprintf(" over the %d of them read around", f.Counted) // the first drop in a netns has no read before it
+	}
+	return fmt.Sprintf("; conntrack's insert_failed +%d, drop +%d%s", n.InsertFailed, n.CTDrop, over)
 }
 
 // snatVerdict: the node's SNAT had no free port toward the destination

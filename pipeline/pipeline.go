@@ -68,6 +68,12 @@ type Config struct {
 	// KubeEvents, when set, gets each written failure of a named pod
 	// (--kube-events); Run runs it and stops it after the trace.
 	KubeEvents *kubeevent.Reporter
+	// NodeDrops: with timeouts reported and diagnosed, watch the node's
+	// drops of new flows' first packets (nodedrops.go), at most
+	// NodeDropRate a second per CPU (0: no limit), so that a timeout's
+	// diagnosis names the layer that dropped its SYNs (--node-drops).
+	NodeDrops    bool
+	NodeDropRate float64
 }
 
 // defaults fills the waits left 0.
@@ -157,6 +163,9 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 		return Stats{}, err
 	}
 	defer r.close()
+	if r.nodeDrops != nil {
+		defer r.nodeDrops.start()() // stopped before r.close stops the diagnosis worker
+	}
 	if c.PortsInterval > 0 && (met != nil || c.KubeEvents != nil) {
 		defer r.startPorts(ctx)() // stopped before r.close closes the socket iterator
 	}
@@ -214,6 +223,7 @@ type traceRun struct {
 	diag      *diagWorker        // nil: --diagnose=false
 	quietDiag diagnose.Diagnosis // emit's copy of an expected failure's diagnosis, without its fix
 	sockIter  *tracer.SockIter   // the diagnosis's socket reader; nil: sock_diag only
+	nodeDrops *nodeDrops         // the node's drops, for timeouts' diagnoses; nil: not watched
 	diagHold  []diagHeld
 	held      *eventPool // the copies diagHold keeps
 	share     *diagShare
@@ -287,6 +297,9 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 			if r.sockIter != nil {
 				d.Iter = r.sockIter
 			}
+		}
+		if c.NodeDrops && wantsTimeouts(&c.Tracer) {
+			r.watchNodeDrops(d, host) // nodedrops.go
 		}
 		r.diag, r.seenNetNS, r.share = newDiagWorker(d), map[uint32]bool{}, newDiagShare(c.DiagnoseEvery)
 	}

@@ -113,11 +113,12 @@ type jsonEvent struct {
 		RemotePod *struct {
 			UID, Name, Namespace string
 		} `json:"remote_pod"`
-		Addresses   []string `json:"addresses"`
-		Fix         []string `json:"fix"`
-		HostNetwork bool     `json:"host_network"`
-		Shared      bool     `json:"shared"`
-		Snapshot    string   `json:"snapshot_time"`
+		NodeLayer   json.RawMessage `json:"node_layer"` // nodelayer_test.go reads it
+		Addresses   []string        `json:"addresses"`
+		Fix         []string        `json:"fix"`
+		HostNetwork bool            `json:"host_network"`
+		Shared      bool            `json:"shared"`
+		Snapshot    string          `json:"snapshot_time"`
 	} `json:"diagnosis"`
 	Pod *struct {
 		UID         string            `json:"uid"`

@@ -46,6 +46,8 @@ type TraceFlags struct {
 	Diagnose         bool
 	DiagnoseInterval time.Duration
 	SocketIterators  bool
+	NodeDrops        bool
+	NodeDropRate     float64
 	DiagnoseWait     time.Duration
 	RetryWindow      time.Duration
 
@@ -98,6 +100,8 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.DiagnoseInterval, "diagnose-interval", time.Second, "at most one netns snapshot per netns, syscall, errno and address this often; failures within it share it")
 	fs.DurationVar(&f.DiagnoseWait, "diagnose-wait", pipeline.DefaultDiagnoseWait, "the longest a failure waits for its snapshot; then it goes out saying the cause is not ready (diagnoses_late)")
 	fs.BoolVar(&f.SocketIterators, "socket-iterators", true, "read sockets with BPF socket iterators, which show what sock_diag does not (a port taken by bind(), SO_REUSEADDR, TIME_WAIT age); false: sock_diag only")
+	fs.BoolVar(&f.NodeDrops, "node-drops", true, "with ETIMEDOUT reported (--errno ETIMEDOUT or all) and --diagnose: watch the node's drops of new connections' first packets (tracepoint skb:kfree_skb), so that a timeout's diagnosis names the layer that dropped its SYNs: the node's SNAT, conntrack, a firewall rule, or none (beyond the node)")
+	fs.Float64Var(&f.NodeDropRate, "node-drop-rate", pipeline.DefaultNodeDropRate, "with --node-drops: at most this many drops a second per CPU are read; the kernel counts the others (eaddr_node_drops_missed_total); 0: no limit")
 	fs.BoolVar(&f.Async, "async", true, "with --errno all, ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH or ENETUNREACH: also a non-blocking connect() that fails later (\"async\": true)")
 	fs.DurationVar(&f.RetryWindow, "retry-window", 50*time.Millisecond, "a failure this soon after the same thread's failure of the same call and address is its retry (\"attempt\": 2, 3, ...)")
 	fs.BoolVar(&f.NodePortCollisions, "nodeport-collisions", false, "also report a connect() in the host netns whose kernel-chosen source port is in the NodePort range (kind nodeport_collision), whose reply a NodePort rule can take")
@@ -145,7 +149,7 @@ containing 'attached' is logged.`,
 	groups: []flagGroup{
 		{"Filters", []string{"errno", "syscall", "pid", "comm", "netns", "cgroup", "namespace", "pod", "container", "selector"}},
 		{"Output", []string{"output", "explain", "node", "summary-interval"}},
-		{"Diagnosis", []string{"diagnose", "diagnose-interval", "diagnose-wait", "socket-iterators", "async", "retry-window", "nodeport-collisions", "node-port-range", "host-netns"}},
+		{"Diagnosis", []string{"diagnose", "diagnose-interval", "diagnose-wait", "socket-iterators", "node-drops", "node-drop-rate", "async", "retry-window", "nodeport-collisions", "node-port-range", "host-netns"}},
 		{"Kubernetes", []string{"cri-endpoint", "names-wait", "kube-events", "kubeconfig", "kube-events-qps", "kube-events-interval", "kube-events-update-interval"}},
 		{"Metrics and the port sampler", []string{"metrics-addr", "metrics-max-series", "ports-interval", "ports-top", "ports-max-series", "warn"}},
 		{"Tuning", []string{"rate-limit", "rate-limit-cgroup", "ring-size", "flush-interval"}},
@@ -328,6 +332,10 @@ func (f *TraceFlags) diagnosis(c *pipeline.Config) error {
 		}
 		c.DiagnoseEvery = f.DiagnoseInterval
 		c.SocketIterators = f.SocketIterators
+		if f.NodeDropRate < 0 {
+			return usageErrorf("--node-drop-rate must be 0 or more, not %v", f.NodeDropRate)
+		}
+		c.NodeDrops, c.NodeDropRate = f.NodeDrops, f.NodeDropRate
 		if f.DiagnoseWait <= 0 || f.DiagnoseWait > maxWait {
 			return usageErrorf("--diagnose-wait must be from 1ns to %v, not %v", maxWait, f.DiagnoseWait)
 		}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eaddr/eaddr/internal/snatlab"
+	"github.com/eaddr/eaddr/internal/testenv"
+)
+
+// nodeLayerOf is the node_layer of ev's diagnosis, from its line.
+func nodeLayerOf(t *testing.T, p *traceProc, ev jsonEvent) (layer struct {
+	Drops  int    `json:"drops"`
+	Device string `json:"in_device"`
+	Reason string `json:"reason"`
+	SNAT   *struct {
+		Entries   int    `json:"entries"`
+		PortRange string `json:"port_range"`
+		Holders   []struct {
+			IP      string `json:"ip"`
+			Entries int    `json:"entries"`
+		} `json:"holders"`
+	} `json:"snat"`
+}) {
+	t.Helper()
+	if ev.Diagnosis == nil || ev.Diagnosis.NodeLayer == nil {
+		t.Fatalf("no node_layer in %s", p.lineFor(ev))
+	}
+	if err := json.Unmarshal(ev.Diagnosis.NodeLayer, &layer); err != nil {
+		t.Fatal(err)
+	}
+	return layer
+}
+
+// Issue 37's lab, end to end: pod 0 holds the 4 ports of the node's
+// MASQUERADE range (--to-ports 40000-40003, iptables-nft and nft) toward
+// the server; curl in pod 1 times out, and its event names the node's
+// SNAT, the destination, the 4 entries of pod 0's address and the fix.
+func TestNodeSNATTimeout(t *testing.T) {
+	curl := testenv.Program(t, "curl", "curl")
+	for _, tool := range []string{snatlab.ToolIPTables, snatlab.ToolNft} {
+		t.Run(tool, func(t *testing.T) {
+			l := snatlab.New(t, snatlab.Options{Tool: tool, Lo: 40000, Hi: 40003})
+			l.Sandbox(t)
+			p := startTrace(t, "--errno", "ETIMEDOUT", "--diagnose-wait", "1m")
+			l.Hold(t, 0, 4, 4)
+			pid, out := runInNS(t, l.Pods[1], curl, "-sS", "--connect-timeout", "20", "http://"+snatlab.ServerDst(4)+"/")
+			evs := p.forPID(pid, 1, 15*time.Second)
+			if len(evs) != 1 || evs[0].Errno != "ETIMEDOUT" || !evs[0].Async || evs[0].Diagnosis == nil {
+				t.Fatalf("events %+v (curl printed %q), want curl's ETIMEDOUT, diagnosed", evs, out)
+			}
+			g := evs[0].Diagnosis
+			if g.Cause != "node_snat" || !strings.Contains(g.Verdict, "the node's SNAT ran out of source ports toward 198.18.0.2:8080") ||
+				!strings.Contains(g.Verdict, "entries by pod address: 10.98.1.2 4") {
+				t.Errorf("diagnosis %s: %s", g.Cause, g.Verdict)
+			}
+			n := nodeLayerOf(t, p, evs[0])
+			if n.Drops == 0 || n.Device != "pod2" || n.Reason != "NETFILTER_DROP" || n.SNAT == nil || n.SNAT.Entries != 4 || n.SNAT.PortRange != "40000-40003" ||
+				len(n.SNAT.Holders) != 1 || n.SNAT.Holders[0].IP != "10.98.1.2" {
+				t.Errorf("node_layer %+v snat %+v", n, n.SNAT)
+			}
+			if fix := strings.Join(g.Fix, "\n"); !strings.Contains(fix, "widen the MASQUERADE range (40000-40003") {
+				t.Errorf("fix %s", fix)
+			}
+		})
+	}
+}
