@@ -72,10 +72,11 @@ func (d *Diagnoser) nodeLayerSuspect(ev *decode.Event) bool {
 }
 
 // connectStart is when ev's connect() began, as far as eaddr knows: the
-// asynchronous path says; a blocking connect() is taken to have waited the
-// longest the default tcp_syn_retries (6) makes it, 127 s.
+// asynchronous path says (also for an interrupted one); a blocking
+// connect() is taken to have waited the longest the default
+// tcp_syn_retries (6) makes it, 127 s.
 func connectStart(ev *decode.Event) time.Time {
-	if ev.Async {
+	if ev.Async || ev.Interrupted {
 		return ev.Time.Add(-ev.AsyncAfter)
 	}
 	return ev.Time.Add(-127 * time.Second)

@@ -138,6 +138,7 @@ type jsonEvent struct {
 	Suppressed    int     `json:"suppressed"`
 	Attempt       int     `json:"attempt"`
 	Async         bool    `json:"async"`
+	Interrupted   bool    `json:"interrupted"`
 	AsyncAfterMs  float64 `json:"async_after_ms"`
 	NetNS         uint64  `json:"netns"`
 	MntNS         uint64  `json:"mntns"`

@@ -67,3 +67,35 @@ func TestNodeSNATTimeout(t *testing.T) {
 		})
 	}
 }
+
+// A blocking connect() that a signal interrupts: Python's handler has no
+// SA_RESTART, so connect() returns EINTR, and Python (PEP 475) waits on
+// the socket and raises the error it reads (SO_ERROR): TimeoutError 110
+// for a SYN a DROP rule on the node takes. eaddr follows the socket to that
+// outcome: one ETIMEDOUT event, "interrupted", with its source port and the
+// diagnosis that a rule of the node dropped its SYNs.
+func TestInterruptedConnectTimesOut(t *testing.T) {
+	py := python(t)
+	l := snatlab.New(t, snatlab.Options{Tool: snatlab.ToolNft, DropTo: snatlab.ServerAddr(4)})
+	l.Sandbox(t)
+	p := startTrace(t, "--errno", "ETIMEDOUT", "--diagnose-wait", "1m")
+	pid, out := runInNS(t, l.Pods[0], py, "-c", `import signal, socket
+signal.signal(signal.SIGALRM, lambda *a: print("interrupted", flush=True))
+signal.setitimer(signal.ITIMER_REAL, 0.5)
+s = socket.socket()
+try:
+    s.connect(("198.18.0.2", 8080))
+except OSError as e:
+    print(type(e).__name__, e.errno)
+`)
+	if out != "interrupted\nTimeoutError 110\n" {
+		t.Fatalf("python printed %q, want the signal, then TimeoutError 110", out)
+	}
+	evs := p.forPID(pid, 1, 15*time.Second)
+	if len(evs) != 1 || evs[0].Errno != "ETIMEDOUT" || !evs[0].Interrupted || evs[0].Async || evs[0].Local == nil || evs[0].Local.Port == 0 {
+		t.Fatalf("events %+v, want one interrupted ETIMEDOUT with its source port", evs)
+	}
+	if g := evs[0].Diagnosis; g == nil || g.Cause != "node_rule" {
+		t.Errorf("diagnosis %+v, want a node rule", g)
+	}
+}
