@@ -4,7 +4,6 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -110,12 +109,7 @@ func (n *nodeDrops) start() (stop func()) {
 }
 
 func (n *nodeDrops) count(d decode.NodeDrop) {
-	proto := "tcp"
-	if d.Orig.Proto == unix.IPPROTO_UDP {
-		proto = "udp"
-	} else if d.Orig.Proto != unix.IPPROTO_TCP {
-		proto = strconv.Itoa(int(d.Orig.Proto))
-	}
+	proto := decode.ProtocolName(uint16(d.Orig.Proto))
 	n.mu.Lock()
 	n.seen[[2]string{d.Reason, proto}]++
 	n.mu.Unlock()
