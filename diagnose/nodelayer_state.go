@@ -64,7 +64,7 @@ func readSNAT(s *SNATUse, proto uint8) {
 		s.Err = joinErr(s.Err, "MASQUERADE rules: "+err.Error())
 		return
 	}
-	if m, ok := masqFor(rules, s.Egress.Port()); ok {
+	if m, ok := nodeport.Narrowest(rules, s.Egress.Port(), s.Egress.Port()); ok {
 		s.Lo, s.Hi = m.Ports()
 		s.Rule = fmt.Sprintf("%s table %s %s chain %s", ruleTool(m), m.Family, m.Table, m.Chain)
 		s.RandomFully = m.RandomFully
@@ -76,21 +76,6 @@ func ruleTool(m nodeport.Masquerade) string {
 		return "iptables-nft"
 	}
 	return "nft"
-}
-
-// masqFor is the narrowest MASQUERADE rule whose range has port.
-func masqFor(rules []nodeport.Masquerade, port uint16) (nodeport.Masquerade, bool) {
-	best, found := nodeport.Masquerade{}, false
-	for _, m := range rules {
-		lo, hi := m.Ports()
-		if int(port) < lo || int(port) > hi {
-			continue
-		}
-		if blo, bhi := best.Ports(); !found || hi-lo < bhi-blo {
-			best, found = m, true
-		}
-	}
-	return best, found
 }
 
 // namePods names the holders' pods by address (the runtime's list); the

@@ -74,6 +74,9 @@ type Config struct {
 	// diagnosis names the layer that dropped its SYNs (--node-drops).
 	NodeDrops    bool
 	NodeDropRate float64
+	// CloudNATLimit is the connections the cloud's NAT gives toward one
+	// destination (--cloud-nat-limit; eaddr_cloud_nat_limit); 0: not set.
+	CloudNATLimit float64
 }
 
 // defaults fills the waits left 0.

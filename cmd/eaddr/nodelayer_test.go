@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +98,45 @@ except OSError as e:
 	}
 	if g := evs[0].Diagnosis; g == nil || g.Cause != "node_rule" {
 		t.Errorf("diagnosis %+v, want a node rule", g)
+	}
+}
+
+// The node's budgets on /metrics before any failure: the lab's node (as
+// --host-netns) with 3 of its 4 SNAT ports toward the server held by pod 0
+// and 1 by pod 1: eaddr_snat_entries 4 of eaddr_snat_ports 4, pod 0's
+// address the top source with 3, the conntrack table's use and max, and
+// --cloud-nat-limit exported.
+func TestNodeBudgetMetrics(t *testing.T) {
+	l := snatlab.New(t, snatlab.Options{Tool: snatlab.ToolNft, Lo: 40000, Hi: 40003})
+	l.Sandbox(t)
+	l.Hold(t, 0, 3, 4)
+	l.Hold(t, 1, 1, 4)
+	p := startTrace(t, "--host-netns", strconv.FormatUint(l.Node.Inode(), 10), "--metrics-addr", "127.0.0.1:0", "--ports-interval", "1s", "--cloud-nat-limit", "55000")
+	base := p.metricsURL(t)
+	want := map[string]string{"egress": "198.18.0.1", "destination": "198.18.0.2:8080", "protocol": "tcp"}
+	var got map[string]float64
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		got = map[string]float64{}
+		fams := scrape(t, base)
+		for _, name := range []string{"eaddr_snat_entries", "eaddr_snat_ports", "eaddr_snat_top_source_entries"} {
+			for _, m := range fams[name].GetMetric() {
+				lb := labels(m)
+				if lb["egress"] == want["egress"] && lb["destination"] == want["destination"] && lb["protocol"] == "tcp" {
+					got[name+"/"+lb["source"]] = m.GetGauge().GetValue()
+				}
+			}
+		}
+		for _, name := range []string{"eaddr_conntrack_entries", "eaddr_conntrack_max", "eaddr_cloud_nat_limit"} {
+			for _, m := range fams[name].GetMetric() {
+				got[name] = m.GetGauge().GetValue()
+			}
+		}
+		if got["eaddr_snat_entries/"] == 4 {
+			break
+		}
+	}
+	if got["eaddr_snat_entries/"] != 4 || got["eaddr_snat_ports/"] != 4 || got["eaddr_snat_top_source_entries/10.98.1.2"] != 3 ||
+		got["eaddr_conntrack_entries"] < 4 || got["eaddr_conntrack_max"] == 0 || got["eaddr_cloud_nat_limit"] != 55000 {
+		t.Errorf("metrics %v", got)
 	}
 }

@@ -48,6 +48,7 @@ type TraceFlags struct {
 	SocketIterators  bool
 	NodeDrops        bool
 	NodeDropRate     float64
+	CloudNATLimit    float64
 	DiagnoseWait     time.Duration
 	RetryWindow      time.Duration
 
@@ -118,6 +119,7 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	// Metrics and the port sampler.
 	fs.StringVar(&f.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on /metrics and a health check on /healthz at this address, e.g. :9630")
 	fs.IntVar(&f.MetricsMaxSeries, "metrics-max-series", 1000, "at most this many syscall/errno/namespace/pod series; later pods count under \"other\"")
+	fs.Float64Var(&f.CloudNATLimit, "cloud-nat-limit", 0, "with --metrics-addr: the connections your cloud's NAT gives toward one destination (AWS NAT gateway: 55000), exported as eaddr_cloud_nat_limit for the alert that sums the nodes' SNAT entries toward a destination (0: not exported)")
 	fs.DurationVar(&f.PortsInterval, "ports-interval", pipeline.DefaultPortsInterval, "with --metrics-addr or --kube-events: sample every netns's port use this often, before any failure (0: off; docs/alerts.md)")
 	fs.IntVar(&f.PortsTop, "ports-top", pipeline.DefaultPortsTop, "the busiest destinations of each netns that the sampler gives a series")
 	fs.IntVar(&f.PortsMaxSeries, "ports-max-series", 3000, "at most this many eaddr_ephemeral_ports_* series (the rest counted in eaddr_port_series_cut_total)")
@@ -151,7 +153,7 @@ containing 'attached' is logged.`,
 		{"Output", []string{"output", "explain", "node", "summary-interval"}},
 		{"Diagnosis", []string{"diagnose", "diagnose-interval", "diagnose-wait", "socket-iterators", "node-drops", "node-drop-rate", "async", "retry-window", "nodeport-collisions", "node-port-range", "host-netns"}},
 		{"Kubernetes", []string{"cri-endpoint", "names-wait", "kube-events", "kubeconfig", "kube-events-qps", "kube-events-interval", "kube-events-update-interval"}},
-		{"Metrics and the port sampler", []string{"metrics-addr", "metrics-max-series", "ports-interval", "ports-top", "ports-max-series", "warn"}},
+		{"Metrics and the port sampler", []string{"metrics-addr", "metrics-max-series", "ports-interval", "ports-top", "ports-max-series", "warn", "cloud-nat-limit"}},
 		{"Tuning", []string{"rate-limit", "rate-limit-cgroup", "ring-size", "flush-interval"}},
 	},
 	footer: `Exit status: 0 on a clean stop (Ctrl-C, or a reader that closed stdout), 1 on a failure, 2 on bad usage,
@@ -316,6 +318,10 @@ func (f *TraceFlags) ports(c *pipeline.Config) error {
 		return usageErrorf("--warn must be a percent from 1 to 100, not %d", f.PortsWarn)
 	}
 	c.PortsInterval, c.PortsTop, c.PortsMaxSeries, c.PortsWarn = f.PortsInterval, f.PortsTop, f.PortsMaxSeries, f.PortsWarn
+	if f.CloudNATLimit < 0 {
+		return usageErrorf("--cloud-nat-limit must be 0 or more, not %v", f.CloudNATLimit)
+	}
+	c.CloudNATLimit = f.CloudNATLimit
 	return nil
 }
 

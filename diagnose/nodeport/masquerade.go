@@ -184,3 +184,19 @@ func (m *Masquerade) xtMasq(info []byte) {
 		m.Lo, m.Hi = binary.BigEndian.Uint16(ports[0:]), binary.BigEndian.Uint16(ports[2:])
 	}
 }
+
+// Narrowest is the narrowest of rules whose range holds the ports lo to
+// hi (those NAT chose toward one destination: the rule that chose them).
+func Narrowest(rules []Masquerade, lo, hi uint16) (Masquerade, bool) {
+	best, found := Masquerade{}, false
+	for _, m := range rules {
+		l, h := m.Ports()
+		if int(lo) < l || int(hi) > h {
+			continue
+		}
+		if bl, bh := best.Ports(); !found || h-l < bh-bl {
+			best, found = m, true
+		}
+	}
+	return best, found
+}

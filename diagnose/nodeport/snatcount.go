@@ -24,9 +24,12 @@ type SNATSource struct {
 
 // SNATCount is the conntrack table summed as it was read, never held.
 type SNATCount struct {
-	Entries  int                // every entry read
-	SNAT     int                // of those, source-NATed
-	ByKey    map[SNATKey]int    // SNAT entries per key, for the first maxKeys keys
+	Entries int             // every entry read
+	SNAT    int             // of those, source-NATed
+	ByKey   map[SNATKey]int // SNAT entries per key, for the first maxKeys keys
+	// Ports is the lowest and highest port NAT chose toward each key: the
+	// MASQUERADE range that chose them has both.
+	Ports    map[SNATKey][2]uint16
 	BySource map[SNATSource]int // per key and original source, for the first maxKeys pairs
 	Dropped  int                // SNAT entries whose key or pair found no room (past maxKeys)
 }
@@ -36,7 +39,7 @@ type SNATCount struct {
 // and original source, at most maxKeys of each (the rest counted in
 // Dropped). keep, when not nil, chooses the keys counted.
 func CountSNAT(maxKeys int, keep func(SNATKey) bool) (*SNATCount, error) {
-	s := &SNATCount{ByKey: map[SNATKey]int{}, BySource: map[SNATSource]int{}}
+	s := &SNATCount{ByKey: map[SNATKey]int{}, BySource: map[SNATSource]int{}, Ports: map[SNATKey][2]uint16{}}
 	for _, fam := range []uint8{unix.AF_INET, unix.AF_INET6} {
 		if err := DumpConntrack(fam, s.add(maxKeys, keep)); err != nil {
 			return s, err
@@ -61,6 +64,12 @@ func (s *SNATCount) add(maxKeys int, keep func(SNATKey) bool) func(*CTEntry) {
 			return
 		}
 		s.ByKey[k]++
+		p, port := s.Ports[k], e.Reply.DstPort
+		if p[1] == 0 || port < p[0] {
+			p[0] = port
+		}
+		p[1] = max(p[1], port)
+		s.Ports[k] = p
 		src := SNATSource{SNATKey: k, Src: e.Orig.Src}
 		if _, ok := s.BySource[src]; ok || len(s.BySource) < maxKeys {
 			s.BySource[src]++
