@@ -43,6 +43,10 @@ const volatile __u64 reason_mask[4] = {0, 0, 0, 0};
  * tolerance / interval + 1; 0: no limit. */
 const volatile __u64 drop_interval_ns = 0;
 const volatile __u64 drop_tolerance_ns = 0;
+/* Wake the reader only once this many bytes wait in the ring; it also
+ * reads on a short timer. A wakeup per record (a self-IPI) cost 7 us of
+ * the 7.5 us of a drop read whole on this VM. 0: wake for each. */
+const volatile __u64 drop_wakeup_bytes = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -208,7 +212,10 @@ int BPF_PROG(kfree_skb_new_flow, struct sk_buff *skb, void *location, int reason
 	d.reason = (__u32)reason;
 	d.in_ifindex = BPF_CORE_READ(skb, skb_iif);
 	read_netns(&d, skb);
-	if (bpf_ringbuf_output(&drops, &d, sizeof(d), 0))
+	__u64 flags = 0;
+	if (drop_wakeup_bytes)
+		flags = bpf_ringbuf_query(&drops, BPF_RB_AVAIL_DATA) + sizeof(d) >= drop_wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&drops, &d, sizeof(d), flags))
 		c->lost++;
 	return 0;
 }

@@ -5,6 +5,7 @@ package tracer
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -50,15 +51,16 @@ type NodeDropOptions struct {
 // NodeDrops is the loaded and attached program of bpf/nodedrop.bpf.c and
 // its ring reader. Read from one goroutine; Counts and ReasonName from any.
 type NodeDrops struct {
-	objs    nodedropObjects
-	link    link.Link
-	rd      *ringbuf.Reader
-	rec     ringbuf.Record
-	reasons map[uint32]string // this kernel's numbers of enum skb_drop_reason
-	watched []string          // the reasons watched, as found
-	once    sync.Once
-	cpus    []nodedropDropCpu
-	mu      sync.Mutex // cpus
+	objs     nodedropObjects
+	link     link.Link
+	rd       *ringbuf.Reader
+	rec      ringbuf.Record
+	reasons  map[uint32]string // this kernel's numbers of enum skb_drop_reason
+	watched  []string          // the reasons watched, as found
+	once     sync.Once
+	deadline time.Time // Read's, from SetDeadline
+	cpus     []nodedropDropCpu
+	mu       sync.Mutex // cpus
 }
 
 // DropReasons reads enum skb_drop_reason from the kernel's BTF: number ->
@@ -155,6 +157,7 @@ func (n *NodeDrops) configure(spec *ebpf.CollectionSpec, opts NodeDropOptions) e
 	if opts.RingSize > 0 {
 		m.Drops.MaxEntries = uint32(opts.RingSize)
 	}
+	errs = append(errs, v.DropWakeupBytes.Set(uint64(m.Drops.MaxEntries/8))) // Read polls too
 	return errors.Join(errs...)
 }
 
@@ -170,13 +173,27 @@ func (n *NodeDrops) ReasonName(reason uint32) string {
 	return fmt.Sprintf("unknown:%d", reason)
 }
 
+// dropPoll is how often Read looks at the ring: the kernel wakes it only
+// once an eighth of the ring is full (drop_wakeup_bytes).
+const dropPoll = 50 * time.Millisecond
+
 // Read blocks until a drop arrives and copies it into d; os.ErrDeadlineExceeded
 // after SetDeadline's time, ErrClosed once closed and drained.
 func (n *NodeDrops) Read(d *NodeDropRecord) error {
 	for {
+		poll := time.Now().Add(dropPoll)
+		if !n.deadline.IsZero() && n.deadline.Before(poll) {
+			poll = n.deadline
+		}
+		n.rd.SetDeadline(poll)
 		err := n.rd.ReadInto(&n.rec)
 		switch {
 		case err == nil:
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			if !n.deadline.IsZero() && !time.Now().Before(n.deadline) {
+				return err
+			}
+			continue
 		case errors.Is(err, ringbuf.ErrClosed), errors.Is(err, ringbuf.ErrFlushed):
 			return ErrClosed
 		default:
@@ -190,8 +207,9 @@ func (n *NodeDrops) Read(d *NodeDropRecord) error {
 	}
 }
 
-// SetDeadline makes a blocked Read return os.ErrDeadlineExceeded at t.
-func (n *NodeDrops) SetDeadline(t time.Time) { n.rd.SetDeadline(t) }
+// SetDeadline makes a blocked Read return os.ErrDeadlineExceeded at t
+// (the zero time: no deadline). Call it from Read's goroutine.
+func (n *NodeDrops) SetDeadline(t time.Time) { n.deadline = t }
 
 // NodeDropCounts are the program's per-CPU counters, summed.
 type NodeDropCounts struct {

@@ -70,6 +70,7 @@ const (
 	nodedropProgKfreeSkbNewFlow    = "kfree_skb_new_flow"
 	nodedropVarDropIntervalNs      = "drop_interval_ns"
 	nodedropVarDropToleranceNs     = "drop_tolerance_ns"
+	nodedropVarDropWakeupBytes     = "drop_wakeup_bytes"
 	nodedropVarReasonMask          = "reason_mask"
 	nodedropVarUnusedDropCpu       = "unused_drop_cpu"
 	nodedropVarUnusedNodeDrop      = "unused_node_drop"
@@ -135,6 +136,7 @@ type nodedropMapSpecs struct {
 type nodedropVariableSpecs struct {
 	DropIntervalNs      *ebpf.VariableSpec `ebpf:"drop_interval_ns"`
 	DropToleranceNs     *ebpf.VariableSpec `ebpf:"drop_tolerance_ns"`
+	DropWakeupBytes     *ebpf.VariableSpec `ebpf:"drop_wakeup_bytes"`
 	ReasonMask          *ebpf.VariableSpec `ebpf:"reason_mask"`
 	UnusedDropCpu       *ebpf.VariableSpec `ebpf:"unused_drop_cpu"`
 	UnusedNodeDrop      *ebpf.VariableSpec `ebpf:"unused_node_drop"`
@@ -178,6 +180,7 @@ func (m *nodedropMaps) Close() error {
 type nodedropVariables struct {
 	DropIntervalNs      *ebpf.Variable `ebpf:"drop_interval_ns"`
 	DropToleranceNs     *ebpf.Variable `ebpf:"drop_tolerance_ns"`
+	DropWakeupBytes     *ebpf.Variable `ebpf:"drop_wakeup_bytes"`
 	ReasonMask          *ebpf.Variable `ebpf:"reason_mask"`
 	UnusedDropCpu       *ebpf.Variable `ebpf:"unused_drop_cpu"`
 	UnusedNodeDrop      *ebpf.Variable `ebpf:"unused_node_drop"`
