@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -138,5 +139,51 @@ func TestNodeBudgetMetrics(t *testing.T) {
 	if got["eaddr_snat_entries/"] != 4 || got["eaddr_snat_ports/"] != 4 || got["eaddr_snat_top_source_entries/10.98.1.2"] != 3 ||
 		got["eaddr_conntrack_entries"] < 4 || got["eaddr_conntrack_max"] == 0 || got["eaddr_cloud_nat_limit"] != 55000 {
 		t.Errorf("metrics %v", got)
+	}
+}
+
+// inMatrixGuest: this kernel is a throwaway guest of testdata/kernels
+// (its command line names guest-init.sh), where the initial netns's
+// global settings may be changed.
+func inMatrixGuest() bool {
+	b, _ := os.ReadFile("/proc/cmdline")
+	return strings.Contains(string(b), "guest_init=") && strings.Contains(string(b), "mode=vm")
+}
+
+// A full conntrack table: net.netfilter.nf_conntrack_max is global and
+// writable only in the initial netns, so this runs only in a kernel matrix
+// guest (KERNELS=debian12-amd64 ./testdata/kernels/run.sh), where it is
+// set to 8 and put back. Pod 0 holds 8 connections through the lab's node,
+// whose table (its own count, the global max) is then full; curl in pod 1
+// times out, and its diagnosis is the full table with its count and max,
+// not the SNAT (the SYN had no entry) nor a rule.
+func TestConntrackFullTimeout(t *testing.T) {
+	testenv.RequireRoot(t)
+	if !inMatrixGuest() {
+		testenv.Skip(t, "sets net.netfilter.nf_conntrack_max, global to the machine: runs in the kernel matrix's guests only (testdata/kernels, tag guest)")
+	}
+	curl := testenv.Program(t, "curl", "curl")
+	const path = "/proc/sys/net/netfilter/nf_conntrack_max"
+	l := snatlab.New(t, snatlab.Options{Tool: snatlab.ToolNft})
+	l.Sandbox(t)
+	old, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.WriteFile(path, old, 0o644) })
+	if err := os.WriteFile(path, []byte("8"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startTrace(t, "--errno", "ETIMEDOUT", "--diagnose-wait", "1m")
+	l.Hold(t, 0, 8, 4)
+	pid, out := runInNS(t, l.Pods[1], curl, "-sS", "--connect-timeout", "20", "http://"+snatlab.ServerDst(4)+"/")
+	evs := p.forPID(pid, 1, 15*time.Second)
+	if len(evs) != 1 || evs[0].Diagnosis == nil {
+		t.Fatalf("events %+v (curl printed %q), want curl's ETIMEDOUT, diagnosed", evs, out)
+	}
+	g := evs[0].Diagnosis
+	if g.Cause != "conntrack_full" || !strings.Contains(g.Verdict, "the node's conntrack table is full (8 entries of nf_conntrack_max 8)") ||
+		!strings.Contains(strings.Join(g.Fix, "\n"), "sysctl -w net.netfilter.nf_conntrack_max=16") {
+		t.Errorf("diagnosis %s: %s\nfix %q", g.Cause, g.Verdict, g.Fix)
 	}
 }
