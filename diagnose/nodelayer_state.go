@@ -1,8 +1,11 @@
 package diagnose
 
 import (
+	"errors"
 	"fmt"
 	"sort"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/diagnose/nodeport"
@@ -48,7 +51,7 @@ func readSNAT(s *SNATUse, proto uint8) {
 	key := nodeport.SNATKey{Proto: proto, Egress: s.Egress.Addr(), Dst: s.Dst}
 	c, err := nodeport.CountSNAT(snatHoldersMax*64, func(k nodeport.SNATKey) bool { return k == key })
 	if err != nil {
-		s.Err = err.Error()
+		s.Err = err.Error() + needNetAdmin(err)
 	} else {
 		s.Entries = c.ByKey[key]
 		for src, n := range c.BySource {
@@ -61,7 +64,7 @@ func readSNAT(s *SNATUse, proto uint8) {
 	}
 	rules, err := nodeport.ReadMasquerade()
 	if err != nil {
-		s.Err = joinErr(s.Err, "MASQUERADE rules: "+err.Error())
+		s.Err = joinErr(s.Err, "MASQUERADE rules: "+err.Error()+needNetAdmin(err))
 		return
 	}
 	if m, ok := nodeport.Narrowest(rules, s.Egress.Port(), s.Egress.Port()); ok {
@@ -92,6 +95,14 @@ func (d *Diagnoser) namePods(s *SNATUse) {
 			s.Holders[i].Pod = p
 		}
 	}
+}
+
+// needNetAdmin says why netlink refused eaddr, when it did.
+func needNetAdmin(err error) string {
+	if errors.Is(err, unix.EPERM) {
+		return " (the kernel allows conntrack's table and the nftables rules to CAP_NET_ADMIN alone: docs/kubernetes.md)"
+	}
+	return ""
 }
 
 func joinErr(a, b string) string {

@@ -54,12 +54,22 @@ type ConntrackCounters struct {
 	EarlyDrop    uint64 // entries evicted to make room in a full table
 	ClashResolve uint64 // clashes resolved without a drop
 	CPUs         int
+	Source       string // SourceCTNetlink, or SourceProcStat without CAP_NET_ADMIN
 }
 
 // ReadConntrackCounters reads the per-CPU counters of the calling thread's
-// netns and sums them.
+// netns and sums them: over CTNETLINK, else (no CAP_NET_ADMIN) from
+// /proc/net/stat/nf_conntrack.
 func ReadConntrackCounters() (ConntrackCounters, error) {
-	var s ConntrackCounters
+	s, err := readCountersNetlink()
+	if refused(err) {
+		return readCountersProc()
+	}
+	return s, err
+}
+
+func readCountersNetlink() (ConntrackCounters, error) {
+	s := ConntrackCounters{Source: SourceCTNetlink}
 	c, err := dial(unix.NETLINK_NETFILTER)
 	if err != nil {
 		return s, err
@@ -91,8 +101,17 @@ func ReadConntrackCounters() (ConntrackCounters, error) {
 }
 
 // ConntrackUse reads the netns's conntrack entries and nf_conntrack_max
-// (0 when the kernel does not say).
+// (0 when the kernel does not say): over CTNETLINK, else (no
+// CAP_NET_ADMIN) from the net.netfilter sysctls.
 func ConntrackUse() (count, max uint64, err error) {
+	count, max, err = useNetlink()
+	if refused(err) {
+		return useProc()
+	}
+	return count, max, err
+}
+
+func useNetlink() (count, max uint64, err error) {
 	c, err := dial(unix.NETLINK_NETFILTER)
 	if err != nil {
 		return 0, 0, err

@@ -80,23 +80,14 @@ func ReadMasquerade() ([]Masquerade, error) {
 // masquerades.
 func parseMasq(b []byte) (Masquerade, bool, error) {
 	var m Masquerade
-	var exprs []byte
-	err := attrs(b, func(typ uint16, data []byte) {
-		switch typ {
-		case unix.NFTA_RULE_TABLE:
-			m.Table = cstring(data)
-		case unix.NFTA_RULE_CHAIN:
-			m.Chain = cstring(data)
-		case unix.NFTA_RULE_EXPRESSIONS:
-			exprs = data
-		}
-	})
+	h, err := parseRuleHeader(b)
 	if err != nil {
 		return m, false, err
 	}
+	m.Table, m.Chain = h.table, h.chain
 	regs := map[uint32][]byte{} // register -> value an immediate loaded
 	found := false
-	err = attrs(exprs, func(typ uint16, e []byte) {
+	err = attrs(h.exprs, func(typ uint16, e []byte) {
 		if typ != unix.NFTA_LIST_ELEM {
 			return
 		}
@@ -119,22 +110,6 @@ func parseMasq(b []byte) (Masquerade, bool, error) {
 		}
 	})
 	return m, found, err
-}
-
-// exprAttrs is an expression's name and its attributes by type.
-func exprAttrs(b []byte) (string, map[uint16][]byte) {
-	name, data := "", []byte(nil)
-	attrs(b, func(typ uint16, d []byte) {
-		switch typ {
-		case unix.NFTA_EXPR_NAME:
-			name = cstring(d)
-		case unix.NFTA_EXPR_DATA:
-			data = d
-		}
-	})
-	a := map[uint16][]byte{}
-	attrs(data, func(typ uint16, d []byte) { a[typ] = d })
-	return name, a
 }
 
 func (m *Masquerade) flags(f uint32) {
