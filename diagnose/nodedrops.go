@@ -35,6 +35,7 @@ type DropBook struct {
 	missed   uint64
 	missedAt time.Time // when Missed was last seen to grow
 	nets     map[uint32]*dropNetns
+	unreach  map[uint32]time.Time // netns not entered, and when: not searched again for goneFor
 	now      func() time.Time
 }
 
@@ -63,7 +64,8 @@ type dropNetns struct {
 
 // NewDropBook returns a book of at most max flows, watching from now.
 func NewDropBook(max int) *DropBook {
-	return &DropBook{since: time.Now(), flows: map[decode.Flow]*FlowDrops{}, max: max, nets: map[uint32]*dropNetns{}, now: time.Now}
+	return &DropBook{since: time.Now(), flows: map[decode.Flow]*FlowDrops{}, max: max, nets: map[uint32]*dropNetns{},
+		unreach: map[uint32]time.Time{}, now: time.Now}
 }
 
 // Since is when the book started watching.
@@ -202,10 +204,18 @@ func (b *DropBook) openNetns(inode uint32) (*dropNetns, error) {
 	if n, ok := b.nets[inode]; ok {
 		return n, nil
 	}
+	if at, ok := b.unreach[inode]; ok && b.now().Sub(at) < goneFor {
+		return nil, errNetNSGone // each search walks /proc: not for every drop
+	}
 	ns, err := netdiag.OpenNetns(uint64(inode))
 	if err != nil {
+		if len(b.unreach) >= 1024 {
+			clear(b.unreach)
+		}
+		b.unreach[inode] = b.now()
 		return nil, err
 	}
+	delete(b.unreach, inode)
 	if len(b.nets) >= 16 {
 		for k, n := range b.nets {
 			n.ns.Close()
