@@ -177,6 +177,7 @@ type Pod struct {
 	ContainerID string
 	Image       string
 	QoS         string
+	Runtime     string            // containerd, cri-o or docker, from the cgroup path; "" when it does not say
 	Labels      map[string]string // the pod's labels, without the runtime's io.kubernetes.* ones
 	NetNS       uint64            // inode of the pod's network namespace, when known
 	NetNSCookie uint64            // its cookie (never reused), when known

@@ -277,6 +277,7 @@ func appendPod(b []byte, p *decode.Pod, via, namesUnresolved string) []byte {
 	b = appendStrField(b, &comma, "container_id", p.ContainerID)
 	b = appendStrField(b, &comma, "image", p.Image)
 	b = appendStrField(b, &comma, "qos", p.QoS)
+	b = appendStrField(b, &comma, "runtime", p.Runtime)
 	if len(p.Labels) > 0 {
 		b = appendField(b, &comma, "labels")
 		b = appendLabels(b, p.Labels)

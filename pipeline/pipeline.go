@@ -36,6 +36,9 @@ type Config struct {
 	Flush            time.Duration // the longest an event waits in the ring
 	MetricsAddr      string        // serve /metrics and /healthz here ("": off)
 	MetricsMaxSeries int
+	// MetricsNoDestination: the port series name no destination, one per
+	// netns for the busiest (--metrics-no-destination).
+	MetricsNoDestination bool
 	// The port sampler (with MetricsAddr or KubeEvents): every
 	// PortsInterval (0: off), the PortsTop busiest destinations of every
 	// netns with a live process; at most PortsMaxSeries port series. With
@@ -145,8 +148,8 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 	c.Tracer.Logger = log
 	var met *metrics
 	if c.MetricsAddr != "" {
-		met = newMetrics(c.MetricsMaxSeries, c.PortsMaxSeries)
-		addr, err := met.serve(ctx, c.MetricsAddr, log)
+		met = newMetrics(c.MetricsMaxSeries, c.PortsMaxSeries, c.MetricsNoDestination)
+		addr, err := met.serve(ctx, c.MetricsAddr, defaultServerLimits, log)
 		if err != nil {
 			return Stats{}, err
 		}
@@ -177,6 +180,8 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 		defer r.stopKube()
 	}
 	if met != nil { // healthy before "attached" is logged: a probe that waits for the line sees 200
+		met.stallAfter.Store(int64(readerStall(c.Flush)))
+		met.readAt.Store(time.Now().UnixNano())
 		met.healthy.Store(true)
 		defer met.healthy.Store(false)
 	}
@@ -222,6 +227,7 @@ type traceRun struct {
 	pods      *pod.PodMapper
 	hold      holdQueue
 	explainer *explain.Explainer
+	bins      *binWait           // the explainer's binary analysis; nil without it
 	events    output.Events      // writes event records
 	diag      *diagWorker        // nil: --diagnose=false
 	quietDiag diagnose.Diagnosis // emit's copy of an expected failure's diagnosis, without its fix
@@ -277,7 +283,7 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 	r.pods.CgroupV1 = pod.CgroupV1Mounted()
 	r.attr = podAttribution{r.pods, r.names}
 	if c.Explain > 0 {
-		if r.explainer, err = explain.NewExplainer(); err != nil {
+		if r.explainer, r.bins, err = newExplainStage(); err != nil {
 			r.close()
 			return nil, err
 		}

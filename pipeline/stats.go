@@ -45,6 +45,12 @@ func (r *traceRun) updateMetrics(st tracer.Stats) {
 	m.filteredUnresolved.Store(r.filteredUnresolved + r.limits.unresolved)
 	m.criFailures.Store(r.names.Failures.Load())
 	m.binariesGivenUp.Store(r.binariesGivenUp())
+	if b := r.bins; b != nil {
+		b.collect()
+		m.binariesSkipped.Store(b.skipped)
+		m.binariesStuck.Store(int64(b.stuck(r.now())))
+		m.binariesMismatched.Store(r.explainer.Detector.BinariesMismatched())
+	}
 	_, why := r.names.Healthy()
 	m.criDown.Store(&why)
 	m.caches.Store(r.cacheSizes(st))
@@ -108,6 +114,14 @@ type Stats struct {
 	// BinariesGivenUp: binaries of failing programs not analysed because
 	// they were past the bounds on one binary (explain.Detector).
 	BinariesGivenUp uint64
+	// The analysis of binaries beside the reader: events that waited for
+	// their binary (the longest BinaryWaitMax), events written before it
+	// was analysed, binaries whose analysis was not started (queue full,
+	// file system stuck), analyses stuck in a read at the stop, binaries
+	// whose path in their root held another file.
+	BinariesHeld                                                     uint64
+	BinaryWaitMax                                                    time.Duration
+	BinariesLate, BinariesSkipped, BinariesStuck, BinariesMismatched uint64
 }
 
 // binariesGivenUp is the explain stage's count of binaries it did not
@@ -131,6 +145,11 @@ func (r *traceRun) stats() Stats {
 		NamesHeld: r.hold.held, NamesWaitMax: r.hold.waitMax,
 		SuppressedUnattributed: b.unattributed(), SuppressedCgroup: b.heldByCgroup(), LimitKeysEvicted: b.evicted(),
 		BinariesGivenUp: r.binariesGivenUp()}
+	if b := r.bins; b != nil {
+		b.collect()
+		s.BinariesHeld, s.BinaryWaitMax, s.BinariesLate, s.BinariesSkipped = b.heldN, b.waitMax, b.late, b.skipped
+		s.BinariesStuck, s.BinariesMismatched = uint64(b.stuck(r.now())), r.explainer.Detector.BinariesMismatched()
+	}
 	if w := r.diag; w != nil {
 		s.Snapshots, s.Shared, s.Unreachable = uint64(w.snapshots.Load()), uint64(w.shared.Load())+r.share.shared, uint64(w.unreachable.Load())
 		s.DiagnosesLate, s.DiagnosesSkipped, s.DiagnosisWaitMax = r.share.late, w.full, r.share.waitMax
@@ -166,6 +185,13 @@ func (r *traceRun) stoppedAttrs(s Stats) []any {
 	}
 	if s.BinariesGivenUp > 0 {
 		attrs = append(attrs, "binaries_given_up", s.BinariesGivenUp)
+	}
+	if s.BinariesHeld > 0 || s.BinariesLate > 0 || s.BinariesSkipped > 0 || s.BinariesStuck > 0 {
+		attrs = append(attrs, "binaries_held", s.BinariesHeld, "binary_wait_max_ms", s.BinaryWaitMax.Milliseconds(),
+			"binaries_late", s.BinariesLate, "binaries_skipped", s.BinariesSkipped, "binaries_stuck", s.BinariesStuck)
+	}
+	if s.BinariesMismatched > 0 {
+		attrs = append(attrs, "binaries_mismatched", s.BinariesMismatched)
 	}
 	if s.RunsSkipped > 0 {
 		attrs = append(attrs, "runs_skipped", s.RunsSkipped)

@@ -112,6 +112,7 @@ func (g *waitsRig) at(t time.Time) {
 	g.now = t
 	g.r.release(false)
 	g.r.releaseDiag(false)
+	g.r.releaseBins(false)
 }
 
 func (g *waitsRig) tids() []uint32 {

@@ -128,6 +128,7 @@ type jsonEvent struct {
 		ContainerID string            `json:"container_id"`
 		Image       string            `json:"image"`
 		QoS         string            `json:"qos"`
+		Runtime     string            `json:"runtime"`
 		Labels      map[string]string `json:"labels"`
 		Via         string            `json:"via"`
 		// NamesUnresolved: why the runtime's names are missing.

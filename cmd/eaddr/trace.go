@@ -62,6 +62,7 @@ type TraceFlags struct {
 	RateLimitCgroup  string
 	MetricsAddr      string
 	MetricsMaxSeries int
+	MetricsNoDest    bool
 	SummaryInterval  time.Duration
 	PortsInterval    time.Duration
 	PortsTop         int
@@ -119,6 +120,7 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	// Metrics and the port sampler.
 	fs.StringVar(&f.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on /metrics and a health check on /healthz at this address, e.g. :9630")
 	fs.IntVar(&f.MetricsMaxSeries, "metrics-max-series", 1000, "at most this many syscall/errno/namespace/pod series; later pods count under \"other\"")
+	fs.BoolVar(&f.MetricsNoDest, "metrics-no-destination", false, "name no destination in eaddr_ephemeral_ports_in_use, which every scraper can read: one series per netns, its busiest destination's (docs/alerts.md)")
 	fs.Float64Var(&f.CloudNATLimit, "cloud-nat-limit", 0, "with --metrics-addr: the connections your cloud's NAT gives toward one destination (AWS NAT gateway: 55000), exported as eaddr_cloud_nat_limit for the alert that sums the nodes' SNAT entries toward a destination (0: not exported)")
 	fs.DurationVar(&f.PortsInterval, "ports-interval", pipeline.DefaultPortsInterval, "with --metrics-addr or --kube-events: sample every netns's port use this often, before any failure (0: off; docs/alerts.md)")
 	fs.IntVar(&f.PortsTop, "ports-top", pipeline.DefaultPortsTop, "the busiest destinations of each netns that the sampler gives a series")
@@ -153,7 +155,7 @@ containing 'attached' is logged.`,
 		{"Output", []string{"output", "explain", "node", "summary-interval"}},
 		{"Diagnosis", []string{"diagnose", "diagnose-interval", "diagnose-wait", "socket-iterators", "node-drops", "node-drop-rate", "async", "retry-window", "nodeport-collisions", "node-port-range", "host-netns"}},
 		{"Kubernetes", []string{"cri-endpoint", "names-wait", "kube-events", "kubeconfig", "kube-events-qps", "kube-events-interval", "kube-events-update-interval"}},
-		{"Metrics and the port sampler", []string{"metrics-addr", "metrics-max-series", "ports-interval", "ports-top", "ports-max-series", "warn", "cloud-nat-limit"}},
+		{"Metrics and the port sampler", []string{"metrics-addr", "metrics-max-series", "metrics-no-destination", "ports-interval", "ports-top", "ports-max-series", "warn", "cloud-nat-limit"}},
 		{"Tuning", []string{"rate-limit", "rate-limit-cgroup", "ring-size", "flush-interval"}},
 	},
 	footer: `Exit status: 0 on a clean stop (Ctrl-C, or a reader that closed stdout), 1 on a failure, 2 on bad usage,
@@ -299,6 +301,7 @@ func (f *TraceFlags) output(c *pipeline.Config) error {
 		return usageErrorf("--summary-interval must not be negative")
 	}
 	c.MetricsAddr, c.MetricsMaxSeries, c.SummaryEvery = f.MetricsAddr, f.MetricsMaxSeries, f.SummaryInterval
+	c.MetricsNoDestination = f.MetricsNoDest
 	c.Node = nodeName(f.Node)
 	return nil
 }
