@@ -103,7 +103,7 @@ func (d *Diagnoser) nodeLayer(ev *decode.Event, g *Diagnosis) {
 			g.Cause = CauseConntrackFull
 		}
 	}
-	g.Meaning = fmt.Sprintf("no answer reached the socket within net.ipv4.tcp_syn_retries: the node dropped its SYN %s before it left (%s)", times(f.N), dropWords(n))
+	g.Meaning = "no answer reached the socket within net.ipv4.tcp_syn_retries: this node dropped its SYNs before they left it, so the destination never saw them"
 	nodeVerdict(g, f, flow)
 }
 

@@ -45,8 +45,8 @@ func countersWords(n *NodeLayer, f FlowDrops) string {
 		return ""
 	}
 	over := ""
-	if f.Counted < f.N {
-		over = fmt.Sprintf(" over the %d of them read around", f.Counted) // the first drop in a netns has no read before it
+	if f.Counted < f.N { // the first drop in a netns has no read before it
+		over = fmt.Sprintf(" (read around %d of the %d drops)", f.Counted, f.N)
 	}
 	return fmt.Sprintf("; conntrack's insert_failed +%d, drop +%d%s", n.InsertFailed, n.CTDrop, over)
 }
