@@ -33,8 +33,7 @@ type nodeDrops struct {
 	clock *decode.BootClock
 	log   *slog.Logger
 	wg    sync.WaitGroup
-	mu    sync.Mutex
-	seen  map[[2]string]uint64 // reason, protocol -> drops read
+	seen  *prometheus.CounterVec // reason, protocol
 }
 
 // wantsTimeouts: the trace reports connect()'s ETIMEDOUT, which the node's
@@ -51,7 +50,10 @@ func openNodeDrops(rate float64, host uint64, log *slog.Logger) *nodeDrops {
 		log.Warn("not watching the node's drops (tracepoint skb:kfree_skb): a timeout's diagnosis cannot say which layer dropped its SYNs", "err", err)
 		return nil
 	}
-	n := &nodeDrops{nd: nd, clock: decode.NewBootClock(), log: log, seen: map[[2]string]uint64{}}
+	n := &nodeDrops{nd: nd, clock: decode.NewBootClock(), log: log,
+		seen: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eaddr_node_drops_total",
+			Help: "The first packets of new flows (a TCP SYN, a UDP packet without a confirmed conntrack entry) this node dropped and eaddr read, by the kernel's drop reason and protocol."},
+			[]string{"reason", "protocol"})}
 	n.book = diagnose.NewDropBook(nodeDropsMax)
 	n.book.Ksyms = &netdiag.Kallsyms{}
 	n.book.Missed = func() uint64 {
@@ -76,7 +78,7 @@ func (r *traceRun) watchNodeDrops(d *diagnose.Diagnoser, host uint64) {
 	}
 	d.NodeDrops = r.nodeDrops.book
 	if r.met != nil {
-		r.met.reg.MustRegister(r.nodeDrops)
+		r.met.reg.MustRegister(r.nodeDrops.collectors()...)
 	}
 }
 
@@ -109,35 +111,24 @@ func (n *nodeDrops) start() (stop func()) {
 }
 
 func (n *nodeDrops) count(d decode.NodeDrop) {
-	proto := decode.ProtocolName(uint16(d.Orig.Proto))
-	n.mu.Lock()
-	n.seen[[2]string{d.Reason, proto}]++
-	n.mu.Unlock()
+	n.seen.WithLabelValues(d.Reason, decode.ProtocolName(uint16(d.Orig.Proto))).Inc()
 }
 
-var (
-	nodeDropsDesc = prometheus.NewDesc("eaddr_node_drops_total",
-		"The first packets of new flows (a TCP SYN, a UDP packet without a confirmed conntrack entry) this node dropped and eaddr read, by the kernel's drop reason and protocol.",
-		[]string{"reason", "protocol"}, nil)
-	nodeDropsMissedDesc = prometheus.NewDesc("eaddr_node_drops_missed_total",
-		"Drops of new flows' first packets eaddr did not read: held back by the per-CPU rate limit (--node-drop-rate) or lost with the ring full.",
-		[]string{"why"}, nil)
-)
-
-// Describe and Collect make nodeDrops a prometheus.Collector.
-func (n *nodeDrops) Describe(ch chan<- *prometheus.Desc) {
-	ch <- nodeDropsDesc
-	ch <- nodeDropsMissedDesc
-}
-
-func (n *nodeDrops) Collect(ch chan<- prometheus.Metric) {
-	n.mu.Lock()
-	for k, v := range n.seen {
-		ch <- prometheus.MustNewConstMetric(nodeDropsDesc, prometheus.CounterValue, float64(v), k[0], k[1])
+// collectors are the drops read, and those the kernel held back or lost
+// (its per-CPU counters, summed at each scrape).
+func (n *nodeDrops) collectors() []prometheus.Collector {
+	missed := func(why string, of func(tracer.NodeDropCounts) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eaddr_node_drops_missed_total",
+			Help:        "Drops of new flows' first packets eaddr did not read: held back by the per-CPU rate limit (--node-drop-rate) or lost with the ring full.",
+			ConstLabels: prometheus.Labels{"why": why}}, func() float64 {
+			c, err := n.nd.Counts()
+			if err != nil {
+				return 0
+			}
+			return float64(of(c))
+		})
 	}
-	n.mu.Unlock()
-	if c, err := n.nd.Counts(); err == nil {
-		ch <- prometheus.MustNewConstMetric(nodeDropsMissedDesc, prometheus.CounterValue, float64(c.Held), "rate_limit")
-		ch <- prometheus.MustNewConstMetric(nodeDropsMissedDesc, prometheus.CounterValue, float64(c.Lost), "ring_full")
-	}
+	return []prometheus.Collector{n.seen,
+		missed("rate_limit", func(c tracer.NodeDropCounts) uint64 { return c.Held }),
+		missed("ring_full", func(c tracer.NodeDropCounts) uint64 { return c.Lost })}
 }

@@ -46,7 +46,7 @@ func TestNodeSNATTimeout(t *testing.T) {
 		t.Run(tool, func(t *testing.T) {
 			l := snatlab.New(t, snatlab.Options{Tool: tool, Lo: 40000, Hi: 40003})
 			l.Sandbox(t)
-			p := startTrace(t, "--errno", "ETIMEDOUT", "--diagnose-wait", "1m")
+			p := startTrace(t, "--errno", "ETIMEDOUT", "--diagnose-wait", "1m", "--metrics-addr", "127.0.0.1:0")
 			l.Hold(t, 0, 4, 4)
 			pid, out := runInNS(t, l.Pods[1], curl, "-sS", "--connect-timeout", "20", "http://"+snatlab.ServerDst(4)+"/")
 			evs := p.forPID(pid, 1, 15*time.Second)
@@ -66,6 +66,7 @@ func TestNodeSNATTimeout(t *testing.T) {
 			if fix := strings.Join(g.Fix, "\n"); !strings.Contains(fix, "widen the MASQUERADE range (40000-40003") {
 				t.Errorf("fix %s", fix)
 			}
+			checkDropMetrics(t, p)
 		})
 	}
 }
@@ -185,5 +186,25 @@ func TestConntrackFullTimeout(t *testing.T) {
 	if g.Cause != "conntrack_full" || !strings.Contains(g.Verdict, "the node's conntrack table is full (8 entries of nf_conntrack_max 8)") ||
 		!strings.Contains(strings.Join(g.Fix, "\n"), "sysctl -w net.netfilter.nf_conntrack_max=16") {
 		t.Errorf("diagnosis %s: %s\nfix %q", g.Cause, g.Verdict, g.Fix)
+	}
+}
+
+// checkDropMetrics: the node's drops read are counted by reason and
+// protocol (the SYNs of this test at least), and the missed ones by why.
+func checkDropMetrics(t *testing.T, p *traceProc) {
+	t.Helper()
+	fams := scrape(t, p.metricsURL(t))
+	read := 0.0
+	for _, m := range fams["eaddr_node_drops_total"].GetMetric() {
+		if l := labels(m); l["reason"] == "NETFILTER_DROP" && l["protocol"] == "tcp" {
+			read = m.GetCounter().GetValue()
+		}
+	}
+	whys := map[string]bool{}
+	for _, m := range fams["eaddr_node_drops_missed_total"].GetMetric() {
+		whys[labels(m)["why"]] = true
+	}
+	if read < 1 || !whys["rate_limit"] || !whys["ring_full"] {
+		t.Errorf("eaddr_node_drops_total{NETFILTER_DROP,tcp} %v, eaddr_node_drops_missed_total by %v", read, whys)
 	}
 }
