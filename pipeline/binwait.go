@@ -178,13 +178,17 @@ func (b *binWait) push(ev *decode.Event, g *diagnose.Diagnosis, j *binJob, now t
 
 // emit writes ev once its binary is analysed, or holds it until then, at
 // most the binary wait from when the binary was asked. An event that does
-// not wait is written at once.
+// not wait is written at once, after the held events that need not wait
+// any more: an earlier failure of the same binary, held until the analysis
+// that ev found done, goes out first (else ev overtakes it, and a retry
+// reads as a fresh attempt).
 func (r *traceRun) emit(ev *decode.Event, g *diagnose.Diagnosis) {
 	if b := r.bins; b != nil && !ev.NodePort {
 		now := r.now()
 		if j := b.ask(ev, now); j != nil && !j.done.Load() && b.push(ev, g, j, now) {
 			return
 		}
+		r.releaseBins(false)
 	}
 	r.write(ev, g)
 }

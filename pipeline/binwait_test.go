@@ -248,3 +248,29 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// A thread's failures go out in the order the kernel reported them: when
+// its binary's analysis comes in between two of them, the later one, known
+// at once, does not overtake the earlier one still held (it would be
+// written first, and its retry counted as a fresh attempt).
+func TestBinaryWaitKeepsOrder(t *testing.T) {
+	g := newWaitsRig(t, Config{})
+	g.rt.named[1] = true
+	w := g.withBins(t, 0, 8, nil)
+	app := filepath.Join(t.TempDir(), "app")
+	copyFile(t, "/proc/self/exe", app)
+	first := g.exeRaw(t, 1, app)
+	g.r.handle(&first)
+	answer(t, w, g.now) // done, not yet looked at: the first is still held
+	second := first
+	second.BootNs += uint64(time.Millisecond)
+	g.r.handle(&second)
+	g.r.releaseBins(true)
+	if len(g.out) != 2 {
+		t.Fatalf("written %d events; want 2", len(g.out))
+	}
+	// The first attempt carries no number; a retry says "attempt":2.
+	if strings.Contains(g.out[0].line, `"attempt":`) || !strings.Contains(g.out[1].line, `"attempt":2`) {
+		t.Errorf("written:\n%s\n%s\nwant the first, then its retry as attempt 2", g.out[0].line, g.out[1].line)
+	}
+}
