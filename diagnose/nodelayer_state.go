@@ -3,10 +3,12 @@ package diagnose
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"sort"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/diagnose/nodeport"
 )
@@ -57,10 +59,7 @@ func readSNAT(s *SNATUse, proto uint8) {
 		for src, n := range c.BySource {
 			s.Holders = append(s.Holders, SNATHolder{Addr: src.Src, Entries: n})
 		}
-		sort.Slice(s.Holders, func(i, j int) bool {
-			a, b := s.Holders[i], s.Holders[j]
-			return a.Entries > b.Entries || a.Entries == b.Entries && a.Addr.Less(b.Addr)
-		})
+		s.Holders = sortHolders(s.Holders)
 	}
 	rules, err := nodeport.ReadMasquerade()
 	if err != nil {
@@ -69,7 +68,7 @@ func readSNAT(s *SNATUse, proto uint8) {
 	}
 	if m, ok := nodeport.Narrowest(rules, s.Egress.Port(), s.Egress.Port()); ok {
 		s.Lo, s.Hi = m.Ports()
-		s.Rule = fmt.Sprintf("%s table %s %s chain %s", ruleTool(m), m.Family, m.Table, m.Chain)
+		s.Rule = masqName(m)
 		s.RandomFully = m.RandomFully
 	}
 }
@@ -81,18 +80,36 @@ func ruleTool(m nodeport.Masquerade) string {
 	return "nft"
 }
 
+// sortHolders sorts hs by entries, most first (ties by address: the same
+// order every read).
+func sortHolders(hs []SNATHolder) []SNATHolder {
+	sort.Slice(hs, func(i, j int) bool {
+		a, b := hs[i], hs[j]
+		return a.Entries > b.Entries || a.Entries == b.Entries && a.Addr.Less(b.Addr)
+	})
+	return hs
+}
+
 // namePods names the holders' pods by address (the runtime's list); the
 // first snatHoldersMax holders are kept.
 func (d *Diagnoser) namePods(s *SNATUse) {
 	if len(s.Holders) > snatHoldersMax {
 		s.Holders = s.Holders[:snatHoldersMax]
 	}
-	if d.Pods == nil {
+	if d.Pods != nil {
+		nameHolders(s.Holders, d.Pods.PodByIP)
+	}
+}
+
+// nameHolders names each holder's pod by its address with podOf (nil: not
+// named); a pod whose name is not known is left out, not guessed.
+func nameHolders(hs []SNATHolder, podOf func(netip.Addr) (*decode.Pod, bool)) {
+	if podOf == nil {
 		return
 	}
-	for i := range s.Holders {
-		if p, ok := d.Pods.PodByIP(s.Holders[i].Addr); ok && p.Name != "" {
-			s.Holders[i].Pod = p
+	for i := range hs {
+		if p, ok := podOf(hs[i].Addr); ok && p.Name != "" {
+			hs[i].Pod = p
 		}
 	}
 }

@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"fmt"
+	"net/netip"
 
 	"github.com/eaddr/eaddr/decode"
 )
@@ -74,16 +75,24 @@ func snatVerdict(g *Diagnosis, s *SNATUse, dropped string) {
 			g.Fix = append(g.Fix, "the rule has --random-fully already: clashes stay rare unless its range is nearly full; widen it")
 		}
 	}
-	if s.Lo > 1024 || s.Hi < 65535 {
-		g.Fix = append(g.Fix, fmt.Sprintf("widen the MASQUERADE range (%d-%d, %s; without --to-ports it is 1024-65535, clear of the node's NodePorts and listeners: eaddr check audits it), or give the node more egress addresses: each has its own ports toward %s", s.Lo, s.Hi, portCount(ports), s.Dst))
+	g.Fix = append(g.Fix, snatBudgetFixes(s.Dst, s.Lo, s.Hi, s.Holders)...)
+}
+
+// snatBudgetFixes: more ports toward dst (a wider range, more egress
+// addresses), or fewer connections held toward it, naming who holds most.
+func snatBudgetFixes(dst netip.AddrPort, lo, hi int, holders []SNATHolder) []string {
+	var fix []string
+	ports := hi - lo + 1
+	if lo > 1024 || hi < 65535 {
+		fix = append(fix, fmt.Sprintf("widen the MASQUERADE range (%d-%d, %s; without --to-ports it is 1024-65535, clear of the node's NodePorts and listeners: eaddr check audits it), or give the node more egress addresses: each has its own ports toward %s", lo, hi, portCount(ports), dst))
 	} else {
-		g.Fix = append(g.Fix, fmt.Sprintf("give the node more egress addresses (each has its own %s toward %s), or spread the connections over more destination addresses", portCount(ports), s.Dst))
+		fix = append(fix, fmt.Sprintf("give the node more egress addresses (each has its own %s toward %s), or spread the connections over more destination addresses", portCount(ports), dst))
 	}
-	fewer := "hold fewer connections to " + s.Dst.String() + " at once and reuse them (HTTP keep-alive, a connection pool) instead of one per request"
-	if len(s.Holders) > 0 {
-		fewer += fmt.Sprintf(": %s holds %d", s.Holders[0].Addr, s.Holders[0].Entries)
+	fewer := "hold fewer connections to " + dst.String() + " at once and reuse them (HTTP keep-alive, a connection pool) instead of one per request"
+	if len(holders) > 0 {
+		fewer += fmt.Sprintf(": %s holds %d", holders[0].Addr, holders[0].Entries)
 	}
-	g.Fix = append(g.Fix, fewer)
+	return append(fix, fewer)
 }
 
 // conntrackFullFixes: raise the table's max with its hash table, or find
