@@ -43,7 +43,10 @@ type Config struct {
 	// PortsInterval (0: off), the PortsTop busiest destinations of every
 	// netns with a live process; at most PortsMaxSeries port series. With
 	// KubeEvents, a pod whose netns holds PortsWarn percent or more of the
-	// ports toward one of them gets an EphemeralPortsNearlyExhausted Event.
+	// ports toward one of them gets an EphemeralPortsNearlyExhausted Event,
+	// and the pod holding the most of the node's SNAT ports toward a
+	// destination at PortsWarn percent of its range a
+	// NodeSNATPortsNearlyExhausted one (nodebudget.go).
 	PortsInterval                       time.Duration
 	PortsTop, PortsMaxSeries, PortsWarn int
 	SummaryEvery                        time.Duration // 0: no summary records

@@ -105,8 +105,8 @@ except OSError as e:
 
 // The node's budgets on /metrics before any failure: the lab's node (as
 // --host-netns) with 3 of its 4 SNAT ports toward the server held by pod 0
-// and 1 by pod 1: eaddr_snat_entries 4 of eaddr_snat_ports 4, pod 0's
-// address the top source with 3, the conntrack table's use and max, and
+// and 1 by pod 1: eaddr_snat_entries 4 of eaddr_snat_ports 4, each pod's
+// share (3 and 1) on eaddr_snat_source_entries, the conntrack table's use and max, and
 // --cloud-nat-limit exported.
 func TestNodeBudgetMetrics(t *testing.T) {
 	l := snatlab.New(t, snatlab.Options{Tool: snatlab.ToolNft, Lo: 40000, Hi: 40003})
@@ -120,7 +120,7 @@ func TestNodeBudgetMetrics(t *testing.T) {
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		got = map[string]float64{}
 		fams := scrape(t, base)
-		for _, name := range []string{"eaddr_snat_entries", "eaddr_snat_ports", "eaddr_snat_top_source_entries"} {
+		for _, name := range []string{"eaddr_snat_entries", "eaddr_snat_ports", "eaddr_snat_source_entries"} {
 			for _, m := range fams[name].GetMetric() {
 				lb := labels(m)
 				if lb["egress"] == want["egress"] && lb["destination"] == want["destination"] && lb["protocol"] == "tcp" {
@@ -137,7 +137,7 @@ func TestNodeBudgetMetrics(t *testing.T) {
 			break
 		}
 	}
-	if got["eaddr_snat_entries/"] != 4 || got["eaddr_snat_ports/"] != 4 || got["eaddr_snat_top_source_entries/10.98.1.2"] != 3 ||
+	if got["eaddr_snat_entries/"] != 4 || got["eaddr_snat_ports/"] != 4 || got["eaddr_snat_source_entries/10.98.1.2"] != 3 || got["eaddr_snat_source_entries/10.98.2.2"] != 1 ||
 		got["eaddr_conntrack_entries"] < 4 || got["eaddr_conntrack_max"] == 0 || got["eaddr_cloud_nat_limit"] != 55000 {
 		t.Errorf("metrics %v", got)
 	}

@@ -125,7 +125,7 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.PortsInterval, "ports-interval", pipeline.DefaultPortsInterval, "with --metrics-addr or --kube-events: sample every netns's port use this often, before any failure (0: off; docs/alerts.md)")
 	fs.IntVar(&f.PortsTop, "ports-top", pipeline.DefaultPortsTop, "the busiest destinations of each netns that the sampler gives a series")
 	fs.IntVar(&f.PortsMaxSeries, "ports-max-series", 3000, "at most this many eaddr_ephemeral_ports_* series (the rest counted in eaddr_port_series_cut_total)")
-	fs.IntVar(&f.PortsWarn, "warn", pipeline.DefaultPortsWarn, "with --kube-events: a Warning EphemeralPortsNearlyExhausted on a pod whose netns holds this percent of the ports toward one destination, before any connect() fails")
+	fs.IntVar(&f.PortsWarn, "warn", pipeline.DefaultPortsWarn, "with --kube-events: a Warning EphemeralPortsNearlyExhausted on a pod whose netns holds this percent of the ports toward one destination, before any connect() fails, and NodeSNATPortsNearlyExhausted on the pod holding the most of the node's SNAT ports toward a destination at this percent of its MASQUERADE range")
 	// Tuning.
 	fs.StringVar(&f.RateLimit, "rate-limit", "100/s", "at most this many events per second per cgroup, netns, syscall, errno and address, counted in the kernel; the next event says how many were held back (0 or off: no limit)")
 	fs.StringVar(&f.RateLimitCgroup, "rate-limit-cgroup", "10x", "and at most this many per cgroup, syscall and errno, whatever the address (a pod failing toward many), counted in the kernel apart (suppressed_cgroup); Nx: N times --rate-limit (0 or off: no limit per cgroup)")
