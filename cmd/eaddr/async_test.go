@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/demo"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"golang.org/x/sys/unix"
@@ -39,13 +40,13 @@ func blackholeNS(t *testing.T) *netns.NS {
 func asyncClients(t *testing.T, godial, dst string) map[string][]string {
 	host, port, _ := strings.Cut(dst, ":")
 	out := map[string][]string{}
-	if p := look("curl"); p != "" {
+	if p := demo.Look("curl"); p != "" {
 		out["curl"] = []string{p, "-sS", "--connect-timeout", "20", "http://" + dst + "/"}
 	}
 	if godial != "" {
 		out["go"] = []string{godial, "dial", "tcp", dst}
 	}
-	if p := look("node"); p != "" {
+	if p := demo.Look("node"); p != "" {
 		out["node"] = []string{p, "-e", fmt.Sprintf(`require("net").connect(%s,%q).on("error",e=>console.log(e.message))`, port, host)}
 	}
 	for name, pkg := range map[string]string{"curl": "curl", "node": "nodejs"} {

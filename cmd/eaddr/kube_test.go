@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/demo"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/critest"
 )
@@ -94,7 +95,7 @@ func TestKubernetesPodEndToEnd(t *testing.T) {
 	if x == nil || x.Runtime != "busybox" || x.Client != "busybox wget" {
 		t.Errorf("explain %+v", x)
 	} else {
-		checkPrediction(t, client{Name: "busybox wget"}, ev, out)
+		checkPrediction(t, demo.Client{Name: "busybox wget"}, ev, out)
 	}
 	g := ev.Diagnosis
 	if g == nil || !strings.HasPrefix(g.Verdict, "ephemeral ports exhausted toward 127.0.0.1:8080: none of the 2 ports of 40000-40001 is free: 2 held by open connections") {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/demo"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
@@ -24,7 +25,6 @@ import (
 var eaddrBin string
 
 func TestMain(m *testing.M) {
-	clientTimeout = 5 * time.Minute // a generous wait for the tests' clients, not a bound
 	dir, err := os.MkdirTemp("", "eaddr-test-")
 	if err != nil {
 		panic(err)
@@ -40,6 +40,13 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// runIn runs a client argv in ns as the demo does (demo.RunIn), with a
+// generous wait, not a bound: a client under emulation or on a loaded machine
+// may take longer to start than a person waits.
+func runIn(ctx context.Context, ns *netns.NS, argv []string) (string, int, error) {
+	return demo.RunIn(ctx, ns, argv, 5*time.Minute)
 }
 
 // jsonEvent mirrors the JSON contract of docs/events.md, field for field,

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/demo"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"github.com/eaddr/eaddr/pod"
 )
@@ -78,7 +79,7 @@ func isSocket(path string) bool {
 // TestMissingLine: the demo names the clients it skipped and, once each, the
 // packages that would add them.
 func TestMissingLine(t *testing.T) {
-	got := missingLine([]missingClient{{"busybox wget", "busybox-static"}, {"busybox nc", "busybox-static"}, {"OpenBSD nc", "netcat-openbsd"}})
+	got := demo.MissingLine([]demo.MissingClient{{Name: "busybox wget", Package: "busybox-static"}, {Name: "busybox nc", Package: "busybox-static"}, {Name: "OpenBSD nc", Package: "netcat-openbsd"}})
 	want := "not installed here, skipped: busybox wget, busybox nc, OpenBSD nc; to run them too: sudo apt-get install busybox-static netcat-openbsd"
 	if got != want {
 		t.Errorf("%q\nwant %q", got, want)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/demo"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"golang.org/x/sys/unix"
@@ -53,7 +54,7 @@ func runInNS(t *testing.T, ns *netns.NS, argv ...string) (int, string) {
 
 func python(t *testing.T) string {
 	t.Helper()
-	p := python3()
+	p := demo.Python3()
 	if p == "" {
 		testenv.Missing(t, "python3", "python3")
 	}
@@ -71,7 +72,7 @@ func TestClientsExhaustedIPv6(t *testing.T) { testClients(t, "tcp6", "::1") }
 func testClients(t *testing.T, network, host string) {
 	ns := exhausted(t, network, host)
 	p := startTrace(t)
-	clients, missing := findClients(host, 8080)
+	clients, missing := demo.FindClients(host, 8080)
 	clients = append(clients, cClients(t, host, 8080)...)
 	for _, m := range missing {
 		t.Run(m.Name, func(t *testing.T) { testenv.Missing(t, m.Name, m.Package) })
@@ -327,7 +328,7 @@ func TestDemo(t *testing.T) {
 			testenv.ValidateLine(t, ev)
 		}
 	}
-	clients, missing := findClients("127.0.0.1", 8080)
+	clients, missing := demo.FindClients("127.0.0.1", 8080)
 	for _, m := range missing {
 		testenv.Missing(t, "the demo's client "+m.Name, m.Package)
 	}
@@ -387,10 +388,10 @@ func TestTraceWithoutRoot(t *testing.T) {
 
 // cClients builds testdata/clients/connect.c twice, with gcc (glibc) and
 // musl-gcc -static (musl): the same program, two wordings of one errno.
-func cClients(t *testing.T, host string, port int) []client {
+func cClients(t *testing.T, host string, port int) []demo.Client {
 	t.Helper()
 	dir := t.TempDir()
-	var out []client
+	var out []demo.Client
 	for _, b := range []struct {
 		name, cc, pkg, libc string
 		flags               []string
@@ -399,8 +400,8 @@ func cClients(t *testing.T, host string, port int) []client {
 		{"C on musl", "musl-gcc", "musl-tools", "musl", []string{"-static"}},
 	} {
 		bin := testenv.CompileC(t, b.cc, b.pkg, filepath.Join(dir, "connect-"+b.libc), "../../testdata/clients/connect.c", b.flags...)
-		out = append(out, client{Name: b.name, Argv: []string{bin, host, strconv.Itoa(port)}, Comm: commOf(bin),
-			Syscall: decode.Connect, Errno: decode.EADDRNOTAVAIL, libc: b.libc, unknown: true})
+		out = append(out, demo.Client{Name: b.name, Argv: []string{bin, host, strconv.Itoa(port)}, Comm: demo.CommOf(bin),
+			Syscall: decode.Connect, Errno: decode.EADDRNOTAVAIL, Libc: b.libc, Unknown: true})
 	}
 	return out
 }
@@ -409,7 +410,7 @@ func cClients(t *testing.T, host string, port int) []client {
 // client really printed (a template's <...> parts match anything), and the
 // binary was classified right. A client eaddr has no wording for must say
 // "unknown" and give an errno text the client really printed.
-func checkPrediction(t *testing.T, cl client, ev jsonEvent, printed string) {
+func checkPrediction(t *testing.T, cl demo.Client, ev jsonEvent, printed string) {
 	t.Helper()
 	if ev.Explain == nil {
 		t.Errorf("event has no explain object")
@@ -419,11 +420,11 @@ func checkPrediction(t *testing.T, cl client, ev jsonEvent, printed string) {
 	if x.Meaning == "" {
 		t.Errorf("explain lacks the meaning: %+v", x)
 	}
-	if cl.libc != "" && x.Libc != cl.libc {
-		t.Errorf("libc %q, want %q", x.Libc, cl.libc)
+	if cl.Libc != "" && x.Libc != cl.Libc {
+		t.Errorf("libc %q, want %q", x.Libc, cl.Libc)
 	}
 	t.Logf("%s: eaddr predicted %q (%s, %s, %s), grep %q", cl.Name, x.ClientMessage, x.Client, x.Confidence, x.Libc, x.Grep)
-	if cl.unknown {
+	if cl.Unknown {
 		if x.Client != "unknown" || x.ClientMessage != "" || x.ClientUnknown == "" {
 			t.Errorf("%s: want client \"unknown\" with a reason and no line, got %+v", cl.Name, x)
 		}
@@ -464,7 +465,7 @@ func TestClassifiedAfterExit(t *testing.T) {
 	if x == nil || x.Runtime != "c" || x.Libc != "glibc" || x.Client != "curl" {
 		t.Fatalf("curl that had exited was classified as %+v", x)
 	}
-	checkPrediction(t, client{Name: "curl"}, evs[0], out)
+	checkPrediction(t, demo.Client{Name: "curl"}, evs[0], out)
 }
 
 // --nodeport-collisions reports a connect() whose source port the kernel

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/demo"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
@@ -40,7 +41,7 @@ const (
 type wordingRow struct {
 	program  string // label in the log and the report
 	scenario string
-	// bin is looked up on PATH (look), except "python3" (python3()) and
+	// bin is looked up on PATH (look), except "python3" (demo.Python3()) and
 	// "godial" (built from testdata/clients/godial).
 	bin  string
 	args []string
@@ -316,15 +317,15 @@ func wordingArgv(t *testing.T, row wordingRow, godial string) ([]string, bool) {
 	var path string
 	switch row.bin {
 	case "python3":
-		path = python3()
+		path = demo.Python3()
 	case "godial":
 		path = godial
 	case "wget":
-		path = gnuWget()
+		path = demo.GNUWget()
 	case "nc.openbsd":
-		path = openbsdNC()
+		path = demo.OpenBSDNC()
 	case "apt-get":
-		if path = look("apt-get"); path == "" {
+		if path = demo.Look("apt-get"); path == "" {
 			break
 		}
 		// Its own source list and lists directory: the node's are not touched.
@@ -339,7 +340,7 @@ func wordingArgv(t *testing.T, row wordingRow, godial string) ([]string, bool) {
 		return append([]string{path, "-o", "Dir::Etc::sourcelist=" + list, "-o", "Dir::Etc::sourceparts=-",
 			"-o", "Dir::State::Lists=" + filepath.Join(dir, "lists"), "-o", "APT::Sandbox::User=root"}, row.args...), true
 	default:
-		path = look(row.bin)
+		path = demo.Look(row.bin)
 	}
 	if path == "" && row.bin == "godial" {
 		testenv.Skip(t, "testdata/clients/godial was not built (no go on PATH)")
@@ -402,7 +403,7 @@ func TestWordingPackagesListed(t *testing.T) {
 			t.Errorf("%s: package %s is not in .ci/deps.sh", m.what, m.pkg)
 		}
 	}
-	clients, missing := findClients("127.0.0.1", 8080)
+	clients, missing := demo.FindClients("127.0.0.1", 8080)
 	for _, m := range missing {
 		if !listed[m.Package] {
 			t.Errorf("demo client %s: package %s is not in .ci/deps.sh", m.Name, m.Package)

@@ -1,4 +1,9 @@
-package main
+// Package demo holds what `eaddr demo` runs, apart from the CLI: the real
+// client programs it finds on this machine (curl, GNU wget, busybox wget and
+// nc, OpenBSD nc, python3), with the failure eaddr should see from each, and
+// RunIn, which runs one inside a network namespace. The end-to-end tests run
+// the same clients.
+package demo
 
 import (
 	"bytes"
@@ -13,55 +18,55 @@ import (
 	"github.com/eaddr/eaddr/decode"
 )
 
-// client is a real program that the demo (and the integration tests) run
+// Client is a real program that the demo (and the integration tests) run
 // against an exhausted destination, with what eaddr should see from it.
-type client struct {
+type Client struct {
 	Name    string   // label, e.g. "busybox wget"
 	Argv    []string // resolved argv[0] first
 	Comm    string   // the comm the kernel will report
 	Syscall decode.Syscall
 	Errno   int
-	libc    string // the libc it is known to use, when the test knows
-	// unknown: a program whose wording eaddr does not know (a test's own C
+	Libc    string // the libc it is known to use, when the test knows
+	// Unknown: a program whose wording eaddr does not know (a test's own C
 	// program): eaddr must not claim a line for it.
-	unknown bool
+	Unknown bool
 }
 
-// missingClient is a client that is not installed, with the Debian package
+// MissingClient is a client that is not installed, with the Debian package
 // that installs it.
-type missingClient struct{ Name, Package string }
+type MissingClient struct{ Name, Package string }
 
-// findClients returns the clients installed on this machine, set up to
+// FindClients returns the clients installed on this machine, set up to
 // connect to host:port. missing lists the ones that are not installed.
-func findClients(host string, port int) (found []client, missing []missingClient) {
+func FindClients(host string, port int) (found []Client, missing []MissingClient) {
 	hp := net.JoinHostPort(host, strconv.Itoa(port))
 	url := "http://" + hp + "/"
 	p := strconv.Itoa(port)
 	add := func(name, pkg, path string, args ...string) {
 		if path == "" {
-			missing = append(missing, missingClient{name, pkg})
+			missing = append(missing, MissingClient{name, pkg})
 			return
 		}
-		found = append(found, client{
-			Name: name, Argv: append([]string{path}, args...), Comm: commOf(path),
+		found = append(found, Client{
+			Name: name, Argv: append([]string{path}, args...), Comm: CommOf(path),
 			Syscall: decode.Connect, Errno: decode.EADDRNOTAVAIL,
 		})
 	}
-	add("curl", "curl", look("curl"), "-sS", "-m", "5", url)
-	add("GNU wget", "wget", gnuWget(), "-t1", "-T5", "-O", "/dev/null", url)
-	bb := look("busybox")
+	add("curl", "curl", Look("curl"), "-sS", "-m", "5", url)
+	add("GNU wget", "wget", GNUWget(), "-t1", "-T5", "-O", "/dev/null", url)
+	bb := Look("busybox")
 	// No -T: busybox 1.35's wget (Debian 12) segfaults when given -T.
 	add("busybox wget", "busybox-static", bb, "wget", "-O", "/dev/null", url)
 	add("busybox nc", "busybox-static", bb, "nc", host, p)
-	add("OpenBSD nc", "netcat-openbsd", openbsdNC(), "-v", "-w", "3", host, p)
-	add("python3", "python3", python3(), "-c", "import socket; socket.create_connection(('"+host+"', "+p+"), timeout=5)")
+	add("OpenBSD nc", "netcat-openbsd", OpenBSDNC(), "-v", "-w", "3", host, p)
+	add("python3", "python3", Python3(), "-c", "import socket; socket.create_connection(('"+host+"', "+p+"), timeout=5)")
 	return found, missing
 }
 
-// missingLine says which clients the demo skipped and what installs them:
+// MissingLine says which clients the demo skipped and what installs them:
 // "not installed here, skipped: busybox wget, busybox nc; to run them too:
 // sudo apt-get install busybox-static".
-func missingLine(missing []missingClient) string {
+func MissingLine(missing []MissingClient) string {
 	var names, pkgs []string
 	for _, m := range missing {
 		names = append(names, m.Name)
@@ -73,7 +78,8 @@ func missingLine(missing []missingClient) string {
 		"; to run them too: sudo apt-get install " + strings.Join(pkgs, " ")
 }
 
-func look(name string) string {
+// Look is name's path in $PATH, or "" when it is not installed.
+func Look(name string) string {
 	p, err := exec.LookPath(name)
 	if err != nil {
 		return ""
@@ -81,9 +87,9 @@ func look(name string) string {
 	return p
 }
 
-// gnuWget is wget when it is GNU Wget, not a busybox link.
-func gnuWget() string {
-	p := look("wget")
+// GNUWget is wget when it is GNU Wget, not a busybox link.
+func GNUWget() string {
+	p := Look("wget")
 	if p == "" {
 		return ""
 	}
@@ -94,12 +100,12 @@ func gnuWget() string {
 	return p
 }
 
-// openbsdNC is Debian's netcat-openbsd, under either of its names.
-func openbsdNC() string {
-	if p := look("nc.openbsd"); p != "" {
+// OpenBSDNC is Debian's netcat-openbsd, under either of its names.
+func OpenBSDNC() string {
+	if p := Look("nc.openbsd"); p != "" {
 		return p
 	}
-	p := look("nc")
+	p := Look("nc")
 	if p == "" {
 		return ""
 	}
@@ -109,20 +115,20 @@ func openbsdNC() string {
 	return ""
 }
 
-// python3 prefers the system interpreter: a version manager's shim is a
+// Python3 prefers the system interpreter: a version manager's shim is a
 // shell script whose comm would not be python3.
-func python3() string {
+func Python3() string {
 	for _, p := range []string{"/usr/bin/python3", "/usr/local/bin/python3"} {
 		if st, err := os.Stat(p); err == nil && !st.IsDir() {
 			return p
 		}
 	}
-	return look("python3")
+	return Look("python3")
 }
 
-// commOf is what the kernel puts in comm for an exec of path: the base name
+// CommOf is what the kernel puts in comm for an exec of path: the base name
 // as passed to execve (not the symlink target), cut to 15 bytes.
-func commOf(path string) string {
+func CommOf(path string) string {
 	b := filepath.Base(path)
 	if len(b) > 15 {
 		b = b[:15]
