@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
@@ -41,12 +42,12 @@ const (
 func TestAlertsFireBeforeFailure(t *testing.T) {
 	testenv.RequireRoot(t)
 	const predicted, high = "EaddrEphemeralPortsExhaustionPredicted", "EaddrEphemeralPortsHigh"
-	rules := scaledShippedRules(t, liveScale, predicted, high)
+	rules := eaddrtest.ScaledShippedRules(t, liveScale, predicted, high)
 	ns, fill := fillingNetns(t)
-	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--metrics-addr", "127.0.0.1:0",
+	p := eaddrtest.StartTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--metrics-addr", "127.0.0.1:0",
 		"--ports-interval", "1s")
-	metrics := p.metricsURL(t)
-	prom := startPrometheus(t, rules, strings.TrimPrefix(metrics, "http://"))
+	metrics := p.MetricsURL(t)
+	prom := eaddrtest.StartPrometheus(t, rules, strings.TrimPrefix(metrics, "http://"))
 	want := map[string]string{"netns": strconv.FormatUint(ns.Inode(), 10), "destination": liveListen}
 
 	start := time.Now()
@@ -58,13 +59,13 @@ func TestAlertsFireBeforeFailure(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("after %v and %d ports held (of %d): firing %v; in use per Prometheus %v",
 				time.Since(start).Round(time.Second), fill.held(), liveUsable, fired,
-				prom.value(t, "eaddr_ephemeral_ports_in_use"))
+				prom.Value(t, "eaddr_ephemeral_ports_in_use"))
 		}
 		if fill.held() < liveUsable-liveMargin {
 			fill.dialOne(t)
 		}
 		for _, name := range []string{predicted, high} {
-			if _, done := fired[name]; done || len(prom.firing(t, name, want)) == 0 {
+			if _, done := fired[name]; done || len(prom.Firing(t, name, want)) == 0 {
 				continue
 			}
 			fired[name] = fill.held()
@@ -80,30 +81,30 @@ func TestAlertsFireBeforeFailure(t *testing.T) {
 // TestScaledShippedRules: the live test's scaling reaches the port alerts'
 // windows and changes nothing else in their expressions (no root needed).
 func TestScaledShippedRules(t *testing.T) {
-	scaledShippedRules(t, liveScale, "EaddrEphemeralPortsExhaustionPredicted", "EaddrEphemeralPortsHigh")
-	if got := scaleRules("rate(x[5m]) and predict_linear(y[15m], 15 * 60)\n    for: 5m\n", 10); got != "rate(x[30s]) and predict_linear(y[90s], 90)\n    for: 30s\n" {
+	eaddrtest.ScaledShippedRules(t, liveScale, "EaddrEphemeralPortsExhaustionPredicted", "EaddrEphemeralPortsHigh")
+	if got := eaddrtest.ScaleRules("rate(x[5m]) and predict_linear(y[15m], 15 * 60)\n    for: 5m\n", 10); got != "rate(x[30s]) and predict_linear(y[90s], 90)\n    for: 30s\n" {
 		t.Errorf("scaleRules: %q", got)
 	}
 }
 
 // noFailureYet: eaddr saw no failed call (no event, eaddr_errors_total
 // absent or 0) and ss in ns finds ports of the range still free.
-func noFailureYet(t *testing.T, p *traceProc, metrics string, ns *netns.NS) {
+func noFailureYet(t *testing.T, p *eaddrtest.TraceProc, metrics string, ns *netns.NS) {
 	t.Helper()
-	p.mu.Lock()
-	events := append([]string(nil), p.lines...)
-	p.mu.Unlock()
+	p.Mu.Lock()
+	events := append([]string(nil), p.Lines...)
+	p.Mu.Unlock()
 	if len(events) > 0 {
 		t.Fatalf("eaddr reported failures before the alert fired:\n%s", strings.Join(events, "\n"))
 	}
-	if f := scrape(t, metrics)["eaddr_errors_total"]; f != nil {
+	if f := eaddrtest.Scrape(t, metrics)["eaddr_errors_total"]; f != nil {
 		for _, m := range f.GetMetric() {
 			if v := m.GetCounter().GetValue(); v != 0 {
-				t.Fatalf("eaddr_errors_total%v = %v before the alert fired", labels(m), v)
+				t.Fatalf("eaddr_errors_total%v = %v before the alert fired", eaddrtest.Labels(m), v)
 			}
 		}
 	}
-	used := ssCount(t, ns, "established", liveListen, liveLo, liveLo+liveUsable-1)
+	used := eaddrtest.SsCount(t, ns, "established", liveListen, liveLo, liveLo+liveUsable-1)
 	if used >= liveUsable {
 		t.Fatalf("ss: %d ports of %d in use toward %s when the alert fired: none left", used, liveUsable, liveListen)
 	}

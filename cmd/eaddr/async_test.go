@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -13,27 +12,10 @@ import (
 
 	"github.com/eaddr/eaddr/demo"
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"golang.org/x/sys/unix"
 )
-
-// blackholeNS returns a fresh netns in which a SYN to 10.9.0.2:80 goes out
-// on a veth to a MAC nobody has (a permanent neighbour entry), so it is
-// dropped without an answer; net.ipv4.tcp_syn_retries=1 makes the kernel
-// give up with ETIMEDOUT after about 3 s. Nothing leaves the netns.
-func blackholeNS(t *testing.T) *netns.NS {
-	t.Helper()
-	ns := emptyNS(t)
-	if err := ns.SetSysctl("net.ipv4.tcp_syn_retries", "1"); err != nil {
-		t.Fatal(err)
-	}
-	script := "ip link add v0 type veth peer name v1 && ip link set v0 up && ip link set v1 up && " +
-		"ip addr add 10.9.0.1/24 dev v0 && ip neigh add 10.9.0.2 lladdr 02:00:00:00:00:01 dev v0 nud permanent"
-	if out, _, err := runIn(context.Background(), ns, []string{"sh", "-c", script}); err != nil || out != "" {
-		t.Fatalf("setting up the blackhole: %v %s", err, out)
-	}
-	return ns
-}
 
 // asyncClients are the clients that connect non-blocking, each toward
 // dst (host:port).
@@ -66,9 +48,9 @@ func asyncClients(t *testing.T, godial, dst string) map[string][]string {
 // client printed. The sentinel after each proves nothing else was coming.
 func TestAsyncFailures(t *testing.T) {
 	testenv.RequireRoot(t)
-	refused, dropped := emptyNS(t), blackholeNS(t)
-	godial := buildGodial(t)
-	p := startTrace(t, "--errno", "ECONNREFUSED,ETIMEDOUT")
+	refused, dropped := eaddrtest.EmptyNS(t), eaddrtest.BlackholeNS(t)
+	godial := eaddrtest.BuildGodial(t)
+	p := eaddrtest.StartTrace(t, "--errno", "ECONNREFUSED,ETIMEDOUT")
 	for _, sc := range []struct {
 		name, errno, dst string
 		ns               *netns.NS
@@ -80,10 +62,10 @@ func TestAsyncFailures(t *testing.T) {
 		for name, argv := range asyncClients(t, godial, sc.dst) {
 			t.Run(sc.name+"/"+name, func(t *testing.T) {
 				start := time.Now()
-				pid, out := runInNS(t, sc.ns, argv...)
-				p.forPID(pid, 1, 5*time.Second)
-				p.sentinel(t, "connect")
-				evs := p.forPID(pid, 2, 0)
+				pid, out := eaddrtest.RunInNS(t, sc.ns, argv...)
+				p.ForPID(pid, 1, 5*time.Second)
+				p.Sentinel(t, "connect")
+				evs := p.ForPID(pid, 2, 0)
 				if len(evs) != 1 {
 					t.Fatalf("%d events, want 1: %+v (it printed %q after %v)", len(evs), evs, out, time.Since(start))
 				}
@@ -93,7 +75,7 @@ func TestAsyncFailures(t *testing.T) {
 	}
 }
 
-func checkAsync(t *testing.T, ev jsonEvent, errno, dst string, min, max time.Duration, printed string) {
+func checkAsync(t *testing.T, ev eaddrtest.JsonEvent, errno, dst string, min, max time.Duration, printed string) {
 	t.Helper()
 	host, port, _ := strings.Cut(dst, ":")
 	if ev.Syscall != "connect" || ev.Errno != errno || !ev.Async {
@@ -111,7 +93,7 @@ func checkAsync(t *testing.T, ev jsonEvent, errno, dst string, min, max time.Dur
 	if after < min || after > max {
 		t.Errorf("async_after_ms %v, want between %v and %v", ev.AsyncAfterMs, min, max)
 	}
-	if ev.Explain == nil || judgeWording(ev.Explain.ClientMessage, printed) == "wrong" || ev.Explain.ClientMessage == "" {
+	if ev.Explain == nil || eaddrtest.JudgeWording(ev.Explain.ClientMessage, printed) == "wrong" || ev.Explain.ClientMessage == "" {
 		t.Errorf("predicted %+v; it printed %q", ev.Explain, printed)
 	}
 	t.Logf("%s after %.1f ms: %q (printed %q)", ev.Errno, ev.AsyncAfterMs, ev.Explain.ClientMessage, strings.TrimSpace(printed))
@@ -121,17 +103,17 @@ func checkAsync(t *testing.T, ev jsonEvent, errno, dst string, min, max time.Dur
 // turns them off under --errno all. The sentinel proves each trace listened.
 func TestAsyncOnlyWhenAsked(t *testing.T) {
 	testenv.RequireRoot(t)
-	ns := emptyNS(t)
+	ns := eaddrtest.EmptyNS(t)
 	curl := testenv.Program(t, "curl", "curl")
-	def := startTrace(t)
-	off := startTrace(t, "--errno", "all", "--async=false")
-	pid, out := runInNS(t, ns, curl, "-sS", "http://127.0.0.1:8080/")
+	def := eaddrtest.StartTrace(t)
+	off := eaddrtest.StartTrace(t, "--errno", "all", "--async=false")
+	pid, out := eaddrtest.RunInNS(t, ns, curl, "-sS", "http://127.0.0.1:8080/")
 	// off first: it sees the bind sentinel too (--errno all), and must not
 	// take it, arriving late, for its own.
-	off.sentinel(t, "connect")
-	def.sentinel(t, "bind")
-	for name, p := range map[string]*traceProc{"default": def, "--async=false": off} {
-		for _, ev := range p.forPID(pid, 1, 0) {
+	off.Sentinel(t, "connect")
+	def.Sentinel(t, "bind")
+	for name, p := range map[string]*eaddrtest.TraceProc{"default": def, "--async=false": off} {
+		for _, ev := range p.ForPID(pid, 1, 0) {
 			if ev.Errno == "ECONNREFUSED" || ev.Async {
 				t.Errorf("%s: curl's refused non-blocking connect (%q) gave %+v", name, out, ev)
 			}
@@ -146,8 +128,8 @@ func TestAsyncOnlyWhenAsked(t *testing.T) {
 // process: 100 events, 50 of each.
 func TestAsyncSocketReuse(t *testing.T) {
 	testenv.RequireRoot(t)
-	port := closedPort(t)
-	p := startTrace(t, "--errno", "ECONNREFUSED", "--pid", strconv.Itoa(os.Getpid()), "--rate-limit", "off", "--diagnose=false")
+	port := eaddrtest.ClosedPort(t)
+	p := eaddrtest.StartTrace(t, "--errno", "ECONNREFUSED", "--pid", strconv.Itoa(os.Getpid()), "--rate-limit", "off", "--diagnose=false")
 	sa := &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}
 	for i := 0; i < 50; i++ {
 		for _, flags := range []int{unix.SOCK_NONBLOCK, 0} {
@@ -165,7 +147,7 @@ func TestAsyncSocketReuse(t *testing.T) {
 			}
 		}
 	}
-	evs := p.forPID(os.Getpid(), 100, 10*time.Second)
+	evs := p.ForPID(os.Getpid(), 100, 10*time.Second)
 	async := 0
 	for _, ev := range evs {
 		if ev.Async {
@@ -225,8 +207,8 @@ func TestAsyncNothingPendingAfterConnect(t *testing.T) {
 		}
 	}()
 	listening := &unix.SockaddrInet4{Port: l.Addr().(*net.TCPAddr).Port, Addr: [4]byte{127, 0, 0, 1}}
-	refused := &unix.SockaddrInet4{Port: closedPort(t), Addr: [4]byte{127, 0, 0, 1}}
-	p := startTrace(t, "--errno", "all", "--pid", strconv.Itoa(os.Getpid()), "--rate-limit", "off", "--diagnose=false")
+	refused := &unix.SockaddrInet4{Port: eaddrtest.ClosedPort(t), Addr: [4]byte{127, 0, 0, 1}}
+	p := eaddrtest.StartTrace(t, "--errno", "all", "--pid", strconv.Itoa(os.Getpid()), "--rate-limit", "off", "--diagnose=false")
 	for round := 0; round < 50; round++ {
 		for i := 0; i < 4; i++ {
 			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK, 0)
@@ -262,7 +244,7 @@ func TestAsyncNothingPendingAfterConnect(t *testing.T) {
 // random port: no other test's) and returns this process's events that
 // came before that failure's: the ring keeps their order, so everything
 // the test did before was read by then.
-func beforeSentinel(t *testing.T, p *traceProc) []jsonEvent {
+func beforeSentinel(t *testing.T, p *eaddrtest.TraceProc) []eaddrtest.JsonEvent {
 	t.Helper()
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
 	if err != nil {
@@ -275,7 +257,7 @@ func beforeSentinel(t *testing.T, p *traceProc) []jsonEvent {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		evs := p.forPID(os.Getpid(), 0, 0)
+		evs := p.ForPID(os.Getpid(), 0, 0)
 		for i, ev := range evs {
 			if ev.Syscall == "bind" && ev.Local != nil && ev.Local.IP == "192.0.2.1" && ev.Local.Port == port {
 				return evs[:i]
@@ -289,7 +271,7 @@ func beforeSentinel(t *testing.T, p *traceProc) []jsonEvent {
 }
 
 // errnos lists events as syscall/errno[/async], for a failure message.
-func errnos(evs []jsonEvent) string {
+func errnos(evs []eaddrtest.JsonEvent) string {
 	var s []string
 	for _, ev := range evs {
 		e := ev.Syscall + "/" + ev.Errno
@@ -315,7 +297,7 @@ func errnos(evs []jsonEvent) string {
 // refused.
 func TestInterruptedConnectIsOneFailure(t *testing.T) {
 	testenv.RequireRoot(t)
-	ns := emptyNS(t)
+	ns := eaddrtest.EmptyNS(t)
 	if err := ns.SetSysctl("net.ipv4.tcp_syn_retries", "3"); err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +323,7 @@ func TestInterruptedConnectIsOneFailure(t *testing.T) {
 	}
 	defer unix.Close(first)
 	defer unix.Close(lfd)
-	p := startTrace(t, "--errno", "all", "--pid", strconv.Itoa(os.Getpid()), "--rate-limit", "off", "--diagnose=false")
+	p := eaddrtest.StartTrace(t, "--errno", "all", "--pid", strconv.Itoa(os.Getpid()), "--rate-limit", "off", "--diagnose=false")
 	tids := make(chan int, 1)
 	done := make(chan error, 1)
 	go func() {

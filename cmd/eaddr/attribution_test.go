@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/critest"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
@@ -57,7 +57,7 @@ func wedgedCRI(t *testing.T) (path string, accepted *atomic.Int64) {
 // cleanup.
 func nonPodCgroup(t *testing.T) string {
 	t.Helper()
-	root := cgroup2Mount(t)
+	root := eaddrtest.Cgroup2Mount(t)
 	top := filepath.Join(root, fmt.Sprintf("eaddr-test-svc-%d-%d", os.Getpid(), time.Now().UnixNano()))
 	leaf := filepath.Join(top, "system.slice", "debug.service")
 	if err := os.MkdirAll(leaf, 0o755); err != nil {
@@ -65,24 +65,10 @@ func nonPodCgroup(t *testing.T) string {
 	}
 	t.Cleanup(func() {
 		for d := leaf; strings.HasPrefix(d, top); d = filepath.Dir(d) {
-			rmdirRetry(d)
+			eaddrtest.RmdirRetry(d)
 		}
 	})
 	return leaf
-}
-
-// rmdirRetry removes a cgroup directory, retrying on EBUSY (the kernel may
-// still be tearing down a just-reaped task, later on a busy machine) for up
-// to 30 s.
-func rmdirRetry(dir string) error {
-	var err error
-	for range 3000 {
-		if err = os.Remove(dir); err == nil || os.IsNotExist(err) {
-			return nil
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return err
 }
 
 // Twenty pods, each with a kubepods cgroup created a moment before its only
@@ -94,16 +80,16 @@ func rmdirRetry(dir string) error {
 // process of that netns outside any pod cgroup gets no pod: the netns was seen
 // with twenty pods, so it says nothing about which.
 func TestAttributionFreshCgroups(t *testing.T) {
-	ns := exhausted(t, "tcp4", "127.0.0.1")
+	ns := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1")
 	cri, _ := wedgedCRI(t)
-	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--cri-endpoint", cri, "--explain", "off", "--diagnose=false")
+	p := eaddrtest.StartTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--cri-endpoint", cri, "--explain", "off", "--diagnose=false")
 	type want struct{ path, uid, cid string }
 	wants := map[int]want{}
-	resume := p.pause(t)
+	resume := p.Pause(t)
 	for range 20 {
-		root, leaf, uid, cid := podCgroup(t)
-		pid := failInCgroup(t, ns, leaf)
-		if err := rmdirRetry(leaf); err != nil {
+		root, leaf, uid, cid := eaddrtest.PodCgroup(t)
+		pid := eaddrtest.FailInCgroup(t, ns, leaf)
+		if err := eaddrtest.RmdirRetry(leaf); err != nil {
 			t.Fatalf("removing %s right after its process exited: %v", leaf, err)
 		}
 		if _, err := os.Stat(leaf); !os.IsNotExist(err) {
@@ -112,12 +98,12 @@ func TestAttributionFreshCgroups(t *testing.T) {
 		wants[pid] = want{strings.TrimPrefix(leaf, root), uid, cid}
 	}
 	svc := nonPodCgroup(t)
-	outside := failInCgroup(t, ns, svc)
+	outside := eaddrtest.FailInCgroup(t, ns, svc)
 	resume()
 
 	exact := 0
 	for pid, w := range wants {
-		evs := p.forPID(pid, 1, 5*time.Second)
+		evs := p.ForPID(pid, 1, 5*time.Second)
 		if len(evs) != 1 {
 			t.Errorf("pid %d: %d events", pid, len(evs))
 			continue
@@ -130,8 +116,8 @@ func TestAttributionFreshCgroups(t *testing.T) {
 		exact++
 	}
 	t.Logf("%d of %d events from removed cgroups with the exact path, pod UID and container ID", exact, len(wants))
-	evs := p.forPID(outside, 1, 5*time.Second)
-	if len(evs) != 1 || evs[0].Pod != nil || evs[0].Cgroup.Path != strings.TrimPrefix(svc, cgroup2Mount(t)) {
+	evs := p.ForPID(outside, 1, 5*time.Second)
+	if len(evs) != 1 || evs[0].Pod != nil || evs[0].Cgroup.Path != strings.TrimPrefix(svc, eaddrtest.Cgroup2Mount(t)) {
 		t.Errorf("process outside the pods in a netns shared by 20 pods: %+v", evs)
 	}
 }
@@ -153,25 +139,25 @@ func TestAttributionNetNSReuse(t *testing.T) {
 	}
 	t.Cleanup(func() { ex.Close() })
 	inode := first.Inode()
-	p := startTrace(t, "--netns", strconv.FormatUint(inode, 10), "--errno", "all", "--explain", "off", "--diagnose=false",
+	p := eaddrtest.StartTrace(t, "--netns", strconv.FormatUint(inode, 10), "--errno", "all", "--explain", "off", "--diagnose=false",
 		"--cri-endpoint", mustWedged(t))
-	_, leaf, uid, _ := podCgroup(t)
-	pod := failInCgroup(t, first, leaf)
+	_, leaf, uid, _ := eaddrtest.PodCgroup(t)
+	pod := eaddrtest.FailInCgroup(t, first, leaf)
 	svc := nonPodCgroup(t)
-	before := failInCgroup(t, first, svc)
-	if evs := p.forPID(pod, 1, 5*time.Second); len(evs) != 1 || evs[0].Pod == nil || evs[0].Pod.UID != uid {
+	before := eaddrtest.FailInCgroup(t, first, svc)
+	if evs := p.ForPID(pod, 1, 5*time.Second); len(evs) != 1 || evs[0].Pod == nil || evs[0].Pod.UID != uid {
 		t.Fatalf("pod event: %+v", evs)
 	}
-	evs := p.forPID(before, 1, 5*time.Second)
+	evs := p.ForPID(before, 1, 5*time.Second)
 	if len(evs) != 1 || evs[0].Pod == nil || evs[0].Pod.UID != uid || evs[0].Pod.Via != "netns" {
 		t.Fatalf("positive control: a process outside the pod cgroups in the pod's live netns: %+v", evs)
 	}
 
 	ex.Close()
 	first.Close()
-	second := reuseInode(t, inode)
+	second := eaddrtest.ReuseInode(t, inode)
 	after := failRefused(t, second, svc)
-	evs = p.forPID(after, 1, 5*time.Second)
+	evs = p.ForPID(after, 1, 5*time.Second)
 	if len(evs) != 1 {
 		t.Fatalf("no event in the new netns with inode %d (sentinel): %+v", inode, evs)
 	}
@@ -189,7 +175,7 @@ func mustWedged(t *testing.T) string {
 // closed port fails with ECONNREFUSED; it returns its pid.
 func failRefused(t *testing.T, ns *netns.NS, leaf string) int {
 	t.Helper()
-	return connectInCgroup(t, ns, leaf, 9)
+	return eaddrtest.ConnectInCgroup(t, ns, leaf, 9)
 }
 
 // A storm from five new pods while the CRI socket accepts and never answers:
@@ -198,16 +184,16 @@ func failRefused(t *testing.T, ns *netns.NS, leaf string) int {
 // ID are there with the reason the names are not, and the wedged runtime is
 // logged once.
 func TestAttributionWedgedRuntimeStorm(t *testing.T) {
-	ns := exhausted(t, "tcp4", "127.0.0.1")
+	ns := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1")
 	cri, accepted := wedgedCRI(t)
-	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--cri-endpoint", cri, "--metrics-addr", "127.0.0.1:0")
-	base := p.metricsURL(t)
-	arrivals := p.arrivalTimes()
+	p := eaddrtest.StartTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--cri-endpoint", cri, "--metrics-addr", "127.0.0.1:0")
+	base := p.MetricsURL(t)
+	arrivals := p.ArrivalTimes()
 	gen := stormGenerator(t)
 	var pids []int
 	var cmds []*exec.Cmd
 	for range 5 {
-		_, leaf, _, _ := podCgroup(t)
+		_, leaf, _, _ := eaddrtest.PodCgroup(t)
 		cmd := exec.Command(gen, "3")
 		cmd.Stdout = new(strings.Builder)
 		if err := ns.Start(cmd); err != nil {
@@ -229,11 +215,11 @@ func TestAttributionWedgedRuntimeStorm(t *testing.T) {
 		generated += n
 	}
 	checkRuntimeDownReported(t, base)
-	tot := p.stop(t)
+	tot := p.Stop(t)
 	if tot["lost"] != 0 {
 		t.Errorf("lost %d of %d failures in the kernel with a wedged runtime", tot["lost"], generated)
 	}
-	n := arrivals.count()
+	n := arrivals.Count()
 	if n == 0 {
 		t.Fatal("no event written (sentinel)")
 	}
@@ -252,56 +238,20 @@ func TestAttributionWedgedRuntimeStorm(t *testing.T) {
 	if accepted.Load() == 0 {
 		t.Error("the wedged CRI socket was never asked (the test did not test a wedged runtime)")
 	}
-	p.mu.Lock()
-	warns := strings.Count(p.stderr.String(), "container runtime is not answering")
-	p.mu.Unlock()
+	p.Mu.Lock()
+	warns := strings.Count(p.Stderr.String(), "container runtime is not answering")
+	p.Mu.Unlock()
 	if warns != 1 {
 		t.Errorf("the wedged runtime was logged %d times, want once", warns)
 	}
 	t.Logf("%d failures generated, %d events written, %d waited for names (the longest %d ms), worst delay from failure to this test %v (a figure, not a bound: make bench reports it), totals %v",
-		generated, n, tot["names_held"], tot["names_wait_max_ms"], arrivals.worst, tot)
+		generated, n, tot["names_held"], tot["names_wait_max_ms"], arrivals.Worst, tot)
 	for _, pid := range pids {
-		evs := p.forPID(pid, 1, time.Second)
+		evs := p.ForPID(pid, 1, time.Second)
 		if len(evs) == 0 || evs[0].Pod == nil || evs[0].Pod.ContainerID == "" || evs[0].Pod.NamesUnresolved == "" {
 			t.Errorf("pid %d: first event %+v: want pod UID, container ID and names_unresolved", pid, evs)
 		}
 	}
-}
-
-// arrivals records when each event line was read, to compare with its time.
-type arrivals struct {
-	delays []time.Duration
-	worst  time.Duration
-	p      *traceProc
-}
-
-func (p *traceProc) arrivalTimes() *arrivals {
-	a := &arrivals{p: p}
-	p.mu.Lock()
-	p.onLine = func(line string) {
-		m := timeRe.FindStringSubmatch(line)
-		if m == nil {
-			return
-		}
-		at, err := time.Parse(time.RFC3339Nano, m[1])
-		if err != nil {
-			return
-		}
-		d := time.Since(at)
-		a.delays = append(a.delays, d)
-		a.worst = max(a.worst, d)
-	}
-	p.mu.Unlock()
-	return a
-}
-
-var timeRe = regexp.MustCompile(`^\{"schema":\d+,"kind":"failure","time":"([^"]+)"`)
-
-// count is the number of event lines read.
-func (a *arrivals) count() int {
-	a.p.mu.Lock()
-	defer a.p.mu.Unlock()
-	return len(a.delays)
 }
 
 // stormGenerator builds a C program that fails connect() flat out for N
@@ -345,11 +295,11 @@ func TestAttributionExecRightAfterStart(t *testing.T) {
 	r := critest.Start(t)
 	// A names wait of a minute: the runtime is asked about each container
 	// at its first failure, and how fast it answers is the machine's.
-	p := startTrace(t, "--cri-endpoint", r.Socket, "--comm", "wget", "--explain", "off", "--diagnose=false", "--names-wait", "1m")
+	p := eaddrtest.StartTrace(t, "--cri-endpoint", r.Socket, "--comm", "wget", "--explain", "off", "--diagnose=false", "--names-wait", "1m")
 	// The pods' netns do not exist yet, so nothing can be filtered in the
 	// kernel: this trace sees every failure on the node, and a busy node's may
 	// overrun its ring. What this test checks arrives or fails it below.
-	p.lossOK = true
+	p.LossOK = true
 	for i := range 3 {
 		name, cname := fmt.Sprintf("fresh-%d", i), fmt.Sprintf("app-%d", i)
 		pod := r.RunPod(t, name, "shop", map[string]string{"try": strconv.Itoa(i)},
@@ -370,7 +320,7 @@ func TestAttributionExecRightAfterStart(t *testing.T) {
 		if code == 0 {
 			t.Fatalf("wget succeeded in an exhausted pod: %s", out)
 		}
-		ev := p.waitFor(t, 90*time.Second, func(e jsonEvent) bool {
+		ev := p.WaitFor(t, 90*time.Second, func(e eaddrtest.JsonEvent) bool {
 			return e.Pod != nil && e.Pod.UID == pod.UID && e.Errno == "EADDRNOTAVAIL"
 		})
 		if ev.Pod.Name != name || ev.Pod.Namespace != "shop" || ev.Pod.Container != cname || ev.Pod.ContainerID != app.ID ||
@@ -381,53 +331,34 @@ func TestAttributionExecRightAfterStart(t *testing.T) {
 	}
 }
 
-// waitFor returns the first event for which match is true, within d.
-func (p *traceProc) waitFor(t *testing.T, d time.Duration, match func(jsonEvent) bool) jsonEvent {
-	t.Helper()
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		p.mu.Lock()
-		for _, e := range p.events {
-			if match(e) {
-				p.mu.Unlock()
-				return e
-			}
-		}
-		p.mu.Unlock()
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	t.Fatalf("no matching event within %v; events: %+v\nstderr: %s", d, p.events, p.stderr.String())
-	return jsonEvent{}
-}
-
 // A name filter cannot decide an event whose pod names the runtime does not
 // give (here: a wedged runtime): it is dropped and counted as
 // filtered_unresolved, and logged once; an event that is surely outside any
 // pod is filtered as usual. The same failures through an unfiltered tracer
 // are the sentinel that both were seen.
 func TestFilterUnresolvedCounted(t *testing.T) {
-	ns := exhausted(t, "tcp4", "127.0.0.1")
+	ns := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1")
 	cri, _ := wedgedCRI(t)
 	inode := strconv.FormatUint(ns.Inode(), 10)
-	all := startTrace(t, "--netns", inode, "--cri-endpoint", cri, "--explain", "off", "--diagnose=false")
-	shop := startTrace(t, "--netns", inode, "--cri-endpoint", cri, "--explain", "off", "--diagnose=false", "--namespace", "shop")
-	_, leaf, uid, _ := podCgroup(t)
-	pod := failInCgroup(t, ns, leaf)
-	outside := failInCgroup(t, ns, nonPodCgroup(t))
-	if evs := all.forPID(pod, 1, 5*time.Second); len(evs) != 1 || evs[0].Pod == nil || evs[0].Pod.UID != uid || evs[0].Pod.NamesUnresolved == "" {
+	all := eaddrtest.StartTrace(t, "--netns", inode, "--cri-endpoint", cri, "--explain", "off", "--diagnose=false")
+	shop := eaddrtest.StartTrace(t, "--netns", inode, "--cri-endpoint", cri, "--explain", "off", "--diagnose=false", "--namespace", "shop")
+	_, leaf, uid, _ := eaddrtest.PodCgroup(t)
+	pod := eaddrtest.FailInCgroup(t, ns, leaf)
+	outside := eaddrtest.FailInCgroup(t, ns, nonPodCgroup(t))
+	if evs := all.ForPID(pod, 1, 5*time.Second); len(evs) != 1 || evs[0].Pod == nil || evs[0].Pod.UID != uid || evs[0].Pod.NamesUnresolved == "" {
 		t.Fatalf("sentinel: the pod's failure without names: %+v", evs)
 	}
-	if evs := all.forPID(outside, 1, 5*time.Second); len(evs) != 1 {
+	if evs := all.ForPID(outside, 1, 5*time.Second); len(evs) != 1 {
 		t.Fatalf("sentinel: the failure outside pods: %+v", evs)
 	}
-	tot := shop.stop(t)
+	tot := shop.Stop(t)
 	if tot["filtered_unresolved"] != 1 || tot["filtered"] != 1 || tot["delivered"] != 0 {
 		t.Errorf("--namespace shop: filtered_unresolved=%d filtered=%d delivered=%d, want 1, 1, 0", tot["filtered_unresolved"], tot["filtered"], tot["delivered"])
 	}
-	shop.mu.Lock()
-	defer shop.mu.Unlock()
-	if n := strings.Count(shop.stderr.String(), "a filter could not decide"); n != 1 {
-		t.Errorf("the undecided event was logged %d times, want once:\n%s", n, shop.stderr.String())
+	shop.Mu.Lock()
+	defer shop.Mu.Unlock()
+	if n := strings.Count(shop.Stderr.String(), "a filter could not decide"); n != 1 {
+		t.Errorf("the undecided event was logged %d times, want once:\n%s", n, shop.Stderr.String())
 	}
 }
 
@@ -437,7 +368,7 @@ func checkRuntimeDownReported(t *testing.T, base string) {
 	t.Helper()
 	var up, failures float64 = -1, -1
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		fams := scrape(t, base)
+		fams := eaddrtest.Scrape(t, base)
 		if f := fams["eaddr_cri_up"]; f != nil {
 			up = f.GetMetric()[0].GetGauge().GetValue()
 		}

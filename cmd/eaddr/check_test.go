@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
@@ -65,12 +66,12 @@ func TestCheckUnknownNetNS(t *testing.T) {
 	}
 	t.Cleanup(func() { empty.Close() })
 	emptyInode := strconv.FormatUint(empty.Inode(), 10)
-	rep, code := runCheckJSON(t, "--netns", emptyInode)
+	rep, code := eaddrtest.RunCheckJSON(t, "--netns", emptyInode)
 	if code != 3 || rep.Worst != sevUnknown || len(rep.NetNS) != 1 || rep.NetNS[0].Worst != sevUnknown ||
-		!strings.Contains(rep.NetNS[0].Error, "no live process") || !hasFinding(rep.NetNS[0], sevUnknown, "not audited") {
+		!strings.Contains(rep.NetNS[0].Error, "no live process") || !eaddrtest.HasFinding(rep.NetNS[0], sevUnknown, "not audited") {
 		t.Errorf("netns without a process: exit %d %+v, want exit 3 and unknown with why", code, rep)
 	}
-	_, errOut, _ := run(t, context.Background(), "check", "--netns", emptyInode)
+	_, errOut, _ := eaddrtest.Run(t, context.Background(), "check", "--netns", emptyInode)
 	if !strings.Contains(errOut, "none of the 1 network namespaces could be audited") {
 		t.Errorf("stderr %q does not say nothing was audited", errOut)
 	}
@@ -80,27 +81,27 @@ func TestCheckUnknownNetNS(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { clean.Close() })
-	sandbox(t, clean)
+	eaddrtest.Sandbox(t, clean)
 	if err := clean.SetSysctl("net.ipv4.ip_local_port_range", "40000 50001"); err != nil {
 		t.Fatal(err)
 	}
 	cleanInode := strconv.FormatUint(clean.Inode(), 10)
-	rep, code = runCheckJSON(t, "--netns", cleanInode)
+	rep, code = eaddrtest.RunCheckJSON(t, "--netns", cleanInode)
 	if code != 0 || rep.Worst > sevInfo {
 		t.Fatalf("clean netns: exit %d %+v", code, rep)
 	}
-	rep, code = runCheckJSON(t, "--netns", cleanInode, "--netns", emptyInode)
+	rep, code = eaddrtest.RunCheckJSON(t, "--netns", cleanInode, "--netns", emptyInode)
 	if code != 3 || rep.Worst != sevUnknown || len(rep.NetNS) != 2 {
 		t.Errorf("clean and unknown netns: exit %d worst %v, want 3 and unknown", code, rep.Worst)
 	}
-	out, _, code := run(t, context.Background(), "check", "--netns", cleanInode, "--netns", emptyInode)
+	out, _, code := eaddrtest.Run(t, context.Background(), "check", "--netns", cleanInode, "--netns", emptyInode)
 	if code != 3 || !strings.Contains(out, "UNKNOWN") || !strings.Contains(out, "worst: UNKNOWN") {
 		t.Errorf("table (exit %d):\n%s", code, out)
 	}
 
-	full := exhausted(t, "tcp4", "127.0.0.1")
-	sandbox(t, full)
-	rep, code = runCheckJSON(t, "--netns", strconv.FormatUint(full.Inode(), 10), "--netns", emptyInode)
+	full := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1")
+	eaddrtest.Sandbox(t, full)
+	rep, code = eaddrtest.RunCheckJSON(t, "--netns", strconv.FormatUint(full.Inode(), 10), "--netns", emptyInode)
 	if code != 1 || rep.Worst != sevCritical {
 		t.Errorf("critical and unknown netns: exit %d worst %v, want 1 and critical", code, rep.Worst)
 	}
@@ -138,7 +139,7 @@ func heldNetNS(t *testing.T, comm string) (*netns.NS, int) {
 	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "40000 40009"); err != nil {
 		t.Fatal(err)
 	}
-	holder := exec.Command(python(t), "-c", holderScript, comm, "10")
+	holder := exec.Command(eaddrtest.Python(t), "-c", holderScript, comm, "10")
 	out, err := holder.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -160,10 +161,10 @@ func heldNetNS(t *testing.T, comm string) (*netns.NS, int) {
 // the terminal had to wrap.
 func screenOf(t *testing.T, args string) string {
 	t.Helper()
-	p := startTmux(t, 120, 40, fmt.Sprintf("%s %s; echo EXITED $?", eaddrBin, args))
-	p.waitFor("eaddr exiting", func(s string) bool { return strings.Contains(s, "EXITED") })
-	h := p.history()
-	p.noWrapped(h)
+	p := eaddrtest.StartTmux(t, 120, 40, fmt.Sprintf("%s %s; echo EXITED $?", eaddrtest.EaddrBin, args))
+	p.WaitFor("eaddr exiting", func(s string) bool { return strings.Contains(s, "EXITED") })
+	h := p.History()
+	p.NoWrapped(h)
 	return h
 }
 
@@ -195,14 +196,14 @@ func TestCheckNamesTheCulprit(t *testing.T) {
 		fmt.Sprintf("\n  fix: pid %d (python3) holds 10 connections to this destination", pid), "EXITED 0")
 
 	// the live view: the holder and fix under the worst row, cut to the terminal
-	p := startTmux(t, 120, 40, fmt.Sprintf("%s top --interval 300ms --netns %s", eaddrBin, inode))
+	p := eaddrtest.StartTmux(t, 120, 40, fmt.Sprintf("%s top --interval 300ms --netns %s", eaddrtest.EaddrBin, inode))
 	held := fmt.Sprintf("\n  held by: pid %d (python3) with 10 sockets\n", pid)
-	live := p.waitFor("the holder under the row", func(s string) bool { return strings.Contains(s, held) })
+	live := p.WaitFor("the holder under the row", func(s string) bool { return strings.Contains(s, held) })
 	if !strings.Contains(live, fmt.Sprintf("\n  fix: pid %d (python3) holds 10 connections", pid)) {
 		t.Errorf("eaddr top: no fix under the holder:\n%s", live)
 	}
-	p.noWrapped(p.history())
-	p.keys("q")
+	p.NoWrapped(p.History())
+	p.Keys("q")
 }
 
 // A holder whose name is a terminal escape (OSC 52 writes the clipboard)
@@ -214,12 +215,12 @@ func TestCheckHostileComm(t *testing.T) {
 	inode := strconv.FormatUint(ns.Inode(), 10)
 	escaped := fmt.Sprintf(`pid %d (\x1b]52;c;aGk=\x07)`, pid)
 	for _, args := range [][]string{{"check", "--netns", inode}, {"top", "--once", "--interval", "0", "--netns", inode}} {
-		out, _, _ := run(t, context.Background(), args...)
+		out, _, _ := eaddrtest.Run(t, context.Background(), args...)
 		if strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, "held by: "+escaped) || !strings.Contains(out, "fix: "+escaped) {
 			t.Errorf("eaddr %s: an escape reached the table, or the holder is not named escaped:\n%q", args[0], out)
 		}
 	}
-	rep, _ := runCheckJSON(t, "--netns", inode)
+	rep, _ := eaddrtest.RunCheckJSON(t, "--netns", inode)
 	if len(rep.NetNS) != 1 || len(rep.NetNS[0].Destinations) == 0 || len(rep.NetNS[0].Destinations[0].Holders) != 1 ||
 		rep.NetNS[0].Destinations[0].Holders[0].Comm != comm {
 		t.Errorf("check -o json: %+v, want the holder's comm as it is", rep)
@@ -265,7 +266,7 @@ func TestCheckMountedNetNS(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 	}
 
-	rep, _ := runCheckJSON(t) // every netns: this one is found only through its mount
+	rep, _ := eaddrtest.RunCheckJSON(t) // every netns: this one is found only through its mount
 	var r *netnsReport
 	for i := range rep.NetNS {
 		if rep.NetNS[i].Inode == ns.Inode() {
@@ -280,7 +281,7 @@ func TestCheckMountedNetNS(t *testing.T) {
 		r.Worst != sevCritical || len(d) != 1 || !d[0].Exhausted || len(d[0].Holders) != 1 || d[0].Holders[0].PID != os.Getpid() || len(d[0].Fix) == 0 {
 		t.Errorf("netns %s: %+v, want it audited through its mount: 8 usable, exhausted, this test the holder", name, r)
 	}
-	out, _, _ := run(t, context.Background(), "check", "--netns", strconv.FormatUint(ns.Inode(), 10))
+	out, _, _ := eaddrtest.Run(t, context.Background(), "check", "--netns", strconv.FormatUint(ns.Inode(), 10))
 	for _, want := range []string{"netns " + name + "  CRITICAL", "no process in it: entered through /run/netns/" + name,
 		"its sockets: ip netns exec " + name + " ss -tanp", fmt.Sprintf("held by: pid %d (", os.Getpid())} {
 		if !strings.Contains(out, want) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
@@ -75,18 +76,6 @@ func storm(t *testing.T, ns *netns.NS, n int) int {
 	return failed
 }
 
-// scrapeSums is each family's values summed over its series.
-func scrapeSums(t *testing.T, base string) map[string]float64 {
-	t.Helper()
-	out := map[string]float64{}
-	for name, f := range scrape(t, base) {
-		for _, m := range f.GetMetric() {
-			out[name] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return out
-}
-
 // eaddr_errors_total counts every failure the kernel reported, those the
 // rate limiter held back from the output included: in a storm of 200k,
 // errors_total equals the events read and, with the kernel's losses,
@@ -101,14 +90,14 @@ func TestErrorsTotalCountsSuppressed(t *testing.T) {
 }
 
 func testErrorsTotal(t *testing.T, ring string) {
-	ns := exhausted(t, "tcp4", "127.0.0.1")
-	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--metrics-addr", "127.0.0.1:0", "--rate-limit", "100/s", "--ring-size", ring)
-	p.lossOK = true // a storm may overrun the ring; losses are counted and checked below
-	base := p.metricsURL(t)
+	ns := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1")
+	p := eaddrtest.StartTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--metrics-addr", "127.0.0.1:0", "--rate-limit", "100/s", "--ring-size", ring)
+	p.LossOK = true // a storm may overrun the ring; losses are counted and checked below
+	base := p.MetricsURL(t)
 	onePage := ring == strconv.Itoa(os.Getpagesize())
 	resume := func() {}
 	if onePage {
-		resume = p.pause(t) // nobody reads the ring: it fills, the rest is lost
+		resume = p.Pause(t) // nobody reads the ring: it fills, the rest is lost
 	}
 	const n = 200000
 	generated := storm(t, ns, n)
@@ -122,7 +111,7 @@ func testErrorsTotal(t *testing.T, ring string) {
 	var m map[string]float64
 	var errs, events, lost, suppressed float64
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		m = scrapeSums(t, base)
+		m = eaddrtest.ScrapeSums(t, base)
 		errs, events, lost, suppressed = m["eaddr_errors_total"], m["eaddr_events_total"], m["eaddr_lost_events_total"], m["eaddr_suppressed_events_total"]
 		if errs == events && errs+lost == float64(generated) && suppressed > 0 {
 			break
@@ -141,7 +130,7 @@ func testErrorsTotal(t *testing.T, ring string) {
 	if errs+lost != float64(generated) {
 		t.Errorf("eaddr_errors_total %v + lost %v != %d generated", errs, lost, generated)
 	}
-	c := p.stop(t)
+	c := p.Stop(t)
 	if float64(c["events"]) != events || float64(c["lost"]) != lost {
 		t.Errorf("stopped line %v disagrees with the metrics: events %v, lost %v", c, events, lost)
 	}
@@ -193,23 +182,23 @@ func (s *slowReader) set(reading bool) {
 // SIGINT writes only whole lines, and its totals say exactly what the
 // reader got: delivered == lines received, delivered + dropped == written.
 func TestSlowReaderWholeLines(t *testing.T) {
-	ns := exhausted(t, "tcp4", "127.0.0.1")
+	ns := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1")
 	testenv.RequireRoot(t)
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	cmd := exec.Command(eaddrBin, "trace", "--netns", strconv.FormatUint(ns.Inode(), 10), "--rate-limit", "0", "--summary-interval", "0")
+	cmd := exec.Command(eaddrtest.EaddrBin, "trace", "--netns", strconv.FormatUint(ns.Inode(), 10), "--rate-limit", "0", "--summary-interval", "0")
 	cmd.Stdout = w
-	log := startLogged(t, cmd)
+	log := eaddrtest.StartLogged(t, cmd)
 	w.Close()
-	log.waitFor(t, "attached", 30*time.Second)
+	log.WaitFor(t, "attached", 30*time.Second)
 	rd := &slowReader{reading: true}
 	readerDone := make(chan struct{})
 	go func() { rd.run(r); close(readerDone) }()
 	const n = 3000
-	flood(t, ns, n)
+	eaddrtest.Flood(t, ns, n)
 	// Slow reading until a line came through (however long eaddr takes on
 	// this machine), then stuck: the 3000 lines (about 4 MB) do not fit the
 	// pipe and what a slow reader takes, so some are left for the stop to
@@ -222,7 +211,7 @@ func TestSlowReaderWholeLines(t *testing.T) {
 	rd.set(false) // then stuck
 	time.Sleep(300 * time.Millisecond)
 	cmd.Process.Signal(syscall.SIGINT)
-	if err := log.wait(t, 20*time.Second, "a stuck reader kept eaddr from stopping"); err != nil {
+	if err := log.Wait(t, 20*time.Second, "a stuck reader kept eaddr from stopping"); err != nil {
 		t.Errorf("exit: %v", err)
 	}
 	rd.set(true) // what eaddr left in the pipe counts as received
@@ -231,7 +220,7 @@ func TestSlowReaderWholeLines(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the pipe did not reach EOF after eaddr exited")
 	}
-	c := totals(t, log.String())
+	c := eaddrtest.Totals(t, log.String())
 	got := rd.got.Bytes()
 	lines := bytes.Split(got, []byte("\n"))
 	if last := lines[len(lines)-1]; len(last) != 0 {

@@ -14,91 +14,39 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
-
-// sandbox starts a process that lives in ns for the test, as a pod's pause
-// process keeps its netns: the netns stays reachable when clients exit.
-func sandbox(t *testing.T, ns *netns.NS) int {
-	t.Helper()
-	cmd := exec.Command("sleep", "600")
-	if err := ns.Start(cmd); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	return cmd.Process.Pid
-}
-
-// ssCount counts, with iproute2's ss run inside ns, the TCP sockets in
-// state (an ss state filter) toward dst whose local port is in [lo, hi].
-func ssCount(t *testing.T, ns *netns.NS, state, dst string, lo, hi int) int {
-	t.Helper()
-	ss := testenv.Program(t, "ss", "iproute2")
-	cmd := exec.Command(ss, "-tanH", "state", state, "dst", dst)
-	var out strings.Builder
-	cmd.Stdout = &out
-	if err := ns.Start(cmd); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("ss: %v", err)
-	}
-	n := 0
-	for _, line := range strings.Split(out.String(), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 4 {
-			continue
-		}
-		// With a state filter ss leaves the State column out: Recv-Q Send-Q Local Peer.
-		local := f[2]
-		p, err := strconv.Atoi(local[strings.LastIndexByte(local, ':')+1:])
-		if err == nil && p >= lo && p <= hi {
-			n++
-		}
-	}
-	return n
-}
 
 // diagTrace traces ns with a diagnosis wait no machine here outlasts: the
 // 300 ms an event waits for its snapshot by default (and the holders search
 // within it) is a bound of eaddr's design, tested on a clock the test moves
 // (pipeline.TestDiagnoseWait); what these tests check is the diagnosis, which
 // must not depend on how busy the machine is.
-func diagTrace(t *testing.T, ns *netns.NS, args ...string) *traceProc {
+func diagTrace(t *testing.T, ns *netns.NS, args ...string) *eaddrtest.TraceProc {
 	t.Helper()
-	return startTrace(t, append([]string{"--netns", strconv.FormatUint(ns.Inode(), 10), "--diagnose-wait", "1m"}, args...)...)
+	return eaddrtest.StartTrace(t, append([]string{"--netns", strconv.FormatUint(ns.Inode(), 10), "--diagnose-wait", "1m"}, args...)...)
 }
 
 // diagDeadline is how long a diagnosis test waits for its event: generous,
 // as the event waits for its snapshot however long that takes.
 const diagDeadline = 90 * time.Second
 
-func failConnect(t *testing.T, ns *netns.NS, host string) int {
-	t.Helper()
-	pid, _ := runInNS(t, ns, python(t), "-c", fmt.Sprintf(`import socket
-try:
-    socket.socket().connect((%q, 8080))
-except OSError as e:
-    print(e)
-`, host))
-	return pid
-}
-
 // Exhaustion held by ESTABLISHED connections: the verdict's counts are what
 // ss reports in that netns, and the holder is the process with the sockets.
 func TestDiagnoseEstablished(t *testing.T) {
-	ns := exhausted(t, "tcp4", "127.0.0.1")
+	ns := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1")
 	// Without a process left in the netns, a snapshot taken after the client
 	// exited finds nothing to enter (TestDiagnoseAfterExit covers that).
-	sandbox(t, ns)
+	eaddrtest.Sandbox(t, ns)
 	p := diagTrace(t, ns)
-	pid := failConnect(t, ns, "127.0.0.1")
-	evs := p.forPID(pid, 1, diagDeadline)
+	pid := eaddrtest.FailConnect(t, ns, "127.0.0.1")
+	evs := p.ForPID(pid, 1, diagDeadline)
 	if len(evs) != 1 || evs[0].Diagnosis == nil {
 		t.Fatalf("want one event with a diagnosis, got %+v", evs)
 	}
 	g := evs[0].Diagnosis
-	ss := ssCount(t, ns, "established", "127.0.0.1:8080", 40000, 40001)
+	ss := eaddrtest.SsCount(t, ns, "established", "127.0.0.1:8080", 40000, 40001)
 	if ss != 2 || g.InUse != ss || g.States["ESTABLISHED"] != ss || g.Usable != 2 || g.PortRange != "40000-40001" ||
 		g.Cause != "per_destination" || !g.Exhausted || g.Free != 0 || g.SocketsFrom != "iterator" {
 		t.Errorf("diagnosis %+v; ss counts %d ESTABLISHED", g, ss)
@@ -165,15 +113,15 @@ func TestDiagnoseTimeWait(t *testing.T) {
 		s.Close()
 	}
 	time.Sleep(100 * time.Millisecond)
-	sandbox(t, ns)
+	eaddrtest.Sandbox(t, ns)
 	p := diagTrace(t, ns)
-	pid := failConnect(t, ns, "127.0.0.1")
-	evs := p.forPID(pid, 1, diagDeadline)
+	pid := eaddrtest.FailConnect(t, ns, "127.0.0.1")
+	evs := p.ForPID(pid, 1, diagDeadline)
 	if len(evs) != 1 || evs[0].Diagnosis == nil {
 		t.Fatalf("want one event with a diagnosis, got %+v", evs)
 	}
 	g := evs[0].Diagnosis
-	ss := ssCount(t, ns, "time-wait", "127.0.0.1:8080", 40000, 40001)
+	ss := eaddrtest.SsCount(t, ns, "time-wait", "127.0.0.1:8080", 40000, 40001)
 	if ss != 2 || g.InUse != 2 || g.States["TIME_WAIT"] != ss {
 		t.Errorf("diagnosis %+v; ss counts %d TIME_WAIT", g, ss)
 	}
@@ -188,16 +136,16 @@ func TestDiagnoseTimeWait(t *testing.T) {
 // A client that exited before the diagnosis ran still gets it: the netns is
 // reached through another process in it (the sandbox).
 func TestDiagnoseAfterExit(t *testing.T) {
-	ns := exhausted(t, "tcp4", "127.0.0.1")
-	sb := sandbox(t, ns)
+	ns := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1")
+	sb := eaddrtest.Sandbox(t, ns)
 	p := diagTrace(t, ns)
-	resume := p.pause(t)
-	pid := failConnect(t, ns, "127.0.0.1")
+	resume := p.Pause(t)
+	pid := eaddrtest.FailConnect(t, ns, "127.0.0.1")
 	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
 		t.Fatalf("client %d still exists", pid)
 	}
 	resume()
-	evs := p.forPID(pid, 1, diagDeadline)
+	evs := p.ForPID(pid, 1, diagDeadline)
 	if len(evs) != 1 || evs[0].Diagnosis == nil || !strings.HasPrefix(evs[0].Diagnosis.Verdict, "ephemeral ports exhausted") {
 		t.Fatalf("exited client (sandbox pid %d): %+v", sb, evs)
 	}
@@ -206,8 +154,8 @@ func TestDiagnoseAfterExit(t *testing.T) {
 // bind EADDRINUSE names the listener's process; bind to an address that is
 // not local lists the addresses the netns has.
 func TestDiagnoseBind(t *testing.T) {
-	ns := exhausted(t, "tcp4", "127.0.0.1")
-	py := python(t)
+	ns := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1")
+	py := eaddrtest.Python(t)
 	listener := exec.Command(py, "-c", `import socket, sys, time
 s = socket.socket()
 s.bind(("127.0.0.1", 9090))
@@ -229,13 +177,13 @@ time.sleep(600)
 		ip   string
 		port int
 	}{{"127.0.0.1", 9090}, {"192.0.2.1", 4242}} {
-		pid, _ := runInNS(t, ns, py, "-c", fmt.Sprintf(`import socket
+		pid, _ := eaddrtest.RunInNS(t, ns, py, "-c", fmt.Sprintf(`import socket
 try:
     socket.socket().bind((%q, %d))
 except OSError as e:
     print(e)
 `, tc.ip, tc.port))
-		evs := p.forPID(pid, 1, diagDeadline)
+		evs := p.ForPID(pid, 1, diagDeadline)
 		if len(evs) != 1 || evs[0].Diagnosis == nil {
 			t.Fatalf("bind %s:%d: %+v", tc.ip, tc.port, evs)
 		}
@@ -261,18 +209,18 @@ except OSError as e:
 // (their snapshot_time), and every event is either written or counted as
 // lost; none goes out without its diagnosis.
 func TestDiagnoseStorm(t *testing.T) {
-	ns := exhausted(t, "tcp4", "127.0.0.1")
+	ns := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1")
 	// The pod's pause process: the netns stays reachable after the client
 	// exits, however far behind a busy machine leaves the reader (without
 	// it, a snapshot due after python's exit found the netns gone).
-	sandbox(t, ns)
-	py := python(t)
+	eaddrtest.Sandbox(t, ns)
+	py := eaddrtest.Python(t)
 	// --rate-limit 0: every event reaches the diagnoser, which must still
 	// take only a handful of snapshots.
 	p := diagTrace(t, ns, "--explain", "off", "--rate-limit", "0")
-	p.lossOK = true // zero loss at this rate is the performance work's target, not this test's
+	p.LossOK = true // zero loss at this rate is the performance work's target, not this test's
 	start := time.Now()
-	runLong(t, ns, py, "-c", `import socket
+	eaddrtest.RunLong(t, ns, py, "-c", `import socket
 for i in range(50000):
     s = socket.socket()
     try:
@@ -282,7 +230,7 @@ for i in range(50000):
     s.close()
 `)
 	took := time.Since(start)
-	c := p.stop(t)
+	c := p.Stop(t)
 	events, lost, snaps, shared, unreachable := c["events"], c["lost"], c["netns_snapshots"], c["snapshots_shared"], c["netns_unreachable"]
 	t.Logf("50000 failures in %v: %d events read, %d lost in the kernel, %d snapshots, %d shared, %d unreachable", took.Round(time.Millisecond), events, lost, snaps, shared, unreachable)
 	if events+lost != 50000 {
@@ -305,19 +253,19 @@ for i in range(50000):
 		}
 	}
 	if snaps < len(times) || snaps > len(times)+c["dropped"] {
-		t.Errorf("%d snapshots in the totals, %d distinct snapshot_time in the %d events read (%d dropped)", snaps, len(times), len(p.events), c["dropped"])
+		t.Errorf("%d snapshots in the totals, %d distinct snapshot_time in the %d events read (%d dropped)", snaps, len(times), len(p.Events), c["dropped"])
 	}
 }
 
 // snapshotTimes is the distinct diagnosis.snapshot_time of the events
 // read, in order.
-func snapshotTimes(t *testing.T, p *traceProc) []time.Time {
+func snapshotTimes(t *testing.T, p *eaddrtest.TraceProc) []time.Time {
 	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
 	seen := map[string]bool{}
 	var times []time.Time
-	for _, ev := range p.events {
+	for _, ev := range p.Events {
 		if ev.Diagnosis == nil || ev.Diagnosis.Snapshot == "" || seen[ev.Diagnosis.Snapshot] {
 			continue
 		}
@@ -332,25 +280,6 @@ func snapshotTimes(t *testing.T, p *traceProc) []time.Time {
 	return times
 }
 
-func runCheckJSON(t *testing.T, args ...string) (checkReport, int) {
-	t.Helper()
-	out, errOut, code := run(t, context.Background(), append([]string{"check", "-o", "json"}, args...)...)
-	var rep checkReport
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("check output: %v\n%s\n%s", err, out, errOut)
-	}
-	return rep, code
-}
-
-func hasFinding(r netnsReport, sev severity, substr string) bool {
-	for _, f := range r.Findings {
-		if f.Severity == sev && strings.Contains(f.Message, substr) {
-			return true
-		}
-	}
-	return false
-}
-
 // eaddr check flags a host netns whose range overlaps the NodePort range,
 // clears it when ip_local_reserved_ports covers the overlap, calls a netns
 // at 100% use critical, and exits 0, 1 or 2 as documented.
@@ -361,40 +290,40 @@ func TestCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Close() })
-	sandbox(t, ns)
+	eaddrtest.Sandbox(t, ns)
 	inode := strconv.FormatUint(ns.Inode(), 10)
 	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "31000 40001"); err != nil {
 		t.Fatal(err)
 	}
-	rep, code := runCheckJSON(t, "--netns", inode, "--host-netns", inode)
-	if code != 1 || len(rep.NetNS) != 1 || !hasFinding(rep.NetNS[0], sevWarning, "overlaps the NodePort range 30000-32767 in 1768 unreserved ports") {
+	rep, code := eaddrtest.RunCheckJSON(t, "--netns", inode, "--host-netns", inode)
+	if code != 1 || len(rep.NetNS) != 1 || !eaddrtest.HasFinding(rep.NetNS[0], sevWarning, "overlaps the NodePort range 30000-32767 in 1768 unreserved ports") {
 		t.Fatalf("overlap not flagged (exit %d): %+v", code, rep)
 	}
 	// The same range in a pod's netns is only information.
-	rep, code = runCheckJSON(t, "--netns", inode)
-	if code != 0 || !hasFinding(rep.NetNS[0], sevInfo, "overlaps the NodePort range") {
+	rep, code = eaddrtest.RunCheckJSON(t, "--netns", inode)
+	if code != 0 || !eaddrtest.HasFinding(rep.NetNS[0], sevInfo, "overlaps the NodePort range") {
 		t.Errorf("overlap outside the host netns: exit %d %+v", code, rep)
 	}
 	if err := ns.SetSysctl("net.ipv4.ip_local_reserved_ports", "30000-32767"); err != nil {
 		t.Fatal(err)
 	}
-	rep, code = runCheckJSON(t, "--netns", inode, "--host-netns", inode)
-	if code != 0 || hasFinding(rep.NetNS[0], sevWarning, "NodePort") || rep.NetNS[0].Usable != 40001-32768+1 {
+	rep, code = eaddrtest.RunCheckJSON(t, "--netns", inode, "--host-netns", inode)
+	if code != 0 || eaddrtest.HasFinding(rep.NetNS[0], sevWarning, "NodePort") || rep.NetNS[0].Usable != 40001-32768+1 {
 		t.Errorf("reserved ports did not clear the flag (exit %d): %+v", code, rep)
 	}
 	// 100% of a two-port range held toward one destination.
-	full := exhausted(t, "tcp4", "127.0.0.1")
-	sandbox(t, full)
-	rep, code = runCheckJSON(t, "--netns", strconv.FormatUint(full.Inode(), 10))
+	full := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1")
+	eaddrtest.Sandbox(t, full)
+	rep, code = eaddrtest.RunCheckJSON(t, "--netns", strconv.FormatUint(full.Inode(), 10))
 	r := rep.NetNS[0]
 	if code != 1 || r.Worst != sevCritical || len(r.Destinations) == 0 || r.Destinations[0].Remote != "127.0.0.1:8080" || r.Destinations[0].Percent != 100 {
 		t.Errorf("exhausted netns not critical (exit %d): %+v", code, rep)
 	}
-	out, _, code := run(t, context.Background(), "check", "--netns", strconv.FormatUint(full.Inode(), 10))
+	out, _, code := eaddrtest.Run(t, context.Background(), "check", "--netns", strconv.FormatUint(full.Inode(), 10))
 	if code != 1 || !strings.Contains(out, "CRITICAL") || !strings.Contains(out, "toward 127.0.0.1:8080") {
 		t.Errorf("table output (exit %d):\n%s", code, out)
 	}
-	if _, errOut, code := run(t, context.Background(), "check", "--warn", "95", "--crit", "90"); code != 2 || !strings.Contains(errOut, "--warn") {
+	if _, errOut, code := eaddrtest.Run(t, context.Background(), "check", "--warn", "95", "--crit", "90"); code != 2 || !strings.Contains(errOut, "--warn") {
 		t.Errorf("bad thresholds: exit %d %q", code, errOut)
 	}
 }
@@ -411,7 +340,7 @@ func TestDiagnoseUnix(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Close() })
-	py := python(t)
+	py := eaddrtest.Python(t)
 	dir := t.TempDir()
 	abstract := fmt.Sprintf("@eaddr-test-%d", time.Now().UnixNano())
 	holder := exec.Command(py, "-c", `import socket, sys, time
@@ -433,7 +362,7 @@ time.sleep(600)
 		t.Fatalf("holder did not start: %q %v", buf, err)
 	}
 	p := diagTrace(t, ns, "--errno", "EADDRINUSE,ECONNREFUSED,ENOENT")
-	pid, printed := runInNS(t, ns, py, "-c", `import socket, sys
+	pid, printed := eaddrtest.RunInNS(t, ns, py, "-c", `import socket, sys
 d, ab = sys.argv[1], b"\0" + sys.argv[2][1:].encode()
 U, D = socket.AF_UNIX, socket.SOCK_DGRAM
 for f in [lambda: socket.socket(U).bind(d + "/live.sock"), lambda: socket.socket(U).bind(d + "/stale.sock"),
@@ -447,7 +376,7 @@ for f in [lambda: socket.socket(U).bind(d + "/live.sock"), lambda: socket.socket
 	if got := strings.Fields(printed); !slices.Equal(got, []string{"98", "98", "98", "98", "111", "2"}) {
 		t.Fatalf("the client's calls failed with %q", printed)
 	}
-	evs := p.forPID(pid, 6, diagDeadline)
+	evs := p.ForPID(pid, 6, diagDeadline)
 	if len(evs) != 6 {
 		t.Fatalf("want 6 events, got %d: %+v", len(evs), evs)
 	}
@@ -495,12 +424,12 @@ for f in [lambda: socket.socket(U).bind(d + "/live.sock"), lambda: socket.socket
 // modules cannot be loaded) reads /proc/net: the same report, and one log
 // line with the fix.
 func TestCheckProcNetFallback(t *testing.T) {
-	full := exhausted(t, "tcp4", "127.0.0.1")
-	sandbox(t, full)
+	full := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1")
+	eaddrtest.Sandbox(t, full)
 	inode := strconv.FormatUint(full.Inode(), 10)
-	want, wantCode := runCheckJSON(t, "--netns", inode)
+	want, wantCode := eaddrtest.RunCheckJSON(t, "--netns", inode)
 	// sock_diag's fallback: without the socket iterators, which need no sock_diag
-	cmd := exec.Command(eaddrBin, "check", "-o", "json", "--netns", inode, "--socket-iterators=false")
+	cmd := exec.Command(eaddrtest.EaddrBin, "check", "-o", "json", "--netns", inode, "--socket-iterators=false")
 	cmd.Env = append(os.Environ(), "EADDR_TESTING_NO_SOCK_DIAG=1")
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/explain"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
@@ -26,9 +27,9 @@ const seedLine = "wget: can't connect to remote host (1.1.1.1): Address not avai
 // runStdin runs eaddr with stdin.
 func runStdin(t *testing.T, stdin string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(eaddrBin, args...)
+	cmd := exec.Command(eaddrtest.EaddrBin, args...)
 	cmd.Stdin = strings.NewReader(stdin)
-	return runCmd(t, cmd)
+	return eaddrtest.RunCmd(t, cmd)
 }
 
 // explainJSON is the part of `eaddr explain -o json` the tests read.
@@ -81,7 +82,7 @@ func TestExplainCommand(t *testing.T) {
 		{"java.net.NoRouteToHostException: Cannot assign requested address", []string{"EADDRNOTAVAIL (99) in connect()", "printed by Java"}},
 		{"Die angeforderte Adresse kann nicht zugewiesen werden", []string{"EADDRNOTAVAIL (99)", "translated (de)"}},
 	} {
-		out, errOut, code := run(t, ctx, "explain", tc.in)
+		out, errOut, code := eaddrtest.Run(t, ctx, "explain", tc.in)
 		if code != 0 {
 			t.Errorf("explain %q: exit %d %s", tc.in, code, errOut)
 		}
@@ -91,26 +92,26 @@ func TestExplainCommand(t *testing.T) {
 			}
 		}
 	}
-	out, _, code := run(t, ctx, "explain", "-o", "json", seedLine)
+	out, _, code := eaddrtest.Run(t, ctx, "explain", "-o", "json", seedLine)
 	rep := decodeExplain(t, out)
 	if code != 0 || rep.Errno != "EADDRNOTAVAIL" || rep.ErrnoNum != 99 || rep.Client != "busybox wget" || rep.Libc != "musl" ||
 		len(rep.Other) < 10 || len(rep.Confirm) == 0 || len(rep.ConfirmWhy) != len(rep.Confirm) || rep.Placeholders["PID"] == "" || rep.Summary == "" {
 		t.Errorf("explain -o json: exit %d %+v", code, rep)
 	}
-	out, _, code = run(t, ctx, "explain", "the printer is on fire")
+	out, _, code = eaddrtest.Run(t, ctx, "explain", "the printer is on fire")
 	if code != 1 || !strings.Contains(out, "not recognised") || !strings.Contains(out, "LC_ALL=C") {
 		t.Errorf("unknown text: exit %d, %q", code, out)
 	}
-	out, _, code = run(t, ctx, "explain", "Le serveur a refusé: ça ne marche pas")
+	out, _, code = eaddrtest.Run(t, ctx, "explain", "Le serveur a refusé: ça ne marche pas")
 	if code != 1 || !strings.Contains(out, "not in English") || !strings.Contains(out, "strace -f -e trace=connect,bind") {
 		t.Errorf("foreign text: exit %d, %q", code, out)
 	}
 	// run's stdin is /dev/null: no argument reads it, and finds nothing.
-	_, errOut, code := run(t, ctx, "explain")
+	_, errOut, code := eaddrtest.Run(t, ctx, "explain")
 	if code != 2 || !strings.Contains(errOut, "read nothing on stdin") {
 		t.Errorf("no argument, empty stdin: exit %d, %q", code, errOut)
 	}
-	help, _, code := run(t, ctx, "explain", "--help")
+	help, _, code := eaddrtest.Run(t, ctx, "explain", "--help")
 	if code != 0 || !strings.Contains(help, "reads stdin") || !strings.Contains(help, "--full") {
 		t.Errorf("--help does not say it reads stdin, or lacks --full: exit %d\n%s", code, help)
 	}
@@ -156,7 +157,7 @@ func TestExplainStdinHuge(t *testing.T) {
 	}
 	for _, output := range []string{"text", "json"} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // fails a hang, not a busy machine
-		cmd := exec.CommandContext(ctx, eaddrBin, "explain", "-o", output)
+		cmd := exec.CommandContext(ctx, eaddrtest.EaddrBin, "explain", "-o", output)
 		var out bytes.Buffer
 		cmd.Stdin, cmd.Stdout = bytes.NewReader(b), &out
 		err := cmd.Run()
@@ -209,7 +210,7 @@ func TestExplainInventsNothing(t *testing.T) {
 			}
 		}
 		for _, args := range [][]string{{"explain", in}, {"explain", "--full", in}, {"explain", "-o", "json", in}} {
-			out, _, _ := run(t, ctx, args...)
+			out, _, _ := eaddrtest.Run(t, ctx, args...)
 			var found []string
 			for _, m := range append(ipv4Re.FindAllStringSubmatch(out, -1), ipv6Re.FindAllStringSubmatch(out, -1)...) {
 				if m[1] != "0.0.0.0" && m[1] != "::" {
@@ -235,7 +236,7 @@ func TestExplainInventsNothing(t *testing.T) {
 // The answer fits 120 columns and gives a command to confirm within its
 // first 25 lines.
 func TestExplainFirstScreen(t *testing.T) {
-	out, _, code := run(t, context.Background(), "explain", seedLine)
+	out, _, code := eaddrtest.Run(t, context.Background(), "explain", seedLine)
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	first := 0
 	for i, l := range lines {
@@ -284,8 +285,8 @@ func runConfirm(t *testing.T, cmd string, pid int) string {
 // destination critical. (kubectl debug runs the same /eaddr; deploy's
 // TestDebugCommand checks that prefix.)
 func TestExplainConfirmCommandsRun(t *testing.T) {
-	ns := exhausted(t, "tcp4", "127.0.0.1") // ports 40000-40001, both held toward 127.0.0.1:8080
-	pid := sandbox(t, ns)
+	ns := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1") // ports 40000-40001, both held toward 127.0.0.1:8080
+	pid := eaddrtest.Sandbox(t, ns)
 	testenv.Program(t, "nsenter", "util-linux")
 	testenv.Program(t, "ss", "iproute2")
 	busybox := testenv.Program(t, "busybox", "busybox-static")
@@ -330,7 +331,7 @@ func TestExplainConfirmCommandsRun(t *testing.T) {
 		t.Fatalf("not an eaddr command in a debug pod: %q", rep.Confirm[2])
 	}
 	args := strings.Fields(strings.ReplaceAll(check, "NETNS", inode))
-	out, errOut, code := run(t, context.Background(), args...)
+	out, errOut, code := eaddrtest.Run(t, context.Background(), args...)
 	if code != 1 || !strings.Contains(out, "127.0.0.1:8080") {
 		t.Errorf("eaddr %s: exit %d, want 1 (critical) naming 127.0.0.1:8080:\n%s%s", strings.Join(args, " "), code, out, errOut)
 	}
@@ -397,13 +398,13 @@ func TestExplainTmux(t *testing.T) {
 	// sleep: the pane lives on, its screen as explain left it (no "Pane is
 	// dead" line), and the session is there to capture however fast
 	// explain exits.
-	p := startTmux(t, 120, 40, fmt.Sprintf(`%[1]s explain %[2]q; echo EXITED $?; sleep 600`, eaddrBin, seedLine))
+	p := eaddrtest.StartTmux(t, 120, 40, fmt.Sprintf(`%[1]s explain %[2]q; echo EXITED $?; sleep 600`, eaddrtest.EaddrBin, seedLine))
 	checkAnswerScreen(t, p)
-	q := startTmux(t, 120, 40, fmt.Sprintf(`echo %[2]q | %[1]s explain; echo EXITED $?; sleep 600`, eaddrBin, seedLine))
+	q := eaddrtest.StartTmux(t, 120, 40, fmt.Sprintf(`echo %[2]q | %[1]s explain; echo EXITED $?; sleep 600`, eaddrtest.EaddrBin, seedLine))
 	checkAnswerScreen(t, q)
 
-	u := startTmux(t, 120, 40, fmt.Sprintf(`%s explain; echo EXITED $?; sleep 600`, eaddrBin))
-	screen := u.waitFor("eaddr explain without an argument", func(s string) bool { return strings.Contains(s, "EXITED") })
+	u := eaddrtest.StartTmux(t, 120, 40, fmt.Sprintf(`%s explain; echo EXITED $?; sleep 600`, eaddrtest.EaddrBin))
+	screen := u.WaitFor("eaddr explain without an argument", func(s string) bool { return strings.Contains(s, "EXITED") })
 	if !strings.Contains(screen, "EXITED 2") || !strings.Contains(screen, "explain needs the text") {
 		t.Errorf("no argument at a terminal: want a usage error and exit 2:\n%s", screen)
 	}
@@ -411,12 +412,12 @@ func TestExplainTmux(t *testing.T) {
 
 // checkAnswerScreen: the answer starts the screen, all of it is on the
 // screen (its end too), and no line wrapped.
-func checkAnswerScreen(t *testing.T, p *tmuxPane) {
+func checkAnswerScreen(t *testing.T, p *eaddrtest.TmuxPane) {
 	t.Helper()
-	screen := p.waitFor("eaddr explain's answer", func(s string) bool { return strings.Contains(s, "EXITED") })
+	screen := p.WaitFor("eaddr explain's answer", func(s string) bool { return strings.Contains(s, "EXITED") })
 	if !strings.HasPrefix(screen, "EADDRNOTAVAIL (99) in connect():") || !strings.Contains(screen, "printed by busybox wget") ||
 		!strings.Contains(screen, "  nsenter -t PID -n ss -Htan dst 1.1.1.1 |") || !strings.Contains(screen, "EXITED 0") {
 		t.Errorf("the first screen lacks the answer (errno, client, a command) or its end:\n%s", screen)
 	}
-	p.noWrapped(p.history())
+	p.NoWrapped(p.History())
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/critest"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 )
 
 // floodScript moves the python process into the cgroup argv[1], then fails
@@ -36,7 +37,7 @@ for i in range(int(sys.argv[2])):
 // the process's pid once it has exited.
 func floodIn(t *testing.T, ns *netns.NS, leaf string, n int) int {
 	t.Helper()
-	cmd := exec.Command(python(t), "-c", floodScript, leaf, strconv.Itoa(n))
+	cmd := exec.Command(eaddrtest.Python(t), "-c", floodScript, leaf, strconv.Itoa(n))
 	out := new(strings.Builder)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := ns.Start(cmd); err != nil {
@@ -65,27 +66,27 @@ func TestFloodingPodCannotHideAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Close() })
-	_, floodLeaf, floodUID, _ := podCgroup(t)
-	_, quietLeaf, quietUID, _ := podCgroup(t)
-	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--cri-endpoint", deadSocket(t), "--rate-limit-cgroup", "10/s",
+	_, floodLeaf, floodUID, _ := eaddrtest.PodCgroup(t)
+	_, quietLeaf, quietUID, _ := eaddrtest.PodCgroup(t)
+	p := eaddrtest.StartTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--cri-endpoint", eaddrtest.DeadSocket(t), "--rate-limit-cgroup", "10/s",
 		"--metrics-addr", "127.0.0.1:0")
-	metrics := p.metricsURL(t)
-	resume := p.pause(t)
+	metrics := p.MetricsURL(t)
+	resume := p.Pause(t)
 	start := time.Now()
 	flood := floodIn(t, ns, floodLeaf, n)
 	took := time.Since(start)
 	quiet := floodIn(t, ns, quietLeaf, 1)
 	resume()
-	evs := p.forPID(quiet, 1, 15*time.Second)
+	evs := p.ForPID(quiet, 1, 15*time.Second)
 	if len(evs) != 1 || evs[0].Pod == nil || evs[0].Pod.UID != quietUID {
 		t.Fatalf("the quiet pod's failure after a flood of %d in %v: events %+v, want 1 of pod %s", n, took, evs, quietUID)
 	}
 	// The quiet pod's event came after every event of the flood (the
 	// ring's order): what the flood wrote is all there.
-	floods := p.forPID(flood, 0, 0)
+	floods := p.ForPID(flood, 0, 0)
 	held := float64(n - len(floods))
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		m := scrapeSums(t, metrics)
+		m := eaddrtest.ScrapeSums(t, metrics)
 		if m["eaddr_suppressed_cgroup_events_total"] == held && m["eaddr_errors_total"] == n+1 {
 			break
 		}
@@ -94,7 +95,7 @@ func TestFloodingPodCannotHideAnother(t *testing.T) {
 				m["eaddr_suppressed_cgroup_events_total"], m["eaddr_errors_total"], held, n+1)
 		}
 	}
-	c := p.stop(t)
+	c := p.Stop(t)
 	for _, ev := range floods {
 		if ev.Pod == nil || ev.Pod.UID != floodUID {
 			t.Fatalf("a flood event of pod %+v, want %s", ev.Pod, floodUID)
@@ -118,7 +119,7 @@ func containerCgroup(t *testing.T, c *critest.Container) string {
 	}
 	for _, l := range strings.Split(string(b), "\n") {
 		if path, ok := strings.CutPrefix(l, "0::"); ok {
-			return filepath.Join(cgroup2Mount(t), path)
+			return filepath.Join(eaddrtest.Cgroup2Mount(t), path)
 		}
 	}
 	t.Fatalf("no cgroup v2 line in /proc/%d/cgroup: %s", c.PID, b)
@@ -126,7 +127,7 @@ func containerCgroup(t *testing.T, c *critest.Container) string {
 }
 
 // eventsOf counts evs by the pod they regard, and the folds of each.
-func eventsOf(evs []apiEvent) (byPod, folds map[string]int) {
+func eventsOf(evs []eaddrtest.ApiEvent) (byPod, folds map[string]int) {
 	byPod, folds = map[string]int{}, map[string]int{}
 	for _, e := range evs {
 		byPod[e.Regarding.Name]++
@@ -155,27 +156,27 @@ func TestFloodingPodEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Close() })
-	api := newEventsAPI(t)
-	p := startTrace(t, "--cri-endpoint", r.Socket, "--netns", strconv.FormatUint(ns.Inode(), 10), "--kube-events",
-		"--kubeconfig", kubeconfigFor(t, api.srv.URL, "test-token"), "--kube-events-qps", "0.01",
+	api := eaddrtest.NewEventsAPI(t)
+	p := eaddrtest.StartTrace(t, "--cri-endpoint", r.Socket, "--netns", strconv.FormatUint(ns.Inode(), 10), "--kube-events",
+		"--kubeconfig", eaddrtest.KubeconfigFor(t, api.Srv.URL, "test-token"), "--kube-events-qps", "0.01",
 		"--kube-events-update-interval", "10m", "--ports-interval", "0")
 	pid := floodIn(t, ns, containerCgroup(t, flood), 40)
-	if evs := p.forPID(pid, 40, 30*time.Second); len(evs) != 40 || evs[0].Pod == nil || evs[0].Pod.Name != "flood" {
+	if evs := p.ForPID(pid, 40, 30*time.Second); len(evs) != 40 || evs[0].Pod == nil || evs[0].Pod.Name != "flood" {
 		t.Fatalf("%d events of the flood, want 40 of pod flood: %+v", len(evs), evs)
 	}
 	// The flood's Events are made before the other pod fails: its calls
 	// are spent by then.
-	waitEvents(t, api.snapshot, func(evs []apiEvent) bool { n, _ := eventsOf(evs); return n["flood"] >= 9 })
+	eaddrtest.WaitEvents(t, api.Snapshot, func(evs []eaddrtest.ApiEvent) bool { n, _ := eventsOf(evs); return n["flood"] >= 9 })
 	pid = floodIn(t, ns, containerCgroup(t, quiet), 1)
-	if evs := p.forPID(pid, 1, 15*time.Second); len(evs) != 1 {
+	if evs := p.ForPID(pid, 1, 15*time.Second); len(evs) != 1 {
 		t.Fatalf("%d events of the quiet pod, want 1", len(evs))
 	}
-	evs := waitEvents(t, api.snapshot, func(evs []apiEvent) bool { n, _ := eventsOf(evs); return n["quiet"] == 1 })
+	evs := eaddrtest.WaitEvents(t, api.Snapshot, func(evs []eaddrtest.ApiEvent) bool { n, _ := eventsOf(evs); return n["quiet"] == 1 })
 	byPod, folds := eventsOf(evs)
 	if byPod["flood"] != 9 || folds["flood"] != 1 || folds["quiet"] != 0 {
 		t.Errorf("Events by pod %v, folds %v: want the flood's 8 and its fold, and the quiet pod's", byPod, folds)
 	}
-	if c := p.stop(t); c["kube_events_folded"] != 32 || c["kube_events_created"] != 10 {
+	if c := p.Stop(t); c["kube_events_folded"] != 32 || c["kube_events_created"] != 10 {
 		t.Errorf("totals %v: want 32 folded and 10 Events made", c)
 	}
 }
@@ -198,7 +199,7 @@ func TestRateLimitCgroupFlag(t *testing.T) {
 		{[]string{"--rate-limit", "off", "--rate-limit-cgroup", "5/s"}, 0, 0, "--rate-limit-cgroup: 5/s works with --rate-limit, which is off"},
 		{[]string{"--rate-limit-cgroup", "-1x"}, 0, 0, `--rate-limit-cgroup: "-1x" is not a multiple of --rate-limit such as 10x`},
 	} {
-		c, err := traceConfigOf(append(tc.args, "--cri-endpoint", deadSocket(t))...)
+		c, err := traceConfigOf(append(tc.args, "--cri-endpoint", eaddrtest.DeadSocket(t))...)
 		if tc.err != "" {
 			var u usageError
 			if !errors.As(err, &u) || err.Error() != tc.err {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestHostileInput(t *testing.T) {
 	testenv.RequireRoot(t)
 	bin := testenv.CompileC(t, "gcc", "gcc", filepath.Join(t.TempDir(), "hostile"), "../../testdata/clients/hostile.c", "-pthread")
-	p := startTrace(t, "--errno", "all", "--comm", "hostile", "--rate-limit", "0")
+	p := eaddrtest.StartTrace(t, "--errno", "all", "--comm", "hostile", "--rate-limit", "0")
 	cmd := exec.Command(bin)
 	out, err := cmd.Output()
 	if err != nil {
@@ -26,7 +27,7 @@ func TestHostileInput(t *testing.T) {
 	}
 	pid := cmd.Process.Pid
 	// 7 single cases, then 200 racing connects (each fails one way or another).
-	evs := p.forPID(pid, 207, 10*time.Second)
+	evs := p.ForPID(pid, 207, 10*time.Second)
 	if len(evs) != 207 {
 		t.Fatalf("%d events, want 207 (hostile printed:\n%s)", len(evs), out)
 	}
@@ -61,8 +62,8 @@ func TestHostileInput(t *testing.T) {
 			}
 		case a == nil:
 			t.Errorf("case %d: no %s address", i, w.where)
-		case w.unreadable && !strings.Contains(p.lineFor(ev), `"unreadable":true,"addrlen":16`):
-			t.Errorf("case %d: %s not marked unreadable: %s", i, w.where, p.lineFor(ev))
+		case w.unreadable && !strings.Contains(p.LineFor(ev), `"unreadable":true,"addrlen":16`):
+			t.Errorf("case %d: %s not marked unreadable: %s", i, w.where, p.LineFor(ev))
 		case w.family == "inet" && a.IP != "127.0.0.1":
 			t.Errorf("case %d: %+v", i, a)
 		case w.family == "unknown:99" && a.Family != "unknown:99":
@@ -75,16 +76,4 @@ func TestHostileInput(t *testing.T) {
 			break
 		}
 	}
-}
-
-// lineFor returns the raw stdout line of an event (matched by time and tid).
-func (p *traceProc) lineFor(ev jsonEvent) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, l := range p.lines {
-		if strings.Contains(l, `"time":"`+ev.Time+`"`) {
-			return l
-		}
-	}
-	return ""
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/hungfs"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
@@ -21,23 +22,23 @@ import (
 // other binaries are not read; once the read returns and the binary is
 // looked at again, the program's events are classified.
 func TestHungFileDoesNotStopTheTrace(t *testing.T) {
-	ns := exhausted(t, "tcp4", "127.0.0.1")
+	ns := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1")
 	bb, err := os.ReadFile(testenv.Program(t, "busybox", "busybox-static"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	curl := testenv.Program(t, "curl", "curl")
-	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--metrics-addr", "127.0.0.1:0")
-	base := p.metricsURL(t)
+	p := eaddrtest.StartTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--metrics-addr", "127.0.0.1:0")
+	base := p.MetricsURL(t)
 	// Mounted after the trace started, so released and unmounted before it
 	// is stopped: the kernel keeps a process whose FUSE read was taken
 	// until the daemon answers, even killed.
 	h := hungfs.Mount(t, map[string][]byte{"busybox": bb, "other/busybox": bb})
-	h.HangFor(p.cmd.Process.Pid)
-	wget := func(path string) jsonEvent {
+	h.HangFor(p.Cmd.Process.Pid)
+	wget := func(path string) eaddrtest.JsonEvent {
 		t.Helper()
-		pid, _ := runInNS(t, ns, hungfs.Argv(path, "wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8080/")...)
-		evs := p.forPID(pid, 1, time.Minute)
+		pid, _ := eaddrtest.RunInNS(t, ns, hungfs.Argv(path, "wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8080/")...)
+		evs := p.ForPID(pid, 1, time.Minute)
 		if len(evs) != 1 || evs[0].Explain == nil {
 			t.Fatalf("busybox wget from %s (pid %d): %d events, want 1 with an explanation", path, pid, len(evs))
 		}
@@ -51,8 +52,8 @@ func TestHungFileDoesNotStopTheTrace(t *testing.T) {
 	}
 	waitUntil(t, "eaddr's read of busybox to reach the FUSE daemon", func() bool { return h.Hung() > 0 })
 
-	pid, _ := runInNS(t, ns, curl, "-sS", "-m", "5", "http://127.0.0.1:8080/")
-	if evs := p.forPID(pid, 1, time.Minute); len(evs) != 1 || evs[0].Explain == nil || evs[0].Explain.Client != "curl" {
+	pid, _ := eaddrtest.RunInNS(t, ns, curl, "-sS", "-m", "5", "http://127.0.0.1:8080/")
+	if evs := p.ForPID(pid, 1, time.Minute); len(evs) != 1 || evs[0].Explain == nil || evs[0].Explain.Client != "curl" {
 		t.Fatalf("curl's failure while eaddr's read of busybox hangs: %+v; want its event, client curl", evs)
 	}
 
@@ -81,7 +82,7 @@ func TestHungFileDoesNotStopTheTrace(t *testing.T) {
 		time.Sleep(time.Second)
 		return wget(fuseBB).Explain.Client == "busybox wget"
 	})
-	c := p.stop(t)
+	c := p.Stop(t)
 	if c["binaries_late"] != 2 || c["binaries_skipped"] != 1 || c["binaries_stuck"] != 0 || c["binaries_given_up"] != 1 {
 		t.Errorf("stopped line %v; want binaries_late 2, binaries_skipped 1, binaries_stuck 0, binaries_given_up 1", c)
 	}
@@ -101,7 +102,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // gauge is the value of an unlabelled gauge, -1 when it is missing.
 func gauge(t *testing.T, base, name string) float64 {
 	t.Helper()
-	if f := scrape(t, base)[name]; f != nil && len(f.GetMetric()) == 1 {
+	if f := eaddrtest.Scrape(t, base)[name]; f != nil && len(f.GetMetric()) == 1 {
 		return f.GetMetric()[0].GetGauge().GetValue()
 	}
 	return -1

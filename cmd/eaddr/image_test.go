@@ -11,73 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/critest"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
-
-// imageRef is the name the test gives the image in its private containerd.
-const imageRef = "localhost/eaddr:image-test"
-
-// buildImageArchive runs `make image` (the same build CI and a release use)
-// into the test's temporary directory and returns the OCI archive.
-func buildImageArchive(t *testing.T) string {
-	t.Helper()
-	testenv.RequireRoot(t)
-	testenv.Program(t, "buildah", "buildah")
-	testenv.Program(t, "make", "make")
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	archive := filepath.Join(t.TempDir(), "eaddr-image.tar")
-	begin := time.Now()
-	cmd := exec.Command("make", "-C", root, "--no-print-directory", "image",
-		"IMAGE_ARCHIVE="+archive, "VERSION=image-test")
-	cmd.Env = append(os.Environ(), "TMPDIR="+filepath.Dir(archive))
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("make image: %v\n%s", err, out)
-	}
-	t.Logf("make image in %v:\n%s", time.Since(begin).Round(time.Millisecond), strings.TrimSpace(string(out)))
-	return archive
-}
-
-// nodeMounts are the host paths the DaemonSet mounts. /proc is the
-// container's own, which in the host PID namespace shows every process of
-// the node.
-//
-//   - /sys/fs/cgroup (read-only) is needed: the container's own cgroup
-//     mount shows only its own subtree (cgroup v1 and hybrid hosts) or its
-//     own cgroup namespace (v2, unprivileged), so without the node's
-//     hierarchy events carry no cgroup path and hence no pod.
-//   - /sys/kernel/tracing (tracefs) is needed without CAP_SYS_ADMIN: eaddr
-//     mounts tracefs itself where none is mounted, which needs it.
-//   - /sys/kernel/btf (read-only) is not needed (the container's sysfs
-//     shows it), but states the dependency.
-var nodeMounts = []critest.Mount{
-	{HostPath: "/sys/kernel/btf", ContainerPath: "/sys/kernel/btf", ReadOnly: true},
-	{HostPath: "/sys/fs/cgroup", ContainerPath: "/sys/fs/cgroup", ReadOnly: true},
-	{HostPath: "/sys/kernel/tracing", ContainerPath: "/sys/kernel/tracing"},
-}
-
-// failBindOnHost makes one failure on the host, from this process: bind()
-// to 192.0.2.1:4242 (TEST-NET-1, on no interface) fails with EADDRNOTAVAIL
-// without sending anything.
-func failBindOnHost(t *testing.T) {
-	t.Helper()
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	err = unix.Bind(fd, &unix.SockaddrInet4{Port: 4242, Addr: [4]byte{192, 0, 2, 1}})
-	if err != unix.EADDRNOTAVAIL {
-		t.Fatalf("bind 192.0.2.1:4242: %v, want EADDRNOTAVAIL", err)
-	}
-}
 
 // The image `make image` builds traces the node it runs on. Imported into a
 // real containerd and run as a kubelet runs the DaemonSet's pod (host
@@ -96,47 +34,21 @@ func failBindOnHost(t *testing.T) {
 // and exits 0 on SIGTERM. It does so privileged, and without privileged
 // with only agentCapabilities: the DaemonSet manifest's list.
 func TestImageTracesHost(t *testing.T) {
-	archive := buildImageArchive(t)
+	archive := eaddrtest.BuildImageArchive(t)
 	r := critest.Start(t)
-	r.ImportArchive(t, archive, imageRef)
+	r.ImportArchive(t, archive, eaddrtest.ImageRef)
 
 	t.Run("privileged", func(t *testing.T) {
 		testAgent(t, r, func() *critest.Container {
-			return r.RunPrivileged(t, imageRef, nodeMounts)
+			return r.RunPrivileged(t, eaddrtest.ImageRef, eaddrtest.NodeMounts)
 		})
 	})
 	t.Run("capabilities", func(t *testing.T) {
 		testAgent(t, r, func() *critest.Container {
-			return r.RunHost(t, imageRef, critest.HostSecurity{Drop: []string{"ALL"}, Add: agentCapabilities}, nodeMounts)
+			return r.RunHost(t, eaddrtest.ImageRef, critest.HostSecurity{Drop: []string{"ALL"}, Add: eaddrtest.AgentCapabilities}, eaddrtest.NodeMounts)
 		})
 	})
 }
-
-// agentCapabilities are what `eaddr trace` needs when not privileged
-// (Kubernetes spells them without "CAP_": containerd prefixes each name
-// with CAP_ and runc silently drops an unknown CAP_CAP_BPF):
-//
-//   - BPF, PERFMON: load the programs and the ring buffer, attach to the
-//     syscall tracepoints, read kernel memory from BPF. SYS_ADMIN, needed
-//     below, grants both too; they are listed so that the set still loads
-//     the programs if SYS_ADMIN is dropped along with the diagnosis
-//     (--diagnose=false);
-//   - SYS_ADMIN: setns() into the failing netns for its diagnosis (even the
-//     host's own), without which every event says "no diagnosis: ... setns
-//     ... operation not permitted";
-//   - SYS_PTRACE: /proc/PID/exe, /proc/PID/root, /proc/PID/ns/net and the
-//     /proc/PID/fd links of other processes (ptrace read access: every
-//     process of another user, or with capabilities the agent lacks);
-//     without it the explanation loses the runtime, and the diagnosis of a
-//     netns other than the agent's fails ("open /proc/PID/ns/net:
-//     permission denied");
-//   - DAC_READ_SEARCH: list /proc/PID/fd of processes of other users (mode
-//     0500) to name the holders of the sockets.
-//
-// Not needed: SYS_RESOURCE (RLIMIT_MEMLOCK; BPF memory is charged to the
-// memory cgroup since Linux 5.11, and eaddr needs 5.15), NET_ADMIN
-// (sock_diag dumps and address lists need no capability).
-var agentCapabilities = []string{"BPF", "PERFMON", "SYS_ADMIN", "SYS_PTRACE", "DAC_READ_SEARCH"}
 
 // testAgent checks the eaddr container that start starts: see
 // TestImageTracesHost.
@@ -147,7 +59,7 @@ func testAgent(t *testing.T, r *critest.Runtime, start func() *critest.Container
 	// start and again on a miss, at most once a second, so a cgroup made
 	// just before a failure may still have no path in its event.
 	ns, holder := netnsWithListener(t)
-	root, leaf, uid, cid := podCgroup(t)
+	root, leaf, uid, cid := eaddrtest.PodCgroup(t)
 	begin := time.Now()
 	c := start()
 	step := func(what string) { t.Logf("%s after %v", what, time.Since(begin).Round(time.Millisecond)) }
@@ -157,8 +69,8 @@ func testAgent(t *testing.T, r *critest.Runtime, start func() *critest.Container
 	}
 	step("attached")
 
-	failBindOnHost(t)
-	ev, ok := findEvent(t, r, c, 10*time.Second, func(ev *jsonEvent) bool {
+	eaddrtest.FailBindOnHost(t)
+	ev, ok := findEvent(t, r, c, 10*time.Second, func(ev *eaddrtest.JsonEvent) bool {
 		return ev.Syscall == "bind" && ev.Errno == "EADDRNOTAVAIL" && ev.Process.PID == os.Getpid() &&
 			ev.Local != nil && ev.Local.IP == "192.0.2.1" && ev.Local.Port == 4242
 	})
@@ -179,7 +91,7 @@ func testAgent(t *testing.T, r *critest.Runtime, start func() *critest.Container
 	}
 
 	pid := failBindInCgroup(t, ns, leaf)
-	ev, ok = findEvent(t, r, c, 10*time.Second, func(ev *jsonEvent) bool {
+	ev, ok = findEvent(t, r, c, 10*time.Second, func(ev *eaddrtest.JsonEvent) bool {
 		return ev.Syscall == "bind" && ev.Errno == "EADDRINUSE" && ev.Process.PID == pid
 	})
 	if !ok {
@@ -207,19 +119,19 @@ func testAgent(t *testing.T, r *critest.Runtime, start func() *critest.Container
 
 // findEvent waits up to d for an event of the container's stdout that
 // matches.
-func findEvent(t *testing.T, r *critest.Runtime, c *critest.Container, d time.Duration, match func(*jsonEvent) bool) (jsonEvent, bool) {
+func findEvent(t *testing.T, r *critest.Runtime, c *critest.Container, d time.Duration, match func(*eaddrtest.JsonEvent) bool) (eaddrtest.JsonEvent, bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
 		for line := range strings.SplitSeq(r.LogStream(t, c, "stdout"), "\n") {
-			var ev jsonEvent
+			var ev eaddrtest.JsonEvent
 			if json.Unmarshal([]byte(line), &ev) == nil && match(&ev) {
 				testenv.ValidateLine(t, line) // the image's events keep the schema too
 				return ev, true
 			}
 		}
 		if time.Now().After(deadline) {
-			return jsonEvent{}, false
+			return eaddrtest.JsonEvent{}, false
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -284,7 +196,7 @@ func failBindInCgroup(t *testing.T, ns *netns.NS, leaf string) int {
 	}
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
-	pid := startInCgroup(t, ns, leaf, cmd)
+	pid := eaddrtest.StartInCgroup(t, ns, leaf, cmd)
 	if err := cmd.Wait(); err == nil || !strings.Contains(out.String(), "bind") {
 		t.Fatalf("busybox nc -l -p 9090 in %v: %v %q, want a bind failure", ns, err, out.String())
 	}

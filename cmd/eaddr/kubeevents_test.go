@@ -3,156 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/critest"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/kubetest"
 )
-
-// apiEvent is what eaddr posts (events.k8s.io/v1), the fields checked.
-type apiEvent struct {
-	Metadata struct {
-		Name, Namespace string
-	} `json:"metadata"`
-	Reason, Note, Type, Action string
-	ReportingController        string `json:"reportingController"`
-	Regarding                  struct {
-		Kind, Name, Namespace, UID string
-	} `json:"regarding"`
-	Series *struct {
-		Count int `json:"count"`
-	} `json:"series"`
-}
-
-// eventsAPI stands in for the API server's events.k8s.io/v1 endpoints
-// (TestKubeEventsAPIServer uses a real one): it keeps the Events by name
-// and applies merge patches of their series.
-type eventsAPI struct {
-	mu     sync.Mutex
-	events map[string]*apiEvent
-	calls  int
-	srv    *httptest.Server
-}
-
-func newEventsAPI(t *testing.T) *eventsAPI {
-	a := &eventsAPI{events: map[string]*apiEvent{}}
-	a.srv = httptest.NewTLSServer(a)
-	t.Cleanup(a.srv.Close)
-	return a
-}
-
-func (a *eventsAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.calls++
-	if r.Header.Get("Authorization") != "Bearer test-token" {
-		http.Error(w, "unauthorized", 401)
-		return
-	}
-	const prefix = "/apis/events.k8s.io/v1/namespaces/"
-	rest, ok := strings.CutPrefix(r.URL.Path, prefix)
-	ns, name, _ := strings.Cut(rest, "/events")
-	name = strings.TrimPrefix(name, "/")
-	switch {
-	case !ok:
-		http.Error(w, "not found", 404)
-	case r.Method == "POST" && name == "":
-		var e apiEvent
-		if err := json.Unmarshal(b, &e); err != nil || e.Metadata.Namespace != ns {
-			http.Error(w, fmt.Sprint("bad event ", err), 400)
-			return
-		}
-		a.events[e.Metadata.Name] = &e
-		w.Write(b)
-	case r.Method == "PATCH" && a.events[name] != nil:
-		if err := json.Unmarshal(b, a.events[name]); err != nil {
-			http.Error(w, err.Error(), 400)
-			return
-		}
-		w.Write([]byte("{}"))
-	default:
-		http.Error(w, r.Method+" "+r.URL.Path, 404)
-	}
-}
-
-// snapshot returns the Events so far.
-func (a *eventsAPI) snapshot() []apiEvent {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []apiEvent
-	for _, e := range a.events {
-		c := *e
-		out = append(out, c)
-	}
-	return out
-}
-
-// kubeconfigFor writes a kubeconfig for server with a token.
-func kubeconfigFor(t *testing.T, server, token string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "kubeconfig")
-	kc := fmt.Sprintf(`apiVersion: v1
-kind: Config
-current-context: test
-contexts: [{name: test, context: {cluster: test, user: eaddr}}]
-clusters: [{name: test, cluster: {server: %q, insecure-skip-tls-verify: true}}]
-users: [{name: eaddr, user: {token: %q}}]
-`, server, token)
-	if err := os.WriteFile(p, []byte(kc), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// exhaustedPod runs pod shop/client (with uid, when given) whose two-port
-// range is held toward 127.0.0.1:8080, with a busybox container "app".
-func exhaustedPod(t *testing.T, r *critest.Runtime, uid string) (*critest.Pod, *critest.Container, *netns.NS) {
-	t.Helper()
-	sysctls := map[string]string{"net.ipv4.ip_local_port_range": "40000 40001"}
-	var pod *critest.Pod
-	if uid != "" {
-		pod = r.RunPodUID(t, uid, "client", "shop", nil, sysctls)
-	} else {
-		pod = r.RunPod(t, "client", "shop", nil, sysctls)
-	}
-	app := r.StartContainer(t, pod, "app", "sleep", "3600")
-	ns, err := netns.Open(fmt.Sprintf("/proc/%d/ns/net", pod.PausePID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	ex, err := netns.Exhaust(ns, "tcp4", net.JoinHostPort("127.0.0.1", "8080"), 40000, 40001)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ex.Close() })
-	return pod, app, ns
-}
-
-// wgetFails runs busybox wget in the pod n times; each must fail.
-func wgetFails(t *testing.T, r *critest.Runtime, app *critest.Container, n int) {
-	t.Helper()
-	for i := 0; i < n; i++ {
-		if out, code := r.Exec(t, app, 20*time.Second, "wget", "-O", "/dev/null", "http://127.0.0.1:8080/"); code == 0 {
-			t.Fatalf("wget succeeded in an exhausted pod: %s", out)
-		}
-	}
-}
 
 // --kube-events: a pod's exhausted port range becomes one Warning Event on
 // that pod (its name, namespace and UID), the verdict and the fix as its
@@ -161,50 +21,37 @@ func wgetFails(t *testing.T, r *critest.Runtime, app *critest.Container, n int) 
 // counted.
 func TestKubeEvents(t *testing.T) {
 	r := critest.Start(t)
-	pod, app, ns := exhaustedPod(t, r, "")
-	api := newEventsAPI(t)
+	pod, app, ns := eaddrtest.ExhaustedPod(t, r, "")
+	api := eaddrtest.NewEventsAPI(t)
 	// --ports-interval 0: no port warning before the first wget (the pod is
 	// full from the start); TestPortWarningAPIServer tests those.
-	p := startTrace(t, "--cri-endpoint", r.Socket, "--netns", strconv.FormatUint(ns.Inode(), 10), "--kube-events",
-		"--kubeconfig", kubeconfigFor(t, api.srv.URL, "test-token"), "--kube-events-update-interval", "200ms", "--rate-limit", "off",
+	p := eaddrtest.StartTrace(t, "--cri-endpoint", r.Socket, "--netns", strconv.FormatUint(ns.Inode(), 10), "--kube-events",
+		"--kubeconfig", eaddrtest.KubeconfigFor(t, api.Srv.URL, "test-token"), "--kube-events-update-interval", "200ms", "--rate-limit", "off",
 		"--ports-interval", "0")
-	wgetFails(t, r, app, 1)
-	evs := waitEvents(t, api.snapshot, func(evs []apiEvent) bool { return len(evs) == 1 })
+	eaddrtest.WgetFails(t, r, app, 1)
+	evs := eaddrtest.WaitEvents(t, api.Snapshot, func(evs []eaddrtest.ApiEvent) bool { return len(evs) == 1 })
 	checkPodEvent(t, evs[0], "shop", "client", pod.UID)
 
-	wgetFails(t, r, app, 20)
-	evs = waitEvents(t, api.snapshot, func(evs []apiEvent) bool { return len(evs) == 1 && evs[0].Series != nil && evs[0].Series.Count == 21 })
+	eaddrtest.WgetFails(t, r, app, 20)
+	evs = eaddrtest.WaitEvents(t, api.Snapshot, func(evs []eaddrtest.ApiEvent) bool {
+		return len(evs) == 1 && evs[0].Series != nil && evs[0].Series.Count == 21
+	})
 	t.Logf("after 21 failures: 1 Event, count %d", evs[0].Series.Count)
 
 	// The API server goes away: failures are still traced at once, and
 	// counted as dropped at stop.
-	api.srv.Close()
-	n := len(p.forComm("wget", 0))
-	wgetFails(t, r, app, 3)
-	if got := p.forComm("wget", 5*time.Second); len(got) < n+3 {
+	api.Srv.Close()
+	n := len(p.ForComm("wget", 0))
+	eaddrtest.WgetFails(t, r, app, 3)
+	if got := p.ForComm("wget", 5*time.Second); len(got) < n+3 {
 		t.Fatalf("with the API server down, %d wget events, want %d", len(got), n+3)
 	}
-	if c := p.stop(t); c["kube_events_dropped"] != 3 || c["kube_events_created"] != 1 {
+	if c := p.Stop(t); c["kube_events_dropped"] != 3 || c["kube_events_created"] != 1 {
 		t.Errorf("totals %v: want 1 Event created and the 3 failures that reached none counted as dropped", c)
 	}
 }
 
-func waitEvents(t *testing.T, get func() []apiEvent, ok func([]apiEvent) bool) []apiEvent {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		evs := get()
-		if ok(evs) {
-			return evs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Events after 15s: %+v", evs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func checkPodEvent(t *testing.T, e apiEvent, namespace, name, uid string) {
+func checkPodEvent(t *testing.T, e eaddrtest.ApiEvent, namespace, name, uid string) {
 	t.Helper()
 	if e.Regarding.Kind != "Pod" || e.Regarding.Name != name || e.Regarding.Namespace != namespace || e.Regarding.UID != uid ||
 		e.Metadata.Namespace != namespace || e.Type != "Warning" || e.Reason != "EphemeralPortsExhausted" || e.Action != "Connect" ||
@@ -233,63 +80,6 @@ type coreEvent struct {
 	} `json:"series"`
 }
 
-// apiServerWithPod starts a real API server (internal/testing/kubetest) with
-// eaddr's namespace, service account and the RBAC of
-// deploy/kube-events/rbac.yaml, and the Pod shop/client (Pending: there is
-// no kubelet) on node-a; it returns the server, the Pod's UID and the
-// service account's token.
-func apiServerWithPod(t *testing.T) (*kubetest.Server, string, string) {
-	t.Helper()
-	s := kubetest.Start(t)
-	ctx := context.Background()
-	apply := func(path, contentType string, body []byte) []byte {
-		t.Helper()
-		resp, err := s.Do(ctx, kubetest.Request{Method: "POST", Path: path + "?fieldValidation=Strict", Body: body, ContentType: contentType})
-		if err == nil {
-			err = resp.Err()
-		}
-		if err != nil {
-			t.Fatalf("POST %s: %v", path, err)
-		}
-		return resp.Body
-	}
-	apply("/api/v1/namespaces", "", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"eaddr"}}`))
-	apply("/api/v1/namespaces/eaddr/serviceaccounts", "", []byte(`{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"eaddr","namespace":"eaddr"}}`))
-	rbac, err := os.ReadFile("../../deploy/kube-events/rbac.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs := strings.Split(string(rbac), "\n---\n")
-	apply("/apis/rbac.authorization.k8s.io/v1/clusterroles", "application/yaml", []byte(docs[0]))
-	apply("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", "application/yaml", []byte(docs[1]))
-	apply("/api/v1/namespaces", "", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"shop"}}`))
-	// No controller manager makes the namespace's default account.
-	apply("/api/v1/namespaces/shop/serviceaccounts", "", []byte(`{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"default","namespace":"shop"}}`))
-	var created struct {
-		Metadata struct{ UID string } `json:"metadata"`
-	}
-	podJSON := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"client","namespace":"shop"},
-		"spec":{"nodeName":"node-a","containers":[{"name":"app","image":"busybox"}]}}`
-	if err := json.Unmarshal(apply("/api/v1/namespaces/shop/pods", "", []byte(podJSON)), &created); err != nil || created.Metadata.UID == "" {
-		t.Fatalf("the Pod's UID: %v", err)
-	}
-	return s, created.Metadata.UID, s.ServiceAccountToken(t, "eaddr", "eaddr")
-}
-
-// listEvents lists the events.k8s.io/v1 Events of namespace ns.
-func listEvents(t *testing.T, s *kubetest.Server, ns string) []apiEvent {
-	t.Helper()
-	resp, err := s.Do(context.Background(), kubetest.Request{Method: "GET", Path: "/apis/events.k8s.io/v1/namespaces/" + ns + "/events"})
-	if err != nil || resp.Err() != nil {
-		t.Fatalf("listing Events: %v %v", err, resp.Err())
-	}
-	var l struct{ Items []apiEvent }
-	if err := json.Unmarshal(resp.Body, &l); err != nil {
-		t.Fatal(err)
-	}
-	return l.Items
-}
-
 // The same against a real API server (internal/testing/kubetest: kube-apiserver and
 // etcd): eaddr posts as its service account, with only the RBAC of
 // deploy/kube-events/rbac.yaml; the Pod was created through the API
@@ -297,26 +87,28 @@ func listEvents(t *testing.T, s *kubetest.Server, ns string) []apiEvent {
 // its UID. Exactly one Event appears on it, a storm makes its count grow,
 // and the service account can do nothing else.
 func TestKubeEventsAPIServer(t *testing.T) {
-	s, uid, token := apiServerWithPod(t)
+	s, uid, token := eaddrtest.ApiServerWithPod(t)
 	ctx := context.Background()
 
 	r := critest.Start(t)
-	_, app, ns := exhaustedPod(t, r, uid)
-	p := startTrace(t, "--cri-endpoint", r.Socket, "--netns", strconv.FormatUint(ns.Inode(), 10), "--kube-events",
+	_, app, ns := eaddrtest.ExhaustedPod(t, r, uid)
+	p := eaddrtest.StartTrace(t, "--cri-endpoint", r.Socket, "--netns", strconv.FormatUint(ns.Inode(), 10), "--kube-events",
 		"--kubeconfig", s.WriteKubeconfig(t, token), "--kube-events-update-interval", "200ms", "--rate-limit", "off", "--node", "node-a",
 		"--metrics-addr", "127.0.0.1:0", "--ports-interval", "0") // no port warning: see TestKubeEvents
-	metrics := p.metricsURL(t)
-	listEvents := func() []apiEvent { return listEvents(t, s, "shop") }
-	wgetFails(t, r, app, 1)
-	evs := waitEvents(t, listEvents, func(evs []apiEvent) bool { return len(evs) >= 1 })
+	metrics := p.MetricsURL(t)
+	listEvents := func() []eaddrtest.ApiEvent { return eaddrtest.ListEvents(t, s, "shop") }
+	eaddrtest.WgetFails(t, r, app, 1)
+	evs := eaddrtest.WaitEvents(t, listEvents, func(evs []eaddrtest.ApiEvent) bool { return len(evs) >= 1 })
 	time.Sleep(500 * time.Millisecond) // a second Event would have been made by now
 	if evs = listEvents(); len(evs) != 1 {
 		t.Fatalf("%d Events, want exactly 1: %+v", len(evs), evs)
 	}
 	checkPodEvent(t, evs[0], "shop", "client", uid)
 
-	wgetFails(t, r, app, 20)
-	waitEvents(t, listEvents, func(evs []apiEvent) bool { return len(evs) == 1 && evs[0].Series != nil && evs[0].Series.Count == 21 })
+	eaddrtest.WgetFails(t, r, app, 20)
+	eaddrtest.WaitEvents(t, listEvents, func(evs []eaddrtest.ApiEvent) bool {
+		return len(evs) == 1 && evs[0].Series != nil && evs[0].Series.Count == 21
+	})
 	describe(t, s)
 
 	// The service account may create and patch Events, and nothing else.
@@ -326,7 +118,7 @@ func TestKubeEventsAPIServer(t *testing.T) {
 			t.Errorf("GET %s as eaddr's service account: %v %v, want 403", path, err, resp)
 		}
 	}
-	if m := scrapeSums(t, metrics); m["eaddr_kube_events_dropped_total"] != 0 || m["eaddr_kube_event_calls_total"] < 2 {
+	if m := eaddrtest.ScrapeSums(t, metrics); m["eaddr_kube_events_dropped_total"] != 0 || m["eaddr_kube_event_calls_total"] < 2 {
 		t.Errorf("with the API server up: dropped %v, calls %v", m["eaddr_kube_events_dropped_total"], m["eaddr_kube_event_calls_total"])
 	}
 
@@ -335,16 +127,16 @@ func TestKubeEventsAPIServer(t *testing.T) {
 	// that cannot be made: its failure is counted as dropped at once, and
 	// the trace writes every event meanwhile.
 	s.Stop()
-	n := len(p.forComm("wget", 0))
-	wgetFails(t, r, app, 3)
+	n := len(p.ForComm("wget", 0))
+	eaddrtest.WgetFails(t, r, app, 3)
 	if out, code := r.Exec(t, app, 20*time.Second, "nc", "-l", "-p", "8080"); code == 0 {
 		t.Fatalf("nc -l -p 8080 succeeded: %s", out)
 	}
-	if got := p.forComm("wget", 2*time.Second); len(got) != n+3 {
+	if got := p.ForComm("wget", 2*time.Second); len(got) != n+3 {
 		t.Errorf("with the API server down, %d wget events, want %d", len(got), n+3)
 	}
 	deadline := time.Now().Add(15 * time.Second)
-	for scrapeSums(t, metrics)["eaddr_kube_events_dropped_total"] < 1 {
+	for eaddrtest.ScrapeSums(t, metrics)["eaddr_kube_events_dropped_total"] < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("eaddr_kube_events_dropped_total still 0 15s after a failure whose Event could not be made")
 		}
@@ -352,7 +144,7 @@ func TestKubeEventsAPIServer(t *testing.T) {
 	}
 	// At stop, the 3 wget failures still waiting for their update are
 	// counted too: 4 in all.
-	if c := p.stop(t); c["kube_events_created"] != 1 || c["kube_events_dropped"] != 4 {
+	if c := p.Stop(t); c["kube_events_created"] != 1 || c["kube_events_dropped"] != 4 {
 		t.Errorf("totals %v: want 1 Event created, 4 failures dropped", c)
 	}
 }
@@ -377,118 +169,5 @@ func describe(t *testing.T, s *kubetest.Server) {
 		e.ReportingComponent != "eaddr.io/eaddr" || e.ReportingInstance != "eaddr-node-a" || e.Series == nil || e.Series.Count != 21 {
 		t.Errorf("core/v1 view %+v", e)
 	}
-	describedAs(t, s, "EphemeralPortsExhausted", "../../docs/kubernetes.md")
-}
-
-// describedAs runs the real `kubectl describe pod client -n shop` and
-// checks that each doc quotes its Events section, with the Event of reason,
-// as it printed it (describeExcerpt).
-func describedAs(t *testing.T, s *kubetest.Server, reason string, docs ...string) {
-	t.Helper()
-	args := []string{"describe", "pod", "client", "-n", "shop"}
-	out, stderr, err := s.Kubectl(t).Run(nil, args...)
-	if err != nil || len(stderr) > 0 {
-		t.Fatalf("%v (stderr %q)", err, stderr)
-	}
-	printed := eventsSection(string(out))
-	if printed == nil {
-		t.Fatalf("kubectl %s printed no Events section:\n%s", strings.Join(args, " "), out)
-	}
-	for _, doc := range docs {
-		if err := describeExcerpt(doc, "kubectl "+strings.Join(args, " "), reason, printed); err != nil {
-			t.Errorf("%v\nkubectl %s printed:\n%s", err, strings.Join(args, " "), strings.Join(printed, "\n"))
-		}
-	}
-}
-
-// hasReason: a line of block is a Warning Event row of reason.
-func hasReason(block []string, reason string) bool {
-	for _, l := range block {
-		if f := strings.Fields(l); len(f) > 1 && f[0] == "Warning" && f[1] == reason {
-			return true
-		}
-	}
-	return false
-}
-
-// eventsSection is the lines of kubectl describe's output from "Events:" to
-// its end, trailing blank lines left out; nil without one.
-func eventsSection(out string) []string {
-	lines := strings.Split(strings.TrimRight(out, "\n "), "\n")
-	for i, l := range lines {
-		if l == "Events:" {
-			return lines[i:]
-		}
-	}
-	return nil
-}
-
-// perRun are the parts of kubectl describe's Events table that differ from
-// run to run, and what describeExcerpt compares in their place: the Age
-// cell's durations (how long ago the Event was first and last seen, e.g. "0s
-// (x21 over 3s)"; kubectl's duration.HumanDuration: 3s, 2m5s, 3h) and the pid
-// of the process that holds the ports (the test binary).
-var perRun = []struct {
-	re   *regexp.Regexp
-	with string
-}{
-	{regexp.MustCompile(`(^|  )[0-9][0-9smhdy]* \(x(\d+) over [0-9][0-9smhdy]*\)(  )`), "${1}AGE (x${2} over AGE)${3}"},
-	{regexp.MustCompile(`(^|  )[0-9][0-9smhdy]*(  )`), "${1}AGE${2}"},
-	{regexp.MustCompile(`\bpid \d+\b`), "pid PID"},
-}
-
-// normalized is line with the per-run parts replaced (perRun) and split into
-// words: the columns are padded to their widest cell, which the Age cell's
-// width changes, so runs of spaces are compared as one separator.
-func normalized(line string) string {
-	for _, p := range perRun {
-		line = p.re.ReplaceAllString(line, p.with)
-	}
-	return strings.Join(strings.Fields(line), " ")
-}
-
-// describeExcerpt checks the fenced block of doc that holds a line
-// "Events:" and an Event of reason: from that line on, it must be kubectl's
-// Events section, line for line, word for word, but for the per-run parts
-// (normalized). A "$ kubectl ..." line in the block must be the command
-// that was run.
-func describeExcerpt(doc, command, reason string, printed []string) error {
-	data, err := os.ReadFile(doc)
-	if err != nil {
-		return err
-	}
-	var blocks [][]string
-	var cur []string
-	in := false
-	for _, l := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(l, "```") {
-			if in && slices.Contains(cur, "Events:") && hasReason(cur, reason) {
-				blocks = append(blocks, cur)
-			}
-			in, cur = !in, nil
-			continue
-		}
-		if in {
-			cur = append(cur, l)
-		}
-	}
-	if len(blocks) != 1 {
-		return fmt.Errorf("%s: %d fenced blocks with an \"Events:\" line and a %s Event, want 1", doc, len(blocks), reason)
-	}
-	block := blocks[0]
-	for _, l := range block {
-		if c, ok := strings.CutPrefix(l, "$ "); ok && c != command {
-			return fmt.Errorf("%s: the excerpt says %q, the test ran %q", doc, l, command)
-		}
-	}
-	excerpt := block[slices.Index(block, "Events:"):]
-	if len(excerpt) != len(printed) {
-		return fmt.Errorf("%s: the excerpt has %d lines from \"Events:\", kubectl printed %d", doc, len(excerpt), len(printed))
-	}
-	for i := range excerpt {
-		if a, b := normalized(excerpt[i]), normalized(printed[i]); a != b {
-			return fmt.Errorf("%s: excerpt line %d is not what kubectl printed:\n excerpt %q\n kubectl %q", doc, i+1, a, b)
-		}
-	}
-	return nil
+	eaddrtest.DescribedAs(t, s, "EphemeralPortsExhausted", "../../docs/kubernetes.md")
 }

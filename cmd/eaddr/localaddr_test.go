@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,7 +21,7 @@ import (
 // connect() to a loopback port nothing listens on (ECONNREFUSED, hence
 // --errno all), bind() on a socket already bound (EINVAL).
 func TestLocalAddressBeforeCall(t *testing.T) {
-	p := startTrace(t, "--errno", "all", "--pid", strconv.Itoa(os.Getpid()))
+	p := eaddrtest.StartTrace(t, "--errno", "all", "--pid", strconv.Itoa(os.Getpid()))
 	for _, tc := range []struct {
 		name       string
 		family     int
@@ -50,7 +51,7 @@ func TestLocalAddressBeforeCall(t *testing.T) {
 			if err := unix.Bind(fd, sockaddr(t, tc.bound, port)); err != nil {
 				t.Fatalf("bind %s port %d: %v", tc.bound, port, err)
 			}
-			n := len(p.forPID(os.Getpid(), 0, 0))
+			n := len(p.ForPID(os.Getpid(), 0, 0))
 			call, wantPort := "connect", port
 			if tc.remote != "" {
 				err = unix.Connect(fd, sockaddr(t, tc.remote, closedPortOn(t, tc.remote)))
@@ -63,7 +64,7 @@ func TestLocalAddressBeforeCall(t *testing.T) {
 					t.Fatalf("second bind to %s: %v, want EINVAL", tc.second, err)
 				}
 			}
-			evs := p.forPID(os.Getpid(), n+1, 5*time.Second)
+			evs := p.ForPID(os.Getpid(), n+1, 5*time.Second)
 			if len(evs) != n+1 {
 				t.Fatalf("%d new events for the %s failure, want 1", len(evs)-n, call)
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/testing/critest"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/otelcol"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
@@ -27,27 +28,27 @@ import (
 // on equals the line eaddr wrote, field for field, typed
 // (otelcol.Check), with the namespace, pod, UID and container of the path.
 func TestLogAgent(t *testing.T) {
-	archive := buildImageArchive(t)
+	archive := eaddrtest.BuildImageArchive(t)
 	otelcol.Binary(t) // built (or skipped) before anything starts
 	r := critest.Start(t)
-	r.ImportArchive(t, archive, imageRef)
-	pod, app, _ := exhaustedPod(t, r, "")
-	mounts := append([]critest.Mount{{HostPath: r.Socket, ContainerPath: "/run/containerd/containerd.sock"}}, nodeMounts...)
-	c := r.RunHost(t, imageRef, critest.HostSecurity{Drop: []string{"ALL"}, Add: agentCapabilities}, mounts,
+	r.ImportArchive(t, archive, eaddrtest.ImageRef)
+	pod, app, _ := eaddrtest.ExhaustedPod(t, r, "")
+	mounts := append([]critest.Mount{{HostPath: r.Socket, ContainerPath: "/run/containerd/containerd.sock"}}, eaddrtest.NodeMounts...)
+	c := r.RunHost(t, eaddrtest.ImageRef, critest.HostSecurity{Drop: []string{"ALL"}, Add: eaddrtest.AgentCapabilities}, mounts,
 		"/eaddr", "trace", "--explain", "short", "--cri-endpoint", "/run/containerd/containerd.sock", "--summary-interval", "1s")
 	if log, ok := r.WaitLog(t, c, "attached", 30*time.Second); !ok {
 		t.Fatalf("eaddr did not attach within 30s; log:\n%s", log)
 	}
-	wgetFails(t, r, app, 3)
-	failBindOnHost(t)
-	named := func(ev *jsonEvent) bool {
+	eaddrtest.WgetFails(t, r, app, 3)
+	eaddrtest.FailBindOnHost(t)
+	named := func(ev *eaddrtest.JsonEvent) bool {
 		return ev.Kind == "failure" && ev.Process.Comm == "wget" && ev.Pod != nil && ev.Pod.Name == pod.Name
 	}
-	hostBind := func(ev *jsonEvent) bool {
+	hostBind := func(ev *eaddrtest.JsonEvent) bool {
 		return ev.Syscall == "bind" && ev.HostNetwork && ev.Process.PID == os.Getpid()
 	}
-	waitLines(t, r, c, 15*time.Second, func(evs []jsonEvent) bool {
-		return count(evs, named) >= 3 && count(evs, hostBind) >= 1 && count(evs, func(ev *jsonEvent) bool { return ev.Kind == "summary" }) >= 1
+	waitLines(t, r, c, 15*time.Second, func(evs []eaddrtest.JsonEvent) bool {
+		return count(evs, named) >= 3 && count(evs, hostBind) >= 1 && count(evs, func(ev *eaddrtest.JsonEvent) bool { return ev.Kind == "summary" }) >= 1
 	})
 	if code := r.Stop(t, c, 10*time.Second); code != 0 {
 		t.Errorf("eaddr exited %d on SIGTERM; log:\n%s", code, r.Logs(t, c))
@@ -80,13 +81,13 @@ func TestLogAgent(t *testing.T) {
 
 // waitLines waits up to d until the events on the container's stdout
 // satisfy ok.
-func waitLines(t *testing.T, r *critest.Runtime, c *critest.Container, d time.Duration, ok func([]jsonEvent) bool) {
+func waitLines(t *testing.T, r *critest.Runtime, c *critest.Container, d time.Duration, ok func([]eaddrtest.JsonEvent) bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		var evs []jsonEvent
+		var evs []eaddrtest.JsonEvent
 		for line := range strings.SplitSeq(r.LogStream(t, c, "stdout"), "\n") {
-			var ev jsonEvent
+			var ev eaddrtest.JsonEvent
 			if json.Unmarshal([]byte(line), &ev) == nil {
 				evs = append(evs, ev)
 			}
@@ -101,7 +102,7 @@ func waitLines(t *testing.T, r *critest.Runtime, c *critest.Container, d time.Du
 	}
 }
 
-func count(evs []jsonEvent, match func(*jsonEvent) bool) int {
+func count(evs []eaddrtest.JsonEvent, match func(*eaddrtest.JsonEvent) bool) int {
 	n := 0
 	for i := range evs {
 		if match(&evs[i]) {

@@ -3,98 +3,43 @@ package main
 import (
 	"encoding/json"
 	"net/http"
-	"regexp"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
-
-// metricsURL waits for the "serving metrics" log line and returns its URL.
-func (p *traceProc) metricsURL(t *testing.T) string {
-	t.Helper()
-	re := regexp.MustCompile(`serving metrics"? url=(http://\S+)/metrics`)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		p.mu.Lock()
-		m := re.FindStringSubmatch(p.stderr.String())
-		p.mu.Unlock()
-		if m != nil {
-			return m[1]
-		}
-	}
-	t.Fatal("no metrics address logged")
-	return ""
-}
-
-// cacheGauge is family{cache=name} in fams (eaddr_cache_entries or
-// _capacity), -1 when it has none.
-func cacheGauge(fams map[string]*dto.MetricFamily, family, name string) float64 {
-	for _, m := range fams[family].GetMetric() {
-		if labels(m)["cache"] == name {
-			return m.GetGauge().GetValue()
-		}
-	}
-	return -1
-}
-
-func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("/metrics: %s", resp.Status)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parsing the exposition: %v", err)
-	}
-	return fams
-}
-
-func labels(m *dto.Metric) map[string]string {
-	out := map[string]string{}
-	for _, l := range m.GetLabel() {
-		out[l.GetName()] = l.GetValue()
-	}
-	return out
-}
 
 // A running tracer is scraped over real HTTP: errors by syscall/errno/pod,
 // the port gauges from the diagnosis, losses, Go and process collectors,
 // and /healthz; past --metrics-max-series, pods go to the "other" series.
 func TestMetrics(t *testing.T) {
-	ns := exhausted(t, "tcp4", "127.0.0.1")
-	sandbox(t, ns)
+	ns := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1")
+	eaddrtest.Sandbox(t, ns)
 	// The cgroup exists before the tracer starts, as a pod's does before it
 	// fails: a cgroup made later is learned on the next walk (at most one a
 	// second), which a process that exits at once may not wait for.
-	_, leaf, _, _ := podCgroup(t)
+	_, leaf, _, _ := eaddrtest.PodCgroup(t)
 	// The port gauges come from the diagnosis: a minute's wait for the
 	// snapshot, so that they do not depend on how busy the machine is.
-	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--metrics-addr", "127.0.0.1:0", "--metrics-max-series", "1", "--diagnose-wait", "1m",
+	p := eaddrtest.StartTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--metrics-addr", "127.0.0.1:0", "--metrics-max-series", "1", "--diagnose-wait", "1m",
 		"--ports-interval", "0") // the gauges of the diagnosis alone (the sampler: pipeline's TestPortSampler*)
-	base := p.metricsURL(t)
+	base := p.MetricsURL(t)
 	resp, err := http.Get(base + "/healthz")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("/healthz: %v %v", resp, err)
 	}
 	resp.Body.Close()
 	for range 3 {
-		failConnect(t, ns, "127.0.0.1")
+		eaddrtest.FailConnect(t, ns, "127.0.0.1")
 	}
 	// A second "pod": the same failure from a kubepods-style cgroup, which
 	// overflows the one-series cap into "other".
-	failInCgroup(t, ns, leaf)
+	eaddrtest.FailInCgroup(t, ns, leaf)
 	var fams map[string]*dto.MetricFamily
 	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		fams = scrape(t, base)
+		fams = eaddrtest.Scrape(t, base)
 		if f := fams["eaddr_errors_total"]; f != nil && len(f.GetMetric()) == 2 && fams["eaddr_ephemeral_ports_in_use"] != nil {
 			break
 		}
@@ -105,7 +50,7 @@ func TestMetrics(t *testing.T) {
 	}
 	got := map[string]float64{}
 	for _, m := range errs.GetMetric() {
-		l := labels(m)
+		l := eaddrtest.Labels(m)
 		if l["syscall"] != "connect" || l["errno"] != "EADDRNOTAVAIL" {
 			t.Errorf("labels %v", l)
 		}
@@ -116,8 +61,8 @@ func TestMetrics(t *testing.T) {
 	}
 	for name, want := range map[string]float64{"eaddr_ephemeral_ports_in_use": 2, "eaddr_ephemeral_ports_usable": 2} {
 		f := fams[name]
-		if f == nil || len(f.GetMetric()) == 0 || f.GetMetric()[0].GetGauge().GetValue() != want || labels(f.GetMetric()[0])["netns"] != strconv.FormatUint(ns.Inode(), 10) ||
-			(name == "eaddr_ephemeral_ports_in_use" && labels(f.GetMetric()[0])["destination"] != "127.0.0.1:8080") {
+		if f == nil || len(f.GetMetric()) == 0 || f.GetMetric()[0].GetGauge().GetValue() != want || eaddrtest.Labels(f.GetMetric()[0])["netns"] != strconv.FormatUint(ns.Inode(), 10) ||
+			(name == "eaddr_ephemeral_ports_in_use" && eaddrtest.Labels(f.GetMetric()[0])["destination"] != "127.0.0.1:8080") {
 			t.Errorf("%s: %v, want %v for netns %d", name, f, want, ns.Inode())
 		}
 	}
@@ -137,16 +82,16 @@ func TestMetrics(t *testing.T) {
 // With --summary-interval, the stream carries summary records with the
 // counts per errno of the interval and the losses.
 func TestSummaryRecords(t *testing.T) {
-	ns := exhausted(t, "tcp4", "127.0.0.1")
-	p := startTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--summary-interval", "500ms")
+	ns := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1")
+	p := eaddrtest.StartTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--summary-interval", "500ms")
 	for range 2 {
-		failConnect(t, ns, "127.0.0.1")
+		eaddrtest.FailConnect(t, ns, "127.0.0.1")
 	}
 	var sums []string
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		p.mu.Lock()
-		sums = append([]string(nil), p.summaries...)
-		p.mu.Unlock()
+		p.Mu.Lock()
+		sums = append([]string(nil), p.Summaries...)
+		p.Mu.Unlock()
 		total := 0
 		for _, s := range sums {
 			var rec struct {

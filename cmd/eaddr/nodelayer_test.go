@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/snatlab"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // nodeLayerOf is the node_layer of ev's diagnosis, from its line.
-func nodeLayerOf(t *testing.T, p *traceProc, ev jsonEvent) (layer struct {
+func nodeLayerOf(t *testing.T, p *eaddrtest.TraceProc, ev eaddrtest.JsonEvent) (layer struct {
 	Drops  int    `json:"drops"`
 	Device string `json:"in_device"`
 	Reason string `json:"reason"`
@@ -28,7 +29,7 @@ func nodeLayerOf(t *testing.T, p *traceProc, ev jsonEvent) (layer struct {
 }) {
 	t.Helper()
 	if ev.Diagnosis == nil || ev.Diagnosis.NodeLayer == nil {
-		t.Fatalf("no node_layer in %s", p.lineFor(ev))
+		t.Fatalf("no node_layer in %s", p.LineFor(ev))
 	}
 	if err := json.Unmarshal(ev.Diagnosis.NodeLayer, &layer); err != nil {
 		t.Fatal(err)
@@ -46,10 +47,10 @@ func TestNodeSNATTimeout(t *testing.T) {
 		t.Run(tool, func(t *testing.T) {
 			l := snatlab.New(t, snatlab.Options{Tool: tool, Lo: 40000, Hi: 40003})
 			l.Sandbox(t)
-			p := startTrace(t, "--errno", "ETIMEDOUT", "--diagnose-wait", "1m", "--metrics-addr", "127.0.0.1:0")
+			p := eaddrtest.StartTrace(t, "--errno", "ETIMEDOUT", "--diagnose-wait", "1m", "--metrics-addr", "127.0.0.1:0")
 			l.Hold(t, 0, 4, 4)
-			pid, out := runInNS(t, l.Pods[1], curl, "-sS", "--connect-timeout", "20", "http://"+snatlab.ServerDst(4)+"/")
-			evs := p.forPID(pid, 1, 15*time.Second)
+			pid, out := eaddrtest.RunInNS(t, l.Pods[1], curl, "-sS", "--connect-timeout", "20", "http://"+snatlab.ServerDst(4)+"/")
+			evs := p.ForPID(pid, 1, 15*time.Second)
 			if len(evs) != 1 || evs[0].Errno != "ETIMEDOUT" || !evs[0].Async || evs[0].Diagnosis == nil {
 				t.Fatalf("events %+v (curl printed %q), want curl's ETIMEDOUT, diagnosed", evs, out)
 			}
@@ -78,11 +79,11 @@ func TestNodeSNATTimeout(t *testing.T) {
 // outcome: one ETIMEDOUT event, "interrupted", with its source port and the
 // diagnosis that a rule of the node dropped its SYNs.
 func TestInterruptedConnectTimesOut(t *testing.T) {
-	py := python(t)
+	py := eaddrtest.Python(t)
 	l := snatlab.New(t, snatlab.Options{Tool: snatlab.ToolNft, DropTo: snatlab.ServerAddr(4)})
 	l.Sandbox(t)
-	p := startTrace(t, "--errno", "ETIMEDOUT", "--diagnose-wait", "1m")
-	pid, out := runInNS(t, l.Pods[0], py, "-c", `import signal, socket
+	p := eaddrtest.StartTrace(t, "--errno", "ETIMEDOUT", "--diagnose-wait", "1m")
+	pid, out := eaddrtest.RunInNS(t, l.Pods[0], py, "-c", `import signal, socket
 signal.signal(signal.SIGALRM, lambda *a: print("interrupted", flush=True))
 signal.setitimer(signal.ITIMER_REAL, 0.5)
 s = socket.socket()
@@ -94,7 +95,7 @@ except OSError as e:
 	if out != "interrupted\nTimeoutError 110\n" {
 		t.Fatalf("python printed %q, want the signal, then TimeoutError 110", out)
 	}
-	evs := p.forPID(pid, 1, 15*time.Second)
+	evs := p.ForPID(pid, 1, 15*time.Second)
 	if len(evs) != 1 || evs[0].Errno != "ETIMEDOUT" || !evs[0].Interrupted || evs[0].Async || evs[0].Local == nil || evs[0].Local.Port == 0 {
 		t.Fatalf("events %+v, want one interrupted ETIMEDOUT with its source port", evs)
 	}
@@ -113,16 +114,16 @@ func TestNodeBudgetMetrics(t *testing.T) {
 	l.Sandbox(t)
 	l.Hold(t, 0, 3, 4)
 	l.Hold(t, 1, 1, 4)
-	p := startTrace(t, "--host-netns", strconv.FormatUint(l.Node.Inode(), 10), "--metrics-addr", "127.0.0.1:0", "--ports-interval", "1s", "--cloud-nat-limit", "55000")
-	base := p.metricsURL(t)
+	p := eaddrtest.StartTrace(t, "--host-netns", strconv.FormatUint(l.Node.Inode(), 10), "--metrics-addr", "127.0.0.1:0", "--ports-interval", "1s", "--cloud-nat-limit", "55000")
+	base := p.MetricsURL(t)
 	want := map[string]string{"egress": "198.18.0.1", "destination": "198.18.0.2:8080", "protocol": "tcp"}
 	var got map[string]float64
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		got = map[string]float64{}
-		fams := scrape(t, base)
+		fams := eaddrtest.Scrape(t, base)
 		for _, name := range []string{"eaddr_snat_entries", "eaddr_snat_ports", "eaddr_snat_source_entries"} {
 			for _, m := range fams[name].GetMetric() {
-				lb := labels(m)
+				lb := eaddrtest.Labels(m)
 				if lb["egress"] == want["egress"] && lb["destination"] == want["destination"] && lb["protocol"] == "tcp" {
 					got[name+"/"+lb["source"]] = m.GetGauge().GetValue()
 				}
@@ -175,10 +176,10 @@ func TestConntrackFullTimeout(t *testing.T) {
 	if err := os.WriteFile(path, []byte("8"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := startTrace(t, "--errno", "ETIMEDOUT", "--diagnose-wait", "1m")
+	p := eaddrtest.StartTrace(t, "--errno", "ETIMEDOUT", "--diagnose-wait", "1m")
 	l.Hold(t, 0, 8, 4)
-	pid, out := runInNS(t, l.Pods[1], curl, "-sS", "--connect-timeout", "20", "http://"+snatlab.ServerDst(4)+"/")
-	evs := p.forPID(pid, 1, 15*time.Second)
+	pid, out := eaddrtest.RunInNS(t, l.Pods[1], curl, "-sS", "--connect-timeout", "20", "http://"+snatlab.ServerDst(4)+"/")
+	evs := p.ForPID(pid, 1, 15*time.Second)
 	if len(evs) != 1 || evs[0].Diagnosis == nil {
 		t.Fatalf("events %+v (curl printed %q), want curl's ETIMEDOUT, diagnosed", evs, out)
 	}
@@ -191,18 +192,18 @@ func TestConntrackFullTimeout(t *testing.T) {
 
 // checkDropMetrics: the node's drops read are counted by reason and
 // protocol (the SYNs of this test at least), and the missed ones by why.
-func checkDropMetrics(t *testing.T, p *traceProc) {
+func checkDropMetrics(t *testing.T, p *eaddrtest.TraceProc) {
 	t.Helper()
-	fams := scrape(t, p.metricsURL(t))
+	fams := eaddrtest.Scrape(t, p.MetricsURL(t))
 	read := 0.0
 	for _, m := range fams["eaddr_node_drops_total"].GetMetric() {
-		if l := labels(m); l["reason"] == "NETFILTER_DROP" && l["protocol"] == "tcp" {
+		if l := eaddrtest.Labels(m); l["reason"] == "NETFILTER_DROP" && l["protocol"] == "tcp" {
 			read = m.GetCounter().GetValue()
 		}
 	}
 	whys := map[string]bool{}
 	for _, m := range fams["eaddr_node_drops_missed_total"].GetMetric() {
-		whys[labels(m)["why"]] = true
+		whys[eaddrtest.Labels(m)["why"]] = true
 	}
 	if read < 1 || !whys["rate_limit"] || !whys["ring_full"] {
 		t.Errorf("eaddr_node_drops_total{NETFILTER_DROP,tcp} %v, eaddr_node_drops_missed_total by %v", read, whys)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
@@ -24,7 +25,7 @@ import (
 func nodePortNS(t *testing.T) *netns.NS {
 	t.Helper()
 	nft := testenv.Program(t, "nft", "nftables")
-	ns := emptyNS(t)
+	ns := eaddrtest.EmptyNS(t)
 	for k, v := range map[string]string{"net.ipv4.ip_local_port_range": "30100 30109", "net.ipv4.tcp_syn_retries": "1"} {
 		if err := ns.SetSysctl(k, v); err != nil {
 			t.Fatal(err)
@@ -34,7 +35,7 @@ func nodePortNS(t *testing.T) *netns.NS {
 	set seen { type inet_service . inet_service; flags dynamic; }
 	chain in { type filter hook input priority 0; tcp dport 30000-32767 tcp flags & (syn | ack) == syn | ack add @seen { tcp sport . tcp dport } drop; }
 }`
-	if out, _, err := runIn(context.Background(), ns, []string{"sh", "-c", nft + " -f - <<'EOF'\n" + rules + "\nEOF"}); err != nil || out != "" {
+	if out, _, err := eaddrtest.RunIn(context.Background(), ns, []string{"sh", "-c", nft + " -f - <<'EOF'\n" + rules + "\nEOF"}); err != nil || out != "" {
 		t.Fatalf("nft: %v %s", err, out)
 	}
 	for _, addr := range []string{"127.0.0.1:8080", "127.0.0.1:8081"} {
@@ -44,7 +45,7 @@ func nodePortNS(t *testing.T) *netns.NS {
 		}
 		t.Cleanup(func() { l.Close() })
 	}
-	sandbox(t, ns) // the host's processes: the diagnosis reads the netns through one
+	eaddrtest.Sandbox(t, ns) // the host's processes: the diagnosis reads the netns through one
 	return ns
 }
 
@@ -54,7 +55,7 @@ var seenPair = regexp.MustCompile(`(\d+) \. (\d+)`)
 // port from.
 func takenPorts(t *testing.T, ns *netns.NS, from int) []int {
 	t.Helper()
-	out, _, err := runIn(context.Background(), ns, []string{"nft", "list", "set", "inet", "eaddr_nodeport", "seen"})
+	out, _, err := eaddrtest.RunIn(context.Background(), ns, []string{"nft", "list", "set", "inet", "eaddr_nodeport", "seen"})
 	if err != nil {
 		t.Fatalf("nft list set: %v %s", err, out)
 	}
@@ -78,27 +79,27 @@ func takenPorts(t *testing.T, ns *netns.NS, from int) []int {
 // range. curl's nodeport_collision and its later ETIMEDOUT share the cookie.
 func TestNodePortTimeout(t *testing.T) {
 	testenv.RequireRoot(t)
-	py := python(t)
+	py := eaddrtest.Python(t)
 	curl := testenv.Program(t, "curl", "curl")
 	ns := nodePortNS(t)
 	inode := strconv.FormatUint(ns.Inode(), 10)
 	// --diagnose-wait 1m: a busy machine or a TCG guest takes longer than 300 ms for the snapshot
-	p := startTrace(t, "--errno", "ETIMEDOUT", "--nodeport-collisions", "--nodeport-netns", inode, "--diagnose-wait", "1m")
+	p := eaddrtest.StartTrace(t, "--errno", "ETIMEDOUT", "--nodeport-collisions", "--nodeport-netns", inode, "--diagnose-wait", "1m")
 	t.Cleanup(func() {
 		if t.Failed() { // once a blocking connect's released port was not found: was a program run skipped?
-			t.Logf("eaddr's totals at the failure (runs_skipped: runs of its programs the kernel skipped): %v", p.stop(t))
+			t.Logf("eaddr's totals at the failure (runs_skipped: runs of its programs the kernel skipped): %v", p.Stop(t))
 		}
 	})
 
 	t.Run("blocking", func(t *testing.T) {
-		pid, out := runInNS(t, ns, py, "-c", `import socket
+		pid, out := eaddrtest.RunInNS(t, ns, py, "-c", `import socket
 s = socket.socket()
 try:
     s.connect(("127.0.0.1", 8080))
 except OSError as e:
     print(e)
 `)
-		evs := p.forPID(pid, 1, 10*time.Second)
+		evs := p.ForPID(pid, 1, 10*time.Second)
 		taken := takenPorts(t, ns, 8080)
 		if len(evs) != 1 || len(taken) != 1 {
 			t.Fatalf("%d events %+v, SYN-ACKs taken to ports %v; want 1 and 1 (python printed %q)", len(evs), evs, taken, out)
@@ -111,8 +112,8 @@ except OSError as e:
 	})
 
 	t.Run("curl", func(t *testing.T) {
-		pid, out := runInNS(t, ns, curl, "-sS", "--connect-timeout", "20", "http://127.0.0.1:8081/")
-		evs := p.forPID(pid, 2, 10*time.Second)
+		pid, out := eaddrtest.RunInNS(t, ns, curl, "-sS", "--connect-timeout", "20", "http://127.0.0.1:8081/")
+		evs := p.ForPID(pid, 2, 10*time.Second)
 		taken := takenPorts(t, ns, 8081)
 		if len(evs) != 2 || len(taken) != 1 {
 			t.Fatalf("%d events %+v, SYN-ACKs taken to ports %v; want 2 and 1 (curl printed %q)", len(evs), evs, taken, out)
@@ -131,7 +132,7 @@ except OSError as e:
 	})
 }
 
-func checkNodePortTimeout(t *testing.T, ev jsonEvent, port int) {
+func checkNodePortTimeout(t *testing.T, ev eaddrtest.JsonEvent, port int) {
 	t.Helper()
 	if ev.Kind != "failure" || ev.Errno != "ETIMEDOUT" || ev.Local == nil || ev.Local.IP != "127.0.0.1" || ev.Local.Port != port || !ev.LocalReleased {
 		t.Errorf("%s %s local %+v released %v, want ETIMEDOUT from 127.0.0.1:%d, released", ev.Kind, ev.Errno, ev.Local, ev.LocalReleased, port)

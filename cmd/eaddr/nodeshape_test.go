@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
@@ -49,7 +50,7 @@ func systemdShapes() []podShape {
 		{"CRI-O with runc, burstable", "burstable", burstable, "cri-o", "crio-%s.scope", true},
 		{"CRI-O with crun, besteffort", "besteffort", besteffort, "cri-o", "crio-%s.scope/container", false},
 	} {
-		uid, cid := randomUID(), randomHex(32)
+		uid, cid := eaddrtest.RandomUID(), eaddrtest.RandomHex(32)
 		slice := "kubepods.slice/" + fmt.Sprintf(p.slice, strings.ReplaceAll(uid, "-", "_"))
 		if p.conmon {
 			// conmon first: it starts the runtime that makes the container
@@ -77,15 +78,15 @@ func systemdShapes() []podShape {
 // mount (/sys/fs/cgroup/unified), which has none.
 func TestSystemdDriverCgroups(t *testing.T) {
 	busybox := testenv.Program(t, "busybox", "busybox-static")
-	pods := exhausted(t, "tcp4", "127.0.0.1")
-	node := exhausted(t, "tcp4", "127.0.0.1") // conmon's stand-in for the node's netns
-	root := cgroup2Mount(t)
-	top := "eaddr-test-sd-" + randomHex(4)
-	p := startTrace(t, "--netns", fmt.Sprintf("%d,%d", pods.Inode(), node.Inode()), "--cri-endpoint", deadSocket(t),
+	pods := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1")
+	node := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1") // conmon's stand-in for the node's netns
+	root := eaddrtest.Cgroup2Mount(t)
+	top := "eaddr-test-sd-" + eaddrtest.RandomHex(4)
+	p := eaddrtest.StartTrace(t, "--netns", fmt.Sprintf("%d,%d", pods.Inode(), node.Inode()), "--cri-endpoint", eaddrtest.DeadSocket(t),
 		"--explain", "off", "--diagnose=false")
 	shapes := systemdShapes()
 	pids := make([]int, len(shapes))
-	resume := p.pause(t)
+	resume := p.Pause(t)
 	var made []string
 	for i, s := range shapes {
 		ns := pods
@@ -102,7 +103,7 @@ func TestSystemdDriverCgroups(t *testing.T) {
 	removeCgroups(t, made)
 	resume()
 	for i, s := range shapes {
-		evs := p.forPID(pids[i], 1, time.Minute)
+		evs := p.ForPID(pids[i], 1, time.Minute)
 		if len(evs) != 1 {
 			t.Errorf("%s: %d events of pid %d, want 1", s.what, len(evs), pids[i])
 			continue
@@ -112,7 +113,7 @@ func TestSystemdDriverCgroups(t *testing.T) {
 }
 
 // checkShapeEvent checks the event of shape s, whose cgroup was path.
-func checkShapeEvent(t *testing.T, s podShape, path string, ev jsonEvent) {
+func checkShapeEvent(t *testing.T, s podShape, path string, ev eaddrtest.JsonEvent) {
 	t.Helper()
 	if ev.Syscall != "connect" || ev.Errno != "EADDRNOTAVAIL" || ev.Cgroup.Path != path {
 		t.Errorf("%s: %s %s in cgroup %+v, want connect EADDRNOTAVAIL in %s", s.what, ev.Syscall, ev.Errno, ev.Cgroup, path)
@@ -150,7 +151,7 @@ func makeSliceTree(t *testing.T, root, rel string) (leaf string, made []string) 
 			t.Fatal(err)
 		}
 		made = append(made, dir)
-		t.Cleanup(func() { rmdirRetry(dir) })
+		t.Cleanup(func() { eaddrtest.RmdirRetry(dir) })
 		if i < len(parts)-1 {
 			handDown(t, dir)
 		}
@@ -181,7 +182,7 @@ func wgetFailsIn(t *testing.T, busybox string, ns *netns.NS, leaf string) int {
 	cmd := exec.Command(busybox, "sh", "-c", "read go; exec "+busybox+" wget -q -O /dev/null http://127.0.0.1:8080/")
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
-	pid := startInCgroup(t, ns, leaf, cmd)
+	pid := eaddrtest.StartInCgroup(t, ns, leaf, cmd)
 	if err := cmd.Wait(); err == nil {
 		t.Fatalf("busybox wget in the exhausted %v succeeded: %q", ns, out.String())
 	}
@@ -194,7 +195,7 @@ func wgetFailsIn(t *testing.T, busybox string, ns *netns.NS, leaf string) int {
 func removeCgroups(t *testing.T, dirs []string) {
 	t.Helper()
 	for i := len(dirs) - 1; i >= 0; i-- {
-		if err := rmdirRetry(dirs[i]); err != nil {
+		if err := eaddrtest.RmdirRetry(dirs[i]); err != nil {
 			t.Fatalf("removing %s after its processes exited: %v", dirs[i], err)
 		}
 		if _, err := os.Stat(dirs[i]); !errors.Is(err, syscall.ENOENT) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/critest"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 )
 
 // fillingPod runs pod shop/client with uid and the range 40000-40009, a
@@ -60,23 +61,23 @@ func fillingPod(t *testing.T, r *critest.Runtime, uid string, n int) (*critest.C
 // and busybox wget fails: its EphemeralPortsExhausted Event comes beside
 // the warning, which came first.
 func TestPortWarningAPIServer(t *testing.T) {
-	s, uid, token := apiServerWithPod(t)
+	s, uid, token := eaddrtest.ApiServerWithPod(t)
 	r := critest.Start(t)
 	app, ns, _ := fillingPod(t, r, uid, 9)
 	// The count of an Event is not updated for 10 minutes: kubectl describe
 	// shows the Event as created, as docs/kubernetes.md quotes it.
-	p := startTrace(t, "--cri-endpoint", r.Socket, "--netns", strconv.FormatUint(ns.Inode(), 10), "--kube-events",
+	p := eaddrtest.StartTrace(t, "--cri-endpoint", r.Socket, "--netns", strconv.FormatUint(ns.Inode(), 10), "--kube-events",
 		"--kubeconfig", s.WriteKubeconfig(t, token), "--kube-events-update-interval", "10m", "--node", "node-a",
 		"--ports-interval", "300ms", "--warn", "80") // the sampler runs for --kube-events alone, no --metrics-addr
-	evs := waitEvents(t, func() []apiEvent { return listEvents(t, s, "shop") }, func(evs []apiEvent) bool { return len(evs) >= 1 })
+	evs := eaddrtest.WaitEvents(t, func() []eaddrtest.ApiEvent { return eaddrtest.ListEvents(t, s, "shop") }, func(evs []eaddrtest.ApiEvent) bool { return len(evs) >= 1 })
 	if len(evs) != 1 {
 		t.Fatalf("%d Events, want the one warning: %+v", len(evs), evs)
 	}
 	checkWarning(t, evs[0], uid)
-	if lines := p.forComm("", 0); len(p.lines) != 0 {
-		t.Errorf("the trace wrote %d lines (%d events) before any failure: %q", len(p.lines), len(lines), p.lines)
+	if lines := p.ForComm("", 0); len(p.Lines) != 0 {
+		t.Errorf("the trace wrote %d lines (%d events) before any failure: %q", len(p.Lines), len(lines), p.Lines)
 	}
-	describedAs(t, s, "EphemeralPortsNearlyExhausted", "../../docs/kubernetes.md")
+	eaddrtest.DescribedAs(t, s, "EphemeralPortsNearlyExhausted", "../../docs/kubernetes.md")
 
 	// The last port goes; the first wget fails, and gets its own Event.
 	c, err := ns.Dial("tcp4", "127.0.0.1:8080")
@@ -84,23 +85,23 @@ func TestPortWarningAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	wgetFails(t, r, app, 1)
-	evs = waitEvents(t, func() []apiEvent { return listEvents(t, s, "shop") }, func(evs []apiEvent) bool { return len(evs) == 2 })
+	eaddrtest.WgetFails(t, r, app, 1)
+	evs = eaddrtest.WaitEvents(t, func() []eaddrtest.ApiEvent { return eaddrtest.ListEvents(t, s, "shop") }, func(evs []eaddrtest.ApiEvent) bool { return len(evs) == 2 })
 	reasons := evs[0].Reason + " " + evs[1].Reason
 	if !strings.Contains(reasons, "EphemeralPortsExhausted") || !strings.Contains(reasons, "EphemeralPortsNearlyExhausted") {
 		t.Errorf("Events %q, want the warning and the failure's", reasons)
 	}
-	if len(p.forComm("wget", 0)) == 0 {
+	if len(p.ForComm("wget", 0)) == 0 {
 		t.Error("no wget failure traced")
 	}
-	if c := p.stop(t); c["kube_events_created"] != 2 || c["kube_port_warnings_dropped"] != 0 || c["kube_events_dropped"] != 0 {
+	if c := p.Stop(t); c["kube_events_created"] != 2 || c["kube_port_warnings_dropped"] != 0 || c["kube_events_dropped"] != 0 {
 		t.Errorf("totals %v: want 2 Events created, nothing dropped", c)
 	}
 }
 
 // checkWarning: the warning is on the pod, with the port model's counts,
 // this test process as the holder and the fix for its connections.
-func checkWarning(t *testing.T, e apiEvent, uid string) {
+func checkWarning(t *testing.T, e eaddrtest.ApiEvent, uid string) {
 	t.Helper()
 	if e.Regarding.Kind != "Pod" || e.Regarding.Name != "client" || e.Regarding.Namespace != "shop" || e.Regarding.UID != uid ||
 		e.Type != "Warning" || e.Reason != "EphemeralPortsNearlyExhausted" || e.Action != "SamplePorts" || e.ReportingController != "eaddr.io/eaddr" {

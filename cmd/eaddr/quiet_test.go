@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/demo"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"github.com/eaddr/eaddr/pod"
 )
@@ -31,7 +32,7 @@ func TestQuietWithoutKubernetes(t *testing.T) {
 	curl := testenv.Program(t, "curl", "curl") // a demo client, and the trace's below
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, errOut, code := run(t, ctx, "demo")
+	out, errOut, code := eaddrtest.Run(t, ctx, "demo")
 	if code != 0 {
 		t.Fatalf("demo exit %d:\n%s\n%s", code, out, errOut)
 	}
@@ -46,27 +47,27 @@ func TestQuietWithoutKubernetes(t *testing.T) {
 	}
 
 	// A plain trace: a client that has exited by the time its event is read.
-	ns := exhausted(t, "tcp4", "127.0.0.1")
-	p := startTrace(t)
-	pid, _ := runInNS(t, ns, curl, "-sS", "-m", "5", "http://127.0.0.1:8080/")
-	evs := p.forPID(pid, 1, 10*time.Second)
+	ns := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1")
+	p := eaddrtest.StartTrace(t)
+	pid, _ := eaddrtest.RunInNS(t, ns, curl, "-sS", "-m", "5", "http://127.0.0.1:8080/")
+	evs := p.ForPID(pid, 1, 10*time.Second)
 	if len(evs) == 0 {
 		t.Fatal("no event for curl (sentinel)")
 	}
 	if evs[0].Pod != nil || evs[0].PodUnresolved != "" {
 		t.Errorf("a host process's event says something about pods: pod %+v, pod_unresolved %q", evs[0].Pod, evs[0].PodUnresolved)
 	}
-	if s := p.stderr.String(); strings.Contains(s, "level=WARN") {
+	if s := p.Stderr.String(); strings.Contains(s, "level=WARN") {
 		t.Errorf("trace on a machine without Kubernetes warned:\n%s", s)
 	}
 
 	// Pods expected (a kubepods cgroup), no runtime: that is worth a warning.
-	podCgroup(t)
+	eaddrtest.PodCgroup(t)
 	if _, found := pod.PodCgroups(); !found {
 		t.Fatal("the test's kubepods cgroup is not found by pod.PodCgroups")
 	}
-	q := startTrace(t)
-	if s := q.stderr.String(); !strings.Contains(s, "level=WARN") || !strings.Contains(s, "container runtime cannot be asked") {
+	q := eaddrtest.StartTrace(t)
+	if s := q.Stderr.String(); !strings.Contains(s, "level=WARN") || !strings.Contains(s, "container runtime cannot be asked") {
 		t.Errorf("pods expected and no runtime, but no warning:\n%s", s)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
@@ -57,7 +58,7 @@ func TestSoakBoundedMemory(t *testing.T) {
 		t.Cleanup(func() { ex.Close() })
 		nsList.WriteString(ns.Path() + "\n")
 	}
-	root := cgroup2Mount(t)
+	root := eaddrtest.Cgroup2Mount(t)
 	rnd := make([]byte, 4)
 	rand.Read(rnd)
 	top := filepath.Join(root, "eaddr-soak-"+hex.EncodeToString(rnd))
@@ -97,8 +98,8 @@ func TestSoakBoundedMemory(t *testing.T) {
 	// run (at the default 100 the second half grew 2.6 to 6.8 MiB in runs
 	// beside two busy loops, with 20 -0.7 to 1.8 MiB).
 	t.Setenv("GOGC", "20")
-	p := startTrace(t, "--metrics-addr", "127.0.0.1:0", "--comm", filepath.Base(churn), "--explain", "short", "--ring-size", strconv.Itoa(soakRing))
-	base := p.metricsURL(t)
+	p := eaddrtest.StartTrace(t, "--metrics-addr", "127.0.0.1:0", "--comm", filepath.Base(churn), "--explain", "short", "--ring-size", strconv.Itoa(soakRing))
+	base := p.MetricsURL(t)
 	run := func(n int) {
 		t.Helper()
 		out, err := exec.Command(churn, strconv.Itoa(n), nsFile, cgFile).CombinedOutput()
@@ -117,10 +118,10 @@ func TestSoakBoundedMemory(t *testing.T) {
 		t.Helper()
 		last, lastMove := -1, time.Now()
 		for ; ; time.Sleep(100 * time.Millisecond) {
-			p.mu.Lock()
-			written := len(p.events)
-			p.mu.Unlock()
-			fams := scrape(t, base)
+			p.Mu.Lock()
+			written := len(p.Events)
+			p.Mu.Unlock()
+			fams := eaddrtest.Scrape(t, base)
 			dropped := int(fams["eaddr_dropped_events_total"].GetMetric()[0].GetCounter().GetValue())
 			suppressed := int(fams["eaddr_suppressed_events_total"].GetMetric()[0].GetCounter().GetValue())
 			if done := written + dropped + suppressed; done >= n {
@@ -142,26 +143,26 @@ func TestSoakBoundedMemory(t *testing.T) {
 	t.Logf("%d processes in %d cgroups and %d netns in %v: RSS %.1f MiB after half, %.1f MiB at the end",
 		nProcs, nCgroups, nNetNS, time.Since(start).Round(time.Second), rss1/(1<<20), rss2/(1<<20))
 	for _, m := range fams1["eaddr_cache_capacity"].GetMetric() {
-		if c := m.GetGauge().GetValue(); labels(m)["cache"] == "processes" && c >= nProcs/2 {
+		if c := m.GetGauge().GetValue(); eaddrtest.Labels(m)["cache"] == "processes" && c >= nProcs/2 {
 			t.Fatalf("the process cache keeps %.0f: more than half the churn, so half way is no steady state to compare with", c)
 		}
 	}
 	caps := map[string]float64{}
 	for _, m := range fams["eaddr_cache_capacity"].GetMetric() {
-		caps[labels(m)["cache"]] = m.GetGauge().GetValue()
+		caps[eaddrtest.Labels(m)["cache"]] = m.GetGauge().GetValue()
 	}
 	for _, m := range fams["eaddr_cache_entries"].GetMetric() {
-		name, n := labels(m)["cache"], m.GetGauge().GetValue()
+		name, n := eaddrtest.Labels(m)["cache"], m.GetGauge().GetValue()
 		t.Logf("cache %-16s %6.0f of %6.0f", name, n, caps[name])
 		if n > caps[name] {
 			t.Errorf("cache %s holds %.0f entries, over its bound %.0f", name, n, caps[name])
 		}
 	}
-	queue := (cacheGauge(fams, "eaddr_cache_entries", "output_batches") - cacheGauge(fams1, "eaddr_cache_entries", "output_batches")) * (64 << 10)
+	queue := (eaddrtest.CacheGauge(fams, "eaddr_cache_entries", "output_batches") - eaddrtest.CacheGauge(fams1, "eaddr_cache_entries", "output_batches")) * (64 << 10)
 	if grow := rss2 - rss1; grow > 4<<20+queue {
 		t.Errorf("RSS grew %.1f MiB over the last 10,000 processes, %.1f MiB of it stdout's queue: not flat", grow/(1<<20), queue/(1<<20))
 	}
-	c := p.stop(t)
+	c := p.Stop(t)
 	t.Logf("totals %v", c)
 	// The trace sees the whole node; --comm keeps the churn's events. The
 	// kernel's lost counter cannot say whose events it lost, so none may be.
@@ -171,16 +172,16 @@ func TestSoakBoundedMemory(t *testing.T) {
 	if c["delivered"]+c["suppressed"]+c["dropped"] != nProcs {
 		t.Errorf("delivered %d + suppressed %d + dropped %d != %d failures", c["delivered"], c["suppressed"], c["dropped"], nProcs)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
 	comm := filepath.Base(churn)
-	for _, ev := range p.events {
+	for _, ev := range p.Events {
 		if ev.Process.Comm != comm {
 			t.Fatalf("--comm %s let through %+v", comm, ev.Process)
 		}
 	}
-	if len(p.events) != c["delivered"] {
-		t.Errorf("%d events on stdout, %d delivered", len(p.events), c["delivered"])
+	if len(p.Events) != c["delivered"] {
+		t.Errorf("%d events on stdout, %d delivered", len(p.Events), c["delivered"])
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/eaddr/eaddr/internal/testing/critest"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
@@ -18,22 +19,22 @@ import (
 // printed, the cause with the holder's pid, and the fix.
 func TestTraceAtATerminal(t *testing.T) {
 	r := critest.Start(t)
-	_, app, ns := exhaustedPod(t, r, "")
-	cmd := fmt.Sprintf("%s trace --cri-endpoint %s --netns %d 2>/dev/null", eaddrBin, r.Socket, ns.Inode())
-	p := startTmux(t, 120, 40, cmd)
+	_, app, ns := eaddrtest.ExhaustedPod(t, r, "")
+	cmd := fmt.Sprintf("%s trace --cri-endpoint %s --netns %d 2>/dev/null", eaddrtest.EaddrBin, r.Socket, ns.Inode())
+	p := eaddrtest.StartTmux(t, 120, 40, cmd)
 	// The trace is attached once it answers a failure: wget until it does.
 	var screen string
-	p.waitFor("a failure with its fix", func(s string) bool {
+	p.WaitFor("a failure with its fix", func(s string) bool {
 		if strings.Contains(s, "  fix ") {
 			screen = s
 			return true
 		}
-		wgetFails(t, r, app, 1)
+		eaddrtest.WgetFails(t, r, app, 1)
 		return false
 	})
 	t.Logf("the terminal showed:\n%s", strings.TrimRight(screen, "\n"))
-	h := p.history()
-	p.noWrapped(h)
+	h := p.History()
+	p.NoWrapped(h)
 	if strings.Contains(h, `{"schema"`) {
 		t.Errorf("JSON at a terminal:\n%s", h)
 	}
@@ -55,10 +56,10 @@ func TestTraceAtATerminal(t *testing.T) {
 // and fix, no JSON, no wrapped line.
 func TestDemoAtATerminal(t *testing.T) {
 	testenv.RequireRoot(t)
-	p := startTmux(t, 120, 40, eaddrBin+" demo")
-	p.waitFor("the demo's last line", func(s string) bool { return strings.Contains(s, "clients failed with an event from eaddr") })
-	h := p.history()
-	p.noWrapped(h)
+	p := eaddrtest.StartTmux(t, 120, 40, eaddrtest.EaddrBin+" demo")
+	p.WaitFor("the demo's last line", func(s string) bool { return strings.Contains(s, "clients failed with an event from eaddr") })
+	h := p.History()
+	p.NoWrapped(h)
 	if strings.Contains(h, `{"schema"`) {
 		t.Errorf("JSON at a terminal:\n%s", h)
 	}

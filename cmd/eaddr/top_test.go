@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"github.com/eaddr/eaddr/top"
 )
@@ -38,7 +39,7 @@ func newFilling(t *testing.T) *filling {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Close() })
-	sandbox(t, ns)
+	eaddrtest.Sandbox(t, ns)
 	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", fmt.Sprintf("%d %d", topLo, topHi)); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func (f *filling) add(n int) {
 
 // ss is the connections toward the listener, as ss counts them.
 func (f *filling) ss() int {
-	return ssCount(f.t, f.ns, "established", "127.0.0.1:8080", topLo, topHi)
+	return eaddrtest.SsCount(f.t, f.ns, "established", "127.0.0.1:8080", topLo, topHi)
 }
 
 func (f *filling) inode() string { return strconv.FormatUint(f.ns.Inode(), 10) }
@@ -95,7 +96,7 @@ func (f *filling) inode() string { return strconv.FormatUint(f.ns.Inode(), 10) }
 func TestTopOnceJSON(t *testing.T) {
 	f := newFilling(t)
 	f.add(37)
-	cmd := exec.Command(eaddrBin, "top", "--once", "--interval", "0", "-o", "json", "--netns", f.inode())
+	cmd := exec.Command(eaddrtest.EaddrBin, "top", "--once", "--interval", "0", "-o", "json", "--netns", f.inode())
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("eaddr top --once: %v", err)
@@ -154,9 +155,9 @@ func TestTopTmux(t *testing.T) {
 	filling.add(10)
 	name := "netns:" + filling.inode() + " (sleep)"
 	cmd := fmt.Sprintf("%s top --interval 300ms --netns %s --netns %s 2>/dev/null; echo EXITED $?; stty -a | tr ' ' '\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '; echo; sleep 600",
-		eaddrBin, filling.inode(), flat.inode())
-	p := startTmux(t, 200, 50, cmd)
-	p.waitFor("the filling netns on top with a time to exhaustion", func(s string) bool {
+		eaddrtest.EaddrBin, filling.inode(), flat.inode())
+	p := eaddrtest.StartTmux(t, 200, 50, cmd)
+	p.WaitFor("the filling netns on top with a time to exhaustion", func(s string) bool {
 		r := rows(s)
 		if len(r) == 2 && r[0].name == name && r[0].eta != "-" {
 			return true
@@ -168,29 +169,29 @@ func TestTopTmux(t *testing.T) {
 	})
 	// nothing is added now: the row settles on ss's count
 	want := filling.ss()
-	p.waitFor(fmt.Sprintf("%s using %d ports, as ss counts", name, want), func(s string) bool {
+	p.WaitFor(fmt.Sprintf("%s using %d ports, as ss counts", name, want), func(s string) bool {
 		r, ok := rowOf(s, name)
 		return ok && r.used == strconv.Itoa(want)
 	})
-	p.keys("p")
-	s := p.waitFor("PAUSED", func(s string) bool { return strings.Contains(s, "PAUSED") })
+	p.Keys("p")
+	s := p.WaitFor("PAUSED", func(s string) bool { return strings.Contains(s, "PAUSED") })
 	paused, _ := rowOf(s, name)
 	filling.add(15)
 	// several intervals with more connections: the screen stays
 	for range 10 {
 		time.Sleep(300 * time.Millisecond)
-		if r, ok := rowOf(p.capture(), name); !ok || r != paused {
+		if r, ok := rowOf(p.Capture(), name); !ok || r != paused {
 			t.Fatalf("paused, the row changed from %+v to %+v", paused, r)
 		}
 	}
-	p.keys("p")
+	p.Keys("p")
 	want = filling.ss()
-	p.waitFor(fmt.Sprintf("resumed, %d ports as ss counts", want), func(s string) bool {
+	p.WaitFor(fmt.Sprintf("resumed, %d ports as ss counts", want), func(s string) bool {
 		r, ok := rowOf(s, name)
 		return !strings.Contains(s, "PAUSED") && ok && r.used == strconv.Itoa(want)
 	})
-	p.keys("q")
-	s = p.waitFor("eaddr exiting", func(s string) bool { return strings.Contains(s, "EXITED") && strings.Contains(s, "echo") })
+	p.Keys("q")
+	s = p.WaitFor("eaddr exiting", func(s string) bool { return strings.Contains(s, "EXITED") && strings.Contains(s, "echo") })
 	if !strings.Contains(s, "EXITED 0") || strings.Contains(s, "eaddr top ") || !strings.Contains(s, "icanon echo") {
 		t.Errorf("after q, the terminal is not as it was (cooked mode, the main screen):\n%s", s)
 	}
@@ -201,7 +202,7 @@ func TestTopTmux(t *testing.T) {
 func TestTopFailures(t *testing.T) {
 	f := newFilling(t)
 	f.add(topHi - topLo + 1) // every port of the range: the next connect() fails with EADDRNOTAVAIL
-	cmd := exec.Command(eaddrBin, "top", "--interval", "300ms", "-o", "json", "--netns", f.inode())
+	cmd := exec.Command(eaddrtest.EaddrBin, "top", "--interval", "300ms", "-o", "json", "--netns", f.inode())
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
@@ -53,7 +54,7 @@ print("unix connect:", err)
 // backlog) is not reported by default, only when asked for.
 func TestUDPExhaustionByDefault(t *testing.T) {
 	testenv.RequireRoot(t)
-	py := python(t)
+	py := eaddrtest.Python(t)
 	ns, err := netns.New()
 	if err != nil {
 		t.Fatal(err)
@@ -62,19 +63,19 @@ func TestUDPExhaustionByDefault(t *testing.T) {
 	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "40000 40001"); err != nil {
 		t.Fatal(err)
 	}
-	def := startTrace(t)
-	asked := startTrace(t, "--errno", "EAGAIN,EADDRNOTAVAIL") // EADDRNOTAVAIL: the sentinel
-	pid, out := runInNS(t, ns, py, "-c", udpExhaustScript)
+	def := eaddrtest.StartTrace(t)
+	asked := eaddrtest.StartTrace(t, "--errno", "EAGAIN,EADDRNOTAVAIL") // EADDRNOTAVAIL: the sentinel
+	pid, out := eaddrtest.RunInNS(t, ns, py, "-c", udpExhaustScript)
 	for _, want := range []string{"udp connect: 11", "udp bind: 98", "unix connect: 11"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("python printed %q, want %q: the kernel did not fail as the test needs", out, want)
 		}
 	}
-	def.sentinel(t, "bind")
-	asked.sentinel(t, "bind")
+	def.Sentinel(t, "bind")
+	asked.Sentinel(t, "bind")
 
 	var udpConnect, udpBind int
-	for _, ev := range def.forPID(pid, 0, 0) {
+	for _, ev := range def.ForPID(pid, 0, 0) {
 		meaning := ""
 		if ev.Explain != nil {
 			meaning = ev.Explain.Meaning
@@ -103,7 +104,7 @@ func TestUDPExhaustionByDefault(t *testing.T) {
 	// The unix EAGAIN happened, and is reported when asked for, with the
 	// unix meaning: the default left it out for its protocol.
 	unixSeen := false
-	for _, ev := range asked.forPID(pid, 0, 0) {
+	for _, ev := range asked.ForPID(pid, 0, 0) {
 		if ev.Socket.Family == "unix" && ev.Errno == "EAGAIN" {
 			unixSeen = true
 			if ev.Explain == nil || !strings.Contains(ev.Explain.Meaning, "backlog is full") {

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/eaddr/eaddr/demo"
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
@@ -276,19 +276,19 @@ type wordingResult struct {
 func TestWordingsRealPrograms(t *testing.T) {
 	testenv.RequireRoot(t)
 	nss := map[string]*netns.NS{
-		scA:  exhausted(t, "tcp4", "127.0.0.1"),
-		scA6: exhausted(t, "tcp6", "::1"),
+		scA:  eaddrtest.Exhausted(t, "tcp4", "127.0.0.1"),
+		scA6: eaddrtest.Exhausted(t, "tcp6", "::1"),
 		scB:  listenerNS(t, "tcp4", "127.0.0.1:8080"),
-		scC:  emptyNS(t),
-		scT:  blackholeNS(t),
+		scC:  eaddrtest.EmptyNS(t),
+		scT:  eaddrtest.BlackholeNS(t),
 	}
-	godial := buildGodial(t)
+	godial := eaddrtest.BuildGodial(t)
 	// --retry-window 10s: whether a program's tries come within eaddr's 50 ms
 	// depends on how busy the machine is, and is tested on controlled kernel
 	// times (explain.TestAttempts); here the rows are about which tries
 	// eaddr links (thread or process, fd, address, the client's count).
 	// Each row is a new process, so the window links nothing across rows.
-	p := startTrace(t, "--errno", "all", "--retry-window", "10s")
+	p := eaddrtest.StartTrace(t, "--errno", "all", "--retry-window", "10s")
 
 	var results []wordingResult
 	for _, row := range wordingRows() {
@@ -412,23 +412,23 @@ func TestWordingPackagesListed(t *testing.T) {
 	t.Logf("%d rows, %d demo clients here", len(wordingRows()), len(clients))
 }
 
-func runWordingRow(t *testing.T, p *traceProc, ns *netns.NS, row wordingRow, argv []string) wordingResult {
+func runWordingRow(t *testing.T, p *eaddrtest.TraceProc, ns *netns.NS, row wordingRow, argv []string) wordingResult {
 	t.Helper()
 	res := wordingResult{row: row}
-	p.mu.Lock()
-	from := len(p.events)
-	p.mu.Unlock()
-	out, pid, err := runIn(t.Context(), ns, argv)
+	p.Mu.Lock()
+	from := len(p.Events)
+	p.Mu.Unlock()
+	out, pid, err := eaddrtest.RunIn(t.Context(), ns, argv)
 	if err != nil {
 		t.Fatalf("%q: %v", argv, err)
 	}
 	res.printed = keyLine(out, row.key)
-	mine := func(ev jsonEvent) bool { return ev.Syscall == row.syscall && ev.Errno == row.errno }
+	mine := func(ev eaddrtest.JsonEvent) bool { return ev.Syscall == row.syscall && ev.Errno == row.errno }
 	// Wait for the row's first event, then let the sentinel flush the rest.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		n := 0
-		for _, ev := range p.forRow(from, ns.Inode()) {
+		for _, ev := range p.ForRow(from, ns.Inode()) {
 			if mine(ev) {
 				n++
 			}
@@ -438,14 +438,14 @@ func runWordingRow(t *testing.T, p *traceProc, ns *netns.NS, row wordingRow, arg
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	p.sentinel(t, "bind")
+	p.Sentinel(t, "bind")
 	worst, retryNote := "", ""
 	var last time.Time
-	for _, ev := range p.forRow(from, ns.Inode()) {
+	for _, ev := range p.ForRow(from, ns.Inode()) {
 		v, msg, client := "unknown", "", ""
 		if ev.Explain != nil {
 			msg, client = ev.Explain.ClientMessage, ev.Explain.Client
-			v = judgeWording(msg, out)
+			v = eaddrtest.JudgeWording(msg, out)
 		}
 		if !mine(ev) {
 			res.side = append(res.side, fmt.Sprintf("%s %s: %s %q", ev.Syscall, ev.Errno, v, msg))
@@ -492,22 +492,6 @@ func runWordingRow(t *testing.T, p *traceProc, ns *netns.NS, row wordingRow, arg
 	return res
 }
 
-// forRow returns the events in netns since the from'th: the row's
-// program and its helpers, which can be the ones that fail (git runs
-// git-remote-http as a grandchild, which prints through git's stderr).
-// Rows run one at a time and nothing else fails in the scenario's netns.
-func (p *traceProc) forRow(from int, netns uint64) []jsonEvent {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []jsonEvent
-	for _, ev := range p.events[from:] {
-		if ev.NetNS == netns {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
 // checkTries: a program that makes several failing calls per printed line
 // has them numbered 1, 2, ... and its explanation says so.
 func checkTries(t *testing.T, row wordingRow, res wordingResult, note string) {
@@ -530,62 +514,6 @@ func checkTries(t *testing.T, row wordingRow, res wordingResult, note string) {
 // rank orders verdicts from best to worst.
 func rank(v string) int {
 	return map[string]int{"exact": 0, "contained": 1, "unknown": 2, "wrong": 3}[v]
-}
-
-// placeholder is a part of a template message eaddr cannot know: <ms>,
-// <host>, <timestamp>. Other angle brackets (Python's <urlopen error ...>)
-// are literal text.
-var placeholder = regexp.MustCompile(`<[A-Za-z_][A-Za-z0-9_]*>`)
-
-// wordingPattern turns a (trimmed) message line into a regexp source.
-func wordingPattern(msg string) string {
-	var b strings.Builder
-	last := 0
-	for _, m := range placeholder.FindAllStringIndex(msg, -1) {
-		b.WriteString(regexp.QuoteMeta(msg[last:m[0]]))
-		b.WriteString(`.*?`) // <host> may be empty: Go's "listen tcp :8080"
-		last = m[1]
-	}
-	b.WriteString(regexp.QuoteMeta(msg[last:]))
-	return b.String()
-}
-
-// judgeWording compares eaddr's message with what the program printed,
-// line by line, both trimmed. A message of several lines must match as many
-// consecutive printed lines.
-func judgeWording(msg, printed string) string {
-	msg = strings.TrimSpace(msg)
-	if msg == "" {
-		return "unknown"
-	}
-	var lines []string
-	for _, l := range strings.Split(printed, "\n") {
-		lines = append(lines, strings.TrimSpace(l))
-	}
-	var pats []string
-	for _, l := range strings.Split(msg, "\n") {
-		pats = append(pats, wordingPattern(strings.TrimSpace(l)))
-	}
-	exact := make([]*regexp.Regexp, len(pats))
-	for i, p := range pats {
-		exact[i] = regexp.MustCompile(`^` + p + `$`)
-	}
-	for i := 0; i+len(exact) <= len(lines); i++ {
-		ok := true
-		for j, re := range exact {
-			if !re.MatchString(lines[i+j]) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return "exact"
-		}
-	}
-	if regexp.MustCompile(strings.Join(pats, `\n`)).MatchString(strings.Join(lines, "\n")) {
-		return "contained"
-	}
-	return "wrong"
 }
 
 // keyLine is the first printed line holding key, else the last non-empty
@@ -687,40 +615,13 @@ func wordingsSummary(results []wordingResult) string {
 // listenerNS returns a fresh netns in which a listener holds address.
 func listenerNS(t *testing.T, network, address string) *netns.NS {
 	t.Helper()
-	ns := emptyNS(t)
+	ns := eaddrtest.EmptyNS(t)
 	l, err := ns.Listen(network, address)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
 	return ns
-}
-
-// emptyNS returns a fresh netns with only lo up.
-func emptyNS(t *testing.T) *netns.NS {
-	t.Helper()
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	return ns
-}
-
-// buildGodial builds testdata/clients/godial; "" when go is missing.
-func buildGodial(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return ""
-	}
-	bin := filepath.Join(t.TempDir(), "godial")
-	cmd := exec.Command(goBin, "build", "-o", bin, "../../testdata/clients/godial")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building godial: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // The judge of TestWordingsRealPrograms, on its own (no root needed).
@@ -746,7 +647,7 @@ func TestJudgeWording(t *testing.T) {
 		{"connect: Cannot assign requested address", "wrong"},
 		{"  curl: (7) Failed to connect to <ip> port <port> after <ms> ms: Couldn't connect to server  ", "exact"},
 	} {
-		if got := judgeWording(tc.msg, printed); got != tc.want {
+		if got := eaddrtest.JudgeWording(tc.msg, printed); got != tc.want {
 			t.Errorf("judgeWording(%q) = %s, want %s", tc.msg, got, tc.want)
 		}
 	}
