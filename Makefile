@@ -45,13 +45,16 @@ test:
 	GO='$(GO)' ./bin/gotest -p 1 -count=1 -timeout 20m ./...
 
 # One end-to-end tier alone (docs/testing.md "The test tree"); `make test` runs them with the rest.
-# As root, like make test. The kernel, containerd and log agent tiers are still cmd/eaddr's tests.
-.PHONY: test-apiserver test-cluster
+# As root, like make test. The kernel and containerd tiers are still cmd/eaddr's tests.
+.PHONY: test-apiserver test-cluster test-logagent
 test-apiserver:
 	$(GO) test -count=1 -timeout 20m ./e2e/apiserver
 
 test-cluster:
 	$(GO) test -count=1 -timeout 30m ./e2e/cluster
+
+test-logagent:
+	$(GO) test -count=1 -timeout 20m ./e2e/logagent
 
 # The tests that need no root, under the race detector, as an unprivileged user (uid
 # RACE_UID; root drops to it with setpriv, anyone else runs as themselves). The tracked tree is

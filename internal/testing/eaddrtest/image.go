@@ -23,10 +23,7 @@ func BuildImageArchive(t *testing.T) string {
 	testenv.RequireRoot(t)
 	testenv.Program(t, "buildah", "buildah")
 	testenv.Program(t, "make", "make")
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := testenv.Root()
 	archive := filepath.Join(t.TempDir(), "eaddr-image.tar")
 	begin := time.Now()
 	cmd := exec.Command("make", "-C", root, "--no-print-directory", "image",

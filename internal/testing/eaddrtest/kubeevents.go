@@ -20,6 +20,7 @@ import (
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/critest"
 	"github.com/eaddr/eaddr/internal/testing/kubetest"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // ApiEvent is what eaddr posts (events.k8s.io/v1), the fields checked.
@@ -190,7 +191,7 @@ func ApiServerWithPod(t *testing.T) (*kubetest.Server, string, string) {
 	}
 	apply("/api/v1/namespaces", "", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"eaddr"}}`))
 	apply("/api/v1/namespaces/eaddr/serviceaccounts", "", []byte(`{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"eaddr","namespace":"eaddr"}}`))
-	rbac, err := os.ReadFile("../../deploy/kube-events/rbac.yaml")
+	rbac, err := os.ReadFile(filepath.Join(testenv.Root(), "deploy/kube-events/rbac.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 
 // ShippedRules is deploy/prometheus-rules.yaml, the plain rule file eaddr
 // ships (e2e/apiserver/alerts_test.go keeps it equal to the PrometheusRule's spec).
-const ShippedRules = "../../deploy/prometheus-rules.yaml"
+var ShippedRules = filepath.Join(testenv.Root(), "deploy", "prometheus-rules.yaml")
 
 var (
 	RangeMinutes = regexp.MustCompile(`\[(\d+)m\]`)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // ForRow returns the events in netns since the from'th: the row's
@@ -102,7 +103,7 @@ func BuildGodial(t *testing.T) string {
 		return ""
 	}
 	bin := filepath.Join(t.TempDir(), "godial")
-	cmd := exec.Command(goBin, "build", "-o", bin, "../../testdata/clients/godial")
+	cmd := exec.Command(goBin, "build", "-o", bin, filepath.Join(testenv.Root(), "testdata/clients/godial"))
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building godial: %v\n%s", err, out)
