@@ -51,9 +51,12 @@ const (
 type sockiterSockiterSource uint32
 
 const (
-	sockiterSockiterSourceSOCKITER_SRC_TCP  sockiterSockiterSource = 1
-	sockiterSockiterSourceSOCKITER_SRC_UDP  sockiterSockiterSource = 2
-	sockiterSockiterSourceSOCKITER_SRC_FILE sockiterSockiterSource = 3
+	sockiterSockiterSourceSOCKITER_SRC_TCP   sockiterSockiterSource = 1
+	sockiterSockiterSourceSOCKITER_SRC_UDP   sockiterSockiterSource = 2
+	sockiterSockiterSourceSOCKITER_SRC_FILE  sockiterSockiterSource = 3
+	sockiterSockiterSourceSOCKITER_SRC_CUT   sockiterSockiterSource = 4
+	sockiterSockiterSourceSOCKITER_SRC_CHUNK sockiterSockiterSource = 5
+	sockiterSockiterSourceSOCKITER_SRC_END   sockiterSockiterSource = 6
 )
 
 // Names of all BPF objects in the ELF.

@@ -19,6 +19,10 @@ const (
 	SockSrcTCP  = uint8(sockiterSockiterSourceSOCKITER_SRC_TCP)
 	SockSrcUDP  = uint8(sockiterSockiterSourceSOCKITER_SRC_UDP)
 	SockSrcFile = uint8(sockiterSockiterSourceSOCKITER_SRC_FILE)
+	// Not sockets: the node walk's markers (bpf/sockiter.h).
+	SockSrcCut   = uint8(sockiterSockiterSourceSOCKITER_SRC_CUT)
+	SockSrcChunk = uint8(sockiterSockiterSourceSOCKITER_SRC_CHUNK)
+	SockSrcEnd   = uint8(sockiterSockiterSourceSOCKITER_SRC_END)
 )
 
 // Flags in SockRec.Flags (bpf/sockiter.h enum sockiter_flag).
@@ -68,6 +72,9 @@ func Sockets(recs []SockRec, netns uint32, nowMS int64) ([]portmodel.Socket, err
 	}
 	return socks, nil
 }
+
+// Socket is one record in the port model's terms; nowMS as for Sockets.
+func Socket(r *SockRec, nowMS int64) (portmodel.Socket, error) { return socket(r, nowMS) }
 
 // socket is one record in the port model's terms.
 func socket(r *SockRec, nowMS int64) (portmodel.Socket, error) {

@@ -1,0 +1,383 @@
+//go:build linux
+
+package tracer
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/eaddr/eaddr/diagnose/portmodel"
+)
+
+// nodeWalkTargets are the kernel's iterator targets and helpers the node
+// walk needs, with the Linux version that added each.
+var nodeWalkTargets = []struct{ fn, what, version string }{
+	{"bpf_iter_task", "iter/task", "5.8"},
+	{"bpf_iter_task_file", "iter/task_file", "5.8"},
+	{"bpf_loop", "the bpf_loop helper", "5.17"},
+}
+
+// NodeWalk reads every TCP socket of every network namespace of the node in
+// one pass (bpf/nodewalk.bpf.c), with each process's netns and each
+// netns's port settings: what the port sampler needs, at the cost of one
+// walk of the node's sockets rather than one per netns. It is loaded once
+// and walked any number of times, from any goroutine (walks are
+// serialized).
+type NodeWalk struct {
+	mu    sync.Mutex
+	objs  nodewalkObjects
+	links []*link.Iter // tasks, files, hash: in reading order
+	gen   uint64
+	buf   []byte
+	// chunk is the buckets of the hash tables each task object of the
+	// hash walk reads: about chunkRecs sockets' worth at the last walk's
+	// load (the tables' buckets and the sockets read).
+	chunk            uint32
+	buckets, sockets int
+}
+
+// chunkRecs is the sockets a chunk of the hash walk is sized to hold on
+// average, a fifth of the most it can (NODEWALK_CHUNK_RECS): the hash
+// spreads sockets evenly, and a chunk that overflows is cut.
+const chunkRecs = 64
+
+// NodeVisitor gets what a walk reads as it reads it, in this order: every
+// process and its netns with each netns's settings (before any socket of
+// it), the TCP sockets that are only bound, the listening sockets, the
+// established hash (with TIME_WAIT and request sockets). Nothing of a walk
+// is kept: what the visitor does not keep is gone.
+type NodeVisitor interface {
+	// Member: a process of eaddr's pid namespace, and its netns.
+	Member(netns uint32, pid int, kthread bool)
+	// NetNS: a netns's port settings, once per walk.
+	NetNS(s *NetNSSettings)
+	// Socket: one record; r is valid during the call only. A socket that
+	// is only bound comes once per fd that holds it.
+	Socket(r *SockRec)
+	// Cut: buckets of the hash tables the walk left unread (their chains
+	// kept changing under it, or a chunk's buffer was full).
+	Cut(buckets int)
+}
+
+// NetNSSettings are a netns's port settings, read from its struct net.
+type NetNSSettings struct {
+	NetNS             uint32
+	PortLo, PortHi    int              // net.ipv4.ip_local_port_range
+	Reserved          []portmodel.Span // net.ipv4.ip_local_reserved_ports
+	UnprivilegedStart int              // net.ipv4.ip_unprivileged_port_start
+	TWReuse           int              // net.ipv4.tcp_tw_reuse
+	TWReuseDelayMS    int              // net.ipv4.tcp_tw_reuse_delay; -1 where the kernel has none
+	// OwnHash: its TCP sockets are in hash tables of its own
+	// (net.ipv4.tcp_child_ehash_entries), which the walk does not read.
+	OwnHash bool
+}
+
+// NewNodeWalk loads and attaches the node walk. It needs root (or CAP_BPF
+// and CAP_PERFMON), a kernel with BTF, the iterators iter/task,
+// iter/task_file and the bpf_loop helper (5.17); the error says which is
+// missing.
+func NewNodeWalk() (*NodeWalk, error) {
+	if err := checkCaps(); err != nil {
+		return nil, err
+	}
+	if err := checkNodeWalkKernel(); err != nil {
+		return nil, err
+	}
+	_ = rlimit.RemoveMemlock()
+	spec, err := loadNodewalk()
+	if err != nil {
+		return nil, fmt.Errorf("reading the embedded node walk object: %w", err)
+	}
+	w := &NodeWalk{buf: make([]byte, 64<<10), chunk: 16} // before the first walk: for a load of 4 sockets a bucket
+	if err := spec.LoadAndAssign(&w.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("the kernel verifier rejected eaddr's node walk: %+v", ve)
+		}
+		return nil, fmt.Errorf("loading eaddr's node walk: %w", err)
+	}
+	for _, p := range []*ebpf.Program{w.objs.NodewalkTasks, w.objs.NodewalkFiles, w.objs.NodewalkHash} {
+		l, err := link.AttachIter(link.IterOptions{Program: p})
+		if err != nil {
+			w.Close()
+			return nil, fmt.Errorf("attaching node walk iterator %s: %w", p, err)
+		}
+		w.links = append(w.links, l)
+	}
+	return w, nil
+}
+
+// checkNodeWalkKernel says what the kernel lacks for the walk.
+func checkNodeWalkKernel() error {
+	if _, err := os.Stat(BTFPath); err != nil {
+		return fmt.Errorf("this kernel exposes no BTF at %s (%v): the node walk needs a kernel built with CONFIG_DEBUG_INFO_BTF=y", BTFPath, errors.Unwrap(err))
+	}
+	kspec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return fmt.Errorf("reading the kernel's BTF: %w", err)
+	}
+	for _, t := range nodeWalkTargets {
+		var fn *btf.Func
+		if err := kspec.TypeByName(t.fn, &fn); err != nil {
+			return fmt.Errorf("kernel %s lacks %s (%s not in its BTF: %v): the node walk needs Linux %s or newer", kernelRelease(), t.what, t.fn, err, t.version)
+		}
+	}
+	return nil
+}
+
+// Close detaches and unloads the walk.
+func (w *NodeWalk) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var errs []error
+	for _, l := range w.links {
+		errs = append(errs, l.Close())
+	}
+	w.links = nil
+	errs = append(errs, w.objs.Close())
+	return errors.Join(errs...)
+}
+
+// Walk reads the node once and hands each record to v as it is read.
+func (w *NodeWalk) Walk(v NodeVisitor) error {
+	if w == nil {
+		return errors.New("node walk: not loaded")
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.links == nil {
+		return errors.New("node walk: closed")
+	}
+	w.gen++
+	if err := w.objs.WalkGen.Set(w.gen); err != nil {
+		return fmt.Errorf("node walk: setting the walk's number: %w", err)
+	}
+	if err := w.read(w.links[0], taskRecord(v)); err != nil {
+		return fmt.Errorf("node walk: tasks: %w", err)
+	}
+	if err := w.read(w.links[1], sockRecord(v)); err != nil {
+		return fmt.Errorf("node walk: files: %w", err)
+	}
+	if err := w.walkHash(v); err != nil {
+		return fmt.Errorf("node walk: hash tables: %w", err)
+	}
+	return nil
+}
+
+// walkHash reads the hash tables: as many chunks as there are task objects
+// per read of the iterator, from the chunk after the last one read, until
+// the program says it is past the last bucket.
+func (w *NodeWalk) walkHash(v NodeVisitor) error {
+	c := &hashCounter{v: v, next: 0}
+	for {
+		if err := w.objs.ChunkBase.Set(c.next); err != nil {
+			return err
+		}
+		if err := w.objs.ChunkBuckets.Set(w.chunk); err != nil {
+			return err
+		}
+		before := c.next
+		if err := w.read(w.links[2], sockRecord(c)); err != nil {
+			return err
+		}
+		if c.buckets > 0 {
+			break
+		}
+		if c.next == before {
+			return errors.New("a read of the hash walk read no chunk")
+		}
+	}
+	w.buckets, w.sockets = c.buckets, c.sockets
+	w.chunk = uint32(min(max(chunkRecs*w.buckets/max(w.sockets, 1), 1), 4096))
+	return nil
+}
+
+// hashCounter passes the hash walk's records on to v and keeps its
+// markers: the next chunk to read, the buckets once past the end.
+type hashCounter struct {
+	v                NodeVisitor
+	next             uint32
+	buckets, sockets int
+}
+
+func (c *hashCounter) Member(uint32, int, bool) {}
+func (c *hashCounter) NetNS(*NetNSSettings)     {}
+func (c *hashCounter) Cut(n int)                { c.v.Cut(n) }
+
+func (c *hashCounter) Socket(r *SockRec) {
+	switch r.Source {
+	case SockSrcChunk:
+		c.next = max(c.next, uint32(r.Inode)+1)
+	case SockSrcEnd:
+		c.buckets = int(r.Inode)
+	default:
+		c.sockets++
+		c.v.Socket(r)
+	}
+}
+
+// read runs one iterator to its end, handing each whole record to rec,
+// which returns the record's size from its first bytes (0: more bytes are
+// needed; an error: the stream is not what the programs write).
+func (w *NodeWalk) read(l *link.Iter, rec func(b []byte) (int, error)) error {
+	rc, err := l.Open()
+	if err != nil {
+		return fmt.Errorf("creating the iterator: %w", err)
+	}
+	defer rc.Close()
+	have := 0
+	for {
+		n, err := rc.Read(w.buf[have:])
+		have += n
+		used, perr := records(w.buf[:have], rec)
+		if perr != nil {
+			return perr
+		}
+		have = copy(w.buf, w.buf[used:have])
+		if errors.Is(err, io.EOF) || (err == nil && n == 0) {
+			if have != 0 {
+				return fmt.Errorf("the stream ends in the middle of a record (%d bytes left)", have)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading: %w", err)
+		}
+	}
+}
+
+// records hands the whole records at the start of b to rec and returns
+// the bytes they took.
+func records(b []byte, rec func(b []byte) (int, error)) (int, error) {
+	used := 0
+	for used < len(b) {
+		n, err := rec(b[used:])
+		if err != nil {
+			return used, err
+		}
+		if n == 0 {
+			break
+		}
+		used += n
+	}
+	return used, nil
+}
+
+// sockRecord hands the sock_rec records of the files and hash walks to v.
+func sockRecord(v NodeVisitor) func(b []byte) (int, error) {
+	return func(b []byte) (int, error) {
+		if len(b) < SockRecSize {
+			return 0, nil
+		}
+		r := (*SockRec)(unsafe.Pointer(&b[0]))
+		if r.Source == SockSrcCut {
+			v.Cut(int(r.Inode))
+		} else {
+			v.Socket(r)
+		}
+		return SockRecSize, nil
+	}
+}
+
+// Records of the task walk (bpf/nodewalk.h).
+type (
+	nodeMember   = nodewalkNodewalkMember
+	nodeNetNS    = nodewalkNodewalkNetns
+	nodeReserved = nodewalkNodewalkReserved
+)
+
+var (
+	nodeMemberSize   = int(unsafe.Sizeof(nodeMember{}))
+	nodeNetNSSize    = int(unsafe.Sizeof(nodeNetNS{}))
+	nodeReservedSize = int(unsafe.Sizeof(nodeReserved{}))
+)
+
+// taskRecord hands the records of the task walk to v: each member, and
+// each netns's settings once its reserved ports (the record after them)
+// are read too.
+func taskRecord(v NodeVisitor) func(b []byte) (int, error) {
+	var pending NetNSSettings // a netns whose reserved ports come next
+	return func(b []byte) (int, error) {
+		if len(b) < 4 {
+			return 0, nil
+		}
+		kind := binary.NativeEndian.Uint32(b)
+		size := taskRecordSize(kind)
+		switch {
+		case size == 0:
+			return 0, fmt.Errorf("a record of kind unknown:%d", kind)
+		case len(b) < size:
+			return 0, nil
+		}
+		switch kind {
+		case uint32(nodewalkNodewalkKindNODEWALK_MEMBER):
+			m := (*nodeMember)(unsafe.Pointer(&b[0]))
+			v.Member(m.Netns, int(m.Pid), m.Flags&uint32(nodewalkNodewalkFlagNODEWALK_F_KTHREAD) != 0)
+		case uint32(nodewalkNodewalkKindNODEWALK_NETNS):
+			pending = netnsSettings((*nodeNetNS)(unsafe.Pointer(&b[0])))
+		default:
+			r := (*nodeReserved)(unsafe.Pointer(&b[0]))
+			if r.Netns != pending.NetNS {
+				return 0, fmt.Errorf("the reserved ports of net:[%d] after the settings of net:[%d]", r.Netns, pending.NetNS)
+			}
+			pending.Reserved = ReservedSpans(r.Bits[:])
+			v.NetNS(&pending)
+			pending = NetNSSettings{}
+		}
+		return size, nil
+	}
+}
+
+// taskRecordSize is the size of a task walk record of kind; 0 for a kind
+// the program never writes.
+func taskRecordSize(kind uint32) int {
+	switch kind {
+	case uint32(nodewalkNodewalkKindNODEWALK_MEMBER):
+		return nodeMemberSize
+	case uint32(nodewalkNodewalkKindNODEWALK_NETNS):
+		return nodeNetNSSize
+	case uint32(nodewalkNodewalkKindNODEWALK_RESERVED):
+		return nodeReservedSize
+	}
+	return 0
+}
+
+func netnsSettings(n *nodeNetNS) NetNSSettings {
+	s := NetNSSettings{NetNS: n.Netns, PortLo: int(n.PortLo), PortHi: int(n.PortHi), UnprivilegedStart: int(n.UnprivStart),
+		TWReuse: int(n.TwReuse), TWReuseDelayMS: -1, OwnHash: n.Flags&uint32(nodewalkNodewalkFlagNODEWALK_F_OWN_EHASH) != 0}
+	if n.Flags&uint32(nodewalkNodewalkFlagNODEWALK_F_TW_DELAY) != 0 {
+		s.TWReuseDelayMS = int(n.TwReuseDelay)
+	}
+	return s
+}
+
+// ReservedSpans turns the kernel's bitmap of reserved ports (bit p of the
+// words, least significant first, is port p) into spans, in order.
+func ReservedSpans(bits []uint64) []portmodel.Span {
+	var out []portmodel.Span
+	for p := 0; p < len(bits)*64; p++ {
+		if bits[p/64] == 0 {
+			p += 63 - p%64 // the rest of an empty word
+			continue
+		}
+		if bits[p/64]&(1<<(p%64)) == 0 {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1].Hi == p-1 {
+			out[n-1].Hi = p
+		} else {
+			out = append(out, portmodel.Span{Lo: p, Hi: p})
+		}
+	}
+	return out
+}
