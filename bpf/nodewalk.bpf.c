@@ -62,6 +62,10 @@ volatile __u64 walk_gen = 0;
 volatile __u32 chunk_base = 0;
 volatile __u32 chunk_buckets = 64;
 
+/* Set from Go: leave out each socket's inode and uid (three and one probe
+ * reads), which the port sampler does not use. */
+volatile bool lean = false;
+
 #define PF_KTHREAD 0x00200000         /* include/linux/sched.h */
 #define LISTENING_NULLS_BASE (1U << 29) /* include/net/inet_hashtables.h */
 
@@ -206,7 +210,8 @@ int nodewalk_files(struct bpf_iter__task_file *ctx)
 	const struct sock *sk = bound_only(file);
 	if (!sk)
 		return 0;
-	read_bound_only(&r, sk);
+	if (!read_bound_only(&r, sk, lean))
+		return 0;
 	bpf_seq_write(seq, &r, sizeof(r));
 	return 0;
 }
@@ -307,8 +312,10 @@ static long walk_step(__u32 i, void *ctx)
 	const struct sock_common *skc = (const void *)node - bpf_core_field_offset(struct sock_common, skc_nulls_node);
 	struct sock_rec *r = &w->buf->recs[n];
 	__builtin_memset(r, 0, sizeof(*r));
-	read_tcp_hashed(r, skc);
-	w->n = n + 1;
+	if (read_tcp_hashed(r, skc, lean))
+		w->n = n + 1;
+	else
+		w->cut++; /* a socket that cannot be read: counted, not guessed */
 	w->node = (__u64)BPF_CORE_READ(node, next);
 	if (!w->node) /* unreadable */
 		drop_chain(w);

@@ -47,7 +47,8 @@ int sockiter_tcp(struct bpf_iter__tcp *ctx)
 
 	if (!skc || sk_netns(skc) != target_netns)
 		return 0;
-	read_tcp_hashed(&r, skc);
+	if (!read_tcp_hashed(&r, skc, false))
+		return 0;
 	r.uid = ctx->uid;
 	bpf_seq_write(seq, &r, sizeof(r));
 	return 0;
@@ -62,11 +63,9 @@ int sockiter_udp(struct bpf_iter__udp *ctx)
 
 	if (!sk || sk_netns(&sk->__sk_common) != target_netns)
 		return 0;
-	r.source = SOCKITER_SRC_UDP;
-	r.proto = BPF_CORE_READ(sk, sk_protocol); /* IPPROTO_UDP or IPPROTO_UDPLITE */
+	if (!read_udp(&r, sk))
+		return 0;
 	r.uid = ctx->uid;
-	read_common(&r, &sk->__sk_common);
-	read_full(&r, sk, false);
 	bpf_seq_write(seq, &r, sizeof(r));
 	return 0;
 }
@@ -87,7 +86,8 @@ int sockiter_file(struct bpf_iter__task_file *ctx)
 	const struct sock *sk = bound_only(file);
 	if (!sk || sk_netns(&sk->__sk_common) != target_netns)
 		return 0;
-	read_bound_only(&r, sk);
+	if (!read_bound_only(&r, sk, false))
+		return 0;
 	bpf_seq_write(seq, &r, sizeof(r));
 	return 0;
 }

@@ -65,8 +65,9 @@ type NodeVisitor interface {
 	// is only bound comes once per fd that holds it.
 	Socket(r *SockRec)
 	// Cut: buckets of the hash tables the walk left unread (their chains
-	// kept changing under it, or a chunk's buffer was full).
-	Cut(buckets int)
+	// kept changing under it, or a chunk's buffer was full), and sockets
+	// it could not read.
+	Cut(n int)
 }
 
 // NetNSSettings are a netns's port settings, read from its struct net.
@@ -149,7 +150,9 @@ func (w *NodeWalk) Close() error {
 }
 
 // Walk reads the node once and hands each record to v as it is read.
-func (w *NodeWalk) Walk(v NodeVisitor) error {
+// With lean, the sockets' inodes and uids are left out (zero): four probe
+// reads of each socket that the port sampler does not need.
+func (w *NodeWalk) Walk(v NodeVisitor, lean bool) error {
 	if w == nil {
 		return errors.New("node walk: not loaded")
 	}
@@ -161,6 +164,9 @@ func (w *NodeWalk) Walk(v NodeVisitor) error {
 	w.gen++
 	if err := w.objs.WalkGen.Set(w.gen); err != nil {
 		return fmt.Errorf("node walk: setting the walk's number: %w", err)
+	}
+	if err := w.objs.Lean.Set(lean); err != nil {
+		return fmt.Errorf("node walk: setting lean: %w", err)
 	}
 	if err := w.read(w.links[0], taskRecord(v)); err != nil {
 		return fmt.Errorf("node walk: tasks: %w", err)

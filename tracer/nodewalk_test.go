@@ -121,7 +121,7 @@ func TestNodeWalkEqualsSockIter(t *testing.T) {
 		all = append(all, made{ns, startSleep(t, ns)})
 	}
 	c := newCollect(t)
-	if err := w.Walk(c); err != nil {
+	if err := w.Walk(c, false); err != nil {
 		t.Fatal(err)
 	}
 	if c.cut != 0 {

@@ -89,6 +89,11 @@ type nodewalkSeen struct {
 	Task uint64
 }
 
+type nodewalkSockCopy struct {
+	_ structs.HostLayout
+	B [512]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -96,11 +101,13 @@ const (
 	nodewalkMapNodewalkChunkBuf       = "nodewalk_chunk_buf"
 	nodewalkMapNodewalkReservedBuf    = "nodewalk_reserved_buf"
 	nodewalkMapNodewalkSeen           = "nodewalk_seen"
+	nodewalkMapSockreadCopy           = "sockread_copy"
 	nodewalkProgNodewalkFiles         = "nodewalk_files"
 	nodewalkProgNodewalkHash          = "nodewalk_hash"
 	nodewalkProgNodewalkTasks         = "nodewalk_tasks"
 	nodewalkVarChunkBase              = "chunk_base"
 	nodewalkVarChunkBuckets           = "chunk_buckets"
+	nodewalkVarLean                   = "lean"
 	nodewalkVarUnusedNodewalkEnums    = "unused_nodewalk_enums"
 	nodewalkVarUnusedNodewalkMember   = "unused_nodewalk_member"
 	nodewalkVarUnusedNodewalkNetns    = "unused_nodewalk_netns"
@@ -162,6 +169,7 @@ type nodewalkMapSpecs struct {
 	NodewalkChunkBuf    *ebpf.MapSpec `ebpf:"nodewalk_chunk_buf"`
 	NodewalkReservedBuf *ebpf.MapSpec `ebpf:"nodewalk_reserved_buf"`
 	NodewalkSeen        *ebpf.MapSpec `ebpf:"nodewalk_seen"`
+	SockreadCopy        *ebpf.MapSpec `ebpf:"sockread_copy"`
 }
 
 // nodewalkVariableSpecs contains global variables before they are loaded into the kernel.
@@ -170,6 +178,7 @@ type nodewalkMapSpecs struct {
 type nodewalkVariableSpecs struct {
 	ChunkBase              *ebpf.VariableSpec `ebpf:"chunk_base"`
 	ChunkBuckets           *ebpf.VariableSpec `ebpf:"chunk_buckets"`
+	Lean                   *ebpf.VariableSpec `ebpf:"lean"`
 	UnusedNodewalkEnums    *ebpf.VariableSpec `ebpf:"unused_nodewalk_enums"`
 	UnusedNodewalkMember   *ebpf.VariableSpec `ebpf:"unused_nodewalk_member"`
 	UnusedNodewalkNetns    *ebpf.VariableSpec `ebpf:"unused_nodewalk_netns"`
@@ -200,6 +209,7 @@ type nodewalkMaps struct {
 	NodewalkChunkBuf    *ebpf.Map `ebpf:"nodewalk_chunk_buf"`
 	NodewalkReservedBuf *ebpf.Map `ebpf:"nodewalk_reserved_buf"`
 	NodewalkSeen        *ebpf.Map `ebpf:"nodewalk_seen"`
+	SockreadCopy        *ebpf.Map `ebpf:"sockread_copy"`
 }
 
 func (m *nodewalkMaps) Close() error {
@@ -207,6 +217,7 @@ func (m *nodewalkMaps) Close() error {
 		m.NodewalkChunkBuf,
 		m.NodewalkReservedBuf,
 		m.NodewalkSeen,
+		m.SockreadCopy,
 	)
 }
 
@@ -216,6 +227,7 @@ func (m *nodewalkMaps) Close() error {
 type nodewalkVariables struct {
 	ChunkBase              *ebpf.Variable `ebpf:"chunk_base"`
 	ChunkBuckets           *ebpf.Variable `ebpf:"chunk_buckets"`
+	Lean                   *ebpf.Variable `ebpf:"lean"`
 	UnusedNodewalkEnums    *ebpf.Variable `ebpf:"unused_nodewalk_enums"`
 	UnusedNodewalkMember   *ebpf.Variable `ebpf:"unused_nodewalk_member"`
 	UnusedNodewalkNetns    *ebpf.Variable `ebpf:"unused_nodewalk_netns"`
