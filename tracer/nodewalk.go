@@ -232,24 +232,29 @@ func (c *hashCounter) Socket(r *SockRec) {
 	}
 }
 
-// read runs one iterator to its end, handing each whole record to rec,
-// which returns the record's size from its first bytes (0: more bytes are
-// needed; an error: the stream is not what the programs write).
+// read runs one iterator to its end, handing each record to rec.
 func (w *NodeWalk) read(l *link.Iter, rec func(b []byte) (int, error)) error {
 	rc, err := l.Open()
 	if err != nil {
 		return fmt.Errorf("creating the iterator: %w", err)
 	}
 	defer rc.Close()
+	return readRecords(rc, w.buf, rec)
+}
+
+// readRecords reads r to its end into buf, handing each whole record to
+// rec, which returns the record's size from its first bytes (0: more bytes
+// are needed; an error: the stream is not what the programs write).
+func readRecords(r io.Reader, buf []byte, rec func(b []byte) (int, error)) error {
 	have := 0
 	for {
-		n, err := rc.Read(w.buf[have:])
+		n, err := r.Read(buf[have:])
 		have += n
-		used, perr := records(w.buf[:have], rec)
+		used, perr := records(buf[:have], rec)
 		if perr != nil {
 			return perr
 		}
-		have = copy(w.buf, w.buf[used:have])
+		have = copy(buf, buf[used:have])
 		if errors.Is(err, io.EOF) || (err == nil && n == 0) {
 			if have != 0 {
 				return fmt.Errorf("the stream ends in the middle of a record (%d bytes left)", have)
