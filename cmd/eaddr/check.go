@@ -153,7 +153,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer, log *s
 	if err != nil {
 		return err
 	}
-	o := diagnose.AuditOptions{HostNetNS: f.HostNetNS, NodePortLo: npLo, NodePortHi: npHi, Warn: f.Warn, Crit: f.Crit, Top: f.Top}
+	o := diagnose.AuditOptions{HostNetNS: f.HostNetNS, NodePortLo: npLo, NodePortHi: npHi, Warn: f.Warn, Crit: f.Crit, Top: f.Top, Findings: true}
 	rep := auditNode(&f, o, found, log)
 	rep.NodePortRange = fmt.Sprintf("%d-%d", npLo, npHi)
 	if f.json {

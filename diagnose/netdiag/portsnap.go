@@ -33,7 +33,7 @@ const SourceIterator Source = "iterator"
 // it, as EachPortSocket reads them. The clock is read after the sockets: no
 // TIME_WAIT stamp read is later than Now.
 func (n *Netns) PortSnapshot(it SocketReader, udp bool) (portmodel.Sysctls, []portmodel.Socket, Source, error) {
-	sys, err := n.PortSettings()
+	sys, _, err := n.PortSettings()
 	if err != nil {
 		return portmodel.Sysctls{}, nil, "", err
 	}
@@ -48,26 +48,34 @@ func (n *Netns) PortSnapshot(it SocketReader, udp bool) (portmodel.Sysctls, []po
 	return sys, socks, src, nil
 }
 
-// PortSettings are the netns's settings the port model reads: its range,
-// reserved ports, tcp_tw_reuse and tcp_tw_reuse_delay; not the clock.
-func (n *Netns) PortSettings() (portmodel.Sysctls, error) {
+// PortSettings are the netns's settings the port model reads (its range,
+// reserved ports, tcp_tw_reuse and tcp_tw_reuse_delay; not the clock), and
+// its port sysctls as Sysctls reads them.
+func (n *Netns) PortSettings() (portmodel.Sysctls, PortSysctls, error) {
 	ps, err := n.Sysctls()
 	if err != nil {
-		return portmodel.Sysctls{}, err
+		return portmodel.Sysctls{}, ps, err
 	}
-	sys := portmodel.Sysctls{Lo: ps.RangeLo, Hi: ps.RangeHi, TWReuse: ps.TCPTWReuse}
-	for _, r := range ps.Reserved {
-		sys.Reserved = append(sys.Reserved, portmodel.Span{Lo: r.Lo, Hi: r.Hi})
-	}
+	sys := ps.Model()
 	err = n.ns.Do(func() error {
 		var err error
 		sys.TWReuseDelayMS, err = twReuseDelay()
 		return err
 	})
 	if err != nil {
-		return portmodel.Sysctls{}, fmt.Errorf("netdiag: PortSettings in %s: %w", nsLink(n.inode), err)
+		return portmodel.Sysctls{}, ps, fmt.Errorf("netdiag: PortSettings in %s: %w", nsLink(n.inode), err)
 	}
-	return sys, nil
+	return sys, ps, nil
+}
+
+// Model is s as the port model takes it, without tcp_tw_reuse_delay and the
+// clock.
+func (s *PortSysctls) Model() portmodel.Sysctls {
+	sys := portmodel.Sysctls{Lo: s.RangeLo, Hi: s.RangeHi, TWReuse: s.TCPTWReuse}
+	for _, r := range s.Reserved {
+		sys.Reserved = append(sys.Reserved, portmodel.Span{Lo: r.Lo, Hi: r.Hi})
+	}
+	return sys
 }
 
 // EachPortSocket hands each socket of the netns to each as it is read
