@@ -58,9 +58,15 @@ const struct nodewalk_enums *unused_nodewalk_enums __attribute__((unused));
 volatile __u64 walk_gen = 0;
 
 /* Set from Go before each read of the hash walk: the chunk the first task
- * object reads, and the buckets of a chunk. */
+ * object reads, the buckets of a chunk, the bucket the walk ends before
+ * (0: the last one). */
 volatile __u32 chunk_base = 0;
 volatile __u32 chunk_buckets = 64;
+volatile __u32 chunk_end = 0;
+
+/* The records a chunk buffers before it stops, at most (and 0 for)
+ * NODEWALK_CHUNK_RECS: tests make it small to read chunks again. */
+volatile __u32 chunk_recs = 0;
 
 /* Set from Go: leave out each socket's inode and uid (three and one probe
  * reads), which the port sampler does not use. */
@@ -220,12 +226,12 @@ int nodewalk_files(struct bpf_iter__task_file *ctx)
 struct walk {
 	struct chunk_buf *buf;
 	__u64 ehash, lhash2;   /* the tables' bucket arrays */
-	__u32 lsize, total;    /* listening buckets; listening + established */
-	__u32 bucket, end;     /* the bucket being read (lhash2 first), the chunk's end */
+	__u32 lsize;           /* listening buckets (lhash2 comes first) */
+	__u32 bucket, end;     /* the bucket being read, the chunk's end */
 	__u64 node;            /* the chain's next node; 0: the bucket not started */
 	__u32 n, chain_start;  /* records buffered; the current chain's first */
 	__u32 attempts;        /* reads of the current chain that changed under it */
-	__u32 cut;             /* buckets left unread */
+	bool stopped;          /* buckets [bucket, end) are left to be read again */
 };
 
 /* The nulls value the chain of bucket b ends with (INIT_HLIST_NULLS_HEAD
@@ -250,37 +256,36 @@ static __always_inline __u64 chain_head(const struct walk *w, __u32 b)
 	return head;
 }
 
-/* A chain left unread: its records dropped, the bucket counted as cut. */
-static __always_inline void drop_chain(struct walk *w)
+/* The chunk stops at the current chain: its records are dropped, and it and
+ * the chunk's other buckets are left to be read again, one by one. */
+static __always_inline long stop_chunk(struct walk *w)
 {
 	w->n = w->chain_start;
-	w->cut++;
-	w->attempts = 0;
-	w->node = 0;
-	w->bucket++;
+	w->stopped = true;
+	return 1;
 }
 
 /* The end of a chain: kept when it ends in its own bucket's nulls value,
  * else read again (a socket on it moved to another chain meanwhile), at
- * most twice. */
-static __always_inline void end_chain(struct walk *w)
+ * most twice, then the chunk stops there. */
+static __always_inline long end_chain(struct walk *w)
 {
 	if ((w->node >> 1) != chain_nulls(w, w->bucket)) {
-		if (++w->attempts <= 2) {
-			w->n = w->chain_start;
-			w->node = 0;
-			return;
-		}
-		drop_chain(w);
-		return;
+		if (++w->attempts > 2)
+			return stop_chunk(w);
+		w->n = w->chain_start;
+		w->node = 0;
+		return 0;
 	}
 	w->attempts = 0;
 	w->node = 0;
 	w->bucket++;
+	return 0;
 }
 
 /* One step of the walk: start a bucket, read one socket, or end a chain.
- * 1 stops the loop: the chunk is read, or its buffer is full. */
+ * 1 stops the loop: the chunk is read, or stopped (its buffer full, or a
+ * chain that cannot be read). */
 static long walk_step(__u32 i, void *ctx)
 {
 	struct walk *w = ctx;
@@ -290,35 +295,26 @@ static long walk_step(__u32 i, void *ctx)
 	if (!w->node) {
 		w->chain_start = w->n;
 		w->node = chain_head(w, w->bucket);
-		if (!w->node) { /* unreadable: never so for a live table */
-			drop_chain(w);
-			return 0;
-		}
+		if (!w->node) /* unreadable: never so for a live table */
+			return stop_chunk(w);
 	}
-	if (w->node & 1) {
-		end_chain(w);
-		return 0;
-	}
+	if (w->node & 1)
+		return end_chain(w);
 	__u32 n = w->n;
-	if (n >= NODEWALK_CHUNK_RECS) { /* full: the chunk's other buckets are cut */
-		w->n = w->chain_start;
-		w->cut += w->end - w->bucket;
-		w->bucket = w->end;
-		return 1;
-	}
+	if (n >= NODEWALK_CHUNK_RECS || (chunk_recs && n >= chunk_recs))
+		return stop_chunk(w);
 	/* Locals only inside BPF_CORE_READ: it relocates every member access
 	 * of its expression against the kernel's types. */
 	struct hlist_nulls_node *node = (void *)w->node;
 	const struct sock_common *skc = (const void *)node - bpf_core_field_offset(struct sock_common, skc_nulls_node);
 	struct sock_rec *r = &w->buf->recs[n];
 	__builtin_memset(r, 0, sizeof(*r));
-	if (read_tcp_hashed(r, skc, lean))
-		w->n = n + 1;
-	else
-		w->cut++; /* a socket that cannot be read: counted, not guessed */
+	if (!read_tcp_hashed(r, skc, lean))
+		return stop_chunk(w);
+	w->n = n + 1;
 	w->node = (__u64)BPF_CORE_READ(node, next);
-	if (!w->node) /* unreadable */
-		drop_chain(w);
+	if (!w->node)
+		return stop_chunk(w);
 	return 0;
 }
 
@@ -326,11 +322,12 @@ static long walk_step(__u32 i, void *ctx)
  * clock of the walk here (the iterators over a map's elements are refused
  * where eaddr must run), object seq_num reading buckets
  * [(chunk_base + seq_num) * chunk_buckets, + chunk_buckets) of lhash2
- * then ehash. The kernel shows an object again with the same seq_num when
- * its output did not fit (bpf_seq_read), so a chunk is read again whole.
- * After each chunk a CHUNK marker; the chunk past the last bucket writes
- * END. User space reads again from the next chunk while there are more
- * buckets than tasks. */
+ * then ehash, up to chunk_end (0: the last). The kernel shows an object
+ * again with the same seq_num when its output did not fit (bpf_seq_read),
+ * so a chunk is read again whole. After each chunk a CHUNK marker, after a
+ * chunk that stopped a CUT marker naming the buckets left; the chunk past
+ * the end writes END. User space reads again from the next chunk while
+ * there are more chunks than tasks, and the buckets left one by one. */
 SEC("iter/task")
 int nodewalk_hash(struct bpf_iter__task *ctx)
 {
@@ -349,31 +346,31 @@ int nodewalk_hash(struct bpf_iter__task *ctx)
 	w.ehash = (__u64)BPF_CORE_READ(h, ehash);
 	w.lhash2 = (__u64)BPF_CORE_READ(h, lhash2);
 	w.lsize = BPF_CORE_READ(h, lhash2_mask) + 1;
-	w.total = w.lsize + BPF_CORE_READ(h, ehash_mask) + 1;
+	__u32 total = w.lsize + BPF_CORE_READ(h, ehash_mask) + 1;
+	if (chunk_end && chunk_end < total)
+		total = chunk_end;
 	__u32 per = chunk_buckets ? chunk_buckets : 1;
 	__u64 chunk = chunk_base + ctx->meta->seq_num;
 	__u64 first = chunk * per;
 	struct sock_rec m = {.source = SOCKITER_SRC_CHUNK, .inode = chunk};
-	if (first >= w.total) {
-		if (first - w.total < per) { /* the first chunk past the end */
+	if (first >= total) {
+		if (first - total < per) { /* the first chunk past the end */
 			m.source = SOCKITER_SRC_END;
-			m.inode = w.total;
+			m.inode = w.lsize + BPF_CORE_READ(h, ehash_mask) + 1;
 			bpf_seq_write(seq, &m, sizeof(m));
 		}
 		return 0;
 	}
 	w.bucket = first;
-	w.end = first + per < w.total ? first + per : w.total;
+	w.end = first + per < total ? first + per : total;
 	bpf_loop(4 * per + 3 * NODEWALK_CHUNK_RECS + 16, walk_step, &w, 0);
-	if (w.bucket < w.end)
-		w.cut += w.end - w.bucket;
 	__u32 n = w.n;
 	if (n > NODEWALK_CHUNK_RECS)
 		n = NODEWALK_CHUNK_RECS;
 	if (n)
 		bpf_seq_write(seq, w.buf->recs, n * sizeof(struct sock_rec));
-	if (w.cut) {
-		struct sock_rec c = {.source = SOCKITER_SRC_CUT, .inode = w.cut};
+	if (w.bucket < w.end) { /* stopped, or the loop's steps ran out */
+		struct sock_rec c = {.source = SOCKITER_SRC_CUT, .netns = w.bucket, .inode = w.end - w.bucket};
 		bpf_seq_write(seq, &c, sizeof(c));
 	}
 	bpf_seq_write(seq, &m, sizeof(m));

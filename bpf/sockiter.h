@@ -13,7 +13,7 @@ enum sockiter_source {
 	SOCKITER_SRC_UDP = 2,  /* iter/udp: the netns's UDP sockets (bound ones) */
 	SOCKITER_SRC_FILE = 3, /* iter/task_file: a TCP socket that is only bound (CLOSE, holding a port) */
 	/* Not a socket: the node walk (nodewalk.bpf.c) left buckets of the
-	 * TCP hash tables unread; inode is how many. */
+	 * TCP hash tables unread: inode of them, from bucket netns. */
 	SOCKITER_SRC_CUT = 4,
 	/* Not a socket: the node walk read chunk inode of the hash tables. */
 	SOCKITER_SRC_CHUNK = 5,

@@ -39,17 +39,23 @@ type NodeWalk struct {
 	links []*link.Iter // tasks, files, hash: in reading order
 	gen   uint64
 	buf   []byte
-	// chunk is the buckets of the hash tables each task object of the
-	// hash walk reads: about chunkRecs sockets' worth at the last walk's
-	// load (the tables' buckets and the sockets read).
-	chunk            uint32
-	buckets, sockets int
+	// recs bounds the records a chunk buffers (0: NODEWALK_CHUNK_RECS);
+	// tests make it small.
+	recs uint32
 }
 
-// chunkRecs is the sockets a chunk of the hash walk is sized to hold on
-// average, a fifth of the most it can (NODEWALK_CHUNK_RECS): the hash
-// spreads sockets evenly, and a chunk that overflows is cut.
-const chunkRecs = 64
+// chunkBuckets is the buckets of the hash tables a task object of the hash
+// walk reads. A client's connections toward one destination sit in
+// neighbouring buckets (inet_ehashfn adds the local port to the hash), so
+// a chunk holds at most about one socket a bucket of each such run, far
+// below the NODEWALK_CHUNK_RECS it can hold; a chunk that still fills (or
+// meets a chain it cannot read) stops, and its other buckets are read
+// again one by one.
+const chunkBuckets = 64
+
+// maxLeft bounds the bucket ranges a walk reads again one by one; past
+// it they are counted as cut.
+const maxLeft = 1 << 12
 
 // NodeVisitor gets what a walk reads as it reads it, in this order: every
 // process and its netns with each netns's settings (before any socket of
@@ -99,7 +105,7 @@ func NewNodeWalk() (*NodeWalk, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the embedded node walk object: %w", err)
 	}
-	w := &NodeWalk{buf: make([]byte, 64<<10), chunk: 16} // before the first walk: for a load of 4 sockets a bucket
+	w := &NodeWalk{buf: make([]byte, 64<<10)}
 	if err := spec.LoadAndAssign(&w.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -180,56 +186,101 @@ func (w *NodeWalk) Walk(v NodeVisitor, lean bool) error {
 	return nil
 }
 
-// walkHash reads the hash tables: as many chunks as there are task objects
-// per read of the iterator, from the chunk after the last one read, until
-// the program says it is past the last bucket.
+// walkHash reads the hash tables in chunks of chunkBuckets, then again one
+// by one the buckets of the chunks that stopped; what is still left is
+// cut.
 func (w *NodeWalk) walkHash(v NodeVisitor) error {
-	c := &hashCounter{v: v, next: 0}
-	for {
-		if err := w.objs.ChunkBase.Set(c.next); err != nil {
+	c := &hashCounter{v: v}
+	if err := w.hashPass(c, 0, chunkBuckets, 0); err != nil {
+		return err
+	}
+	left := c.left
+	c.left, c.lost = nil, 0
+	for _, r := range left {
+		if err := w.hashPass(c, r.first, 1, r.first+r.n); err != nil {
 			return err
 		}
-		if err := w.objs.ChunkBuckets.Set(w.chunk); err != nil {
+	}
+	if n := c.lost + sumLeft(c.left); n > 0 {
+		v.Cut(n)
+	}
+	return nil
+}
+
+// hashPass reads chunks of per buckets from bucket base (a multiple of
+// per) up to end (0: the last), as many chunks per read of the iterator as
+// there are task objects, until the program says it is past the end.
+func (w *NodeWalk) hashPass(c *hashCounter, base, per, end uint32) error {
+	c.next, c.ended = base/per, false
+	for _, set := range []struct {
+		v   *ebpf.Variable
+		val uint32
+	}{{w.objs.ChunkBuckets, per}, {w.objs.ChunkEnd, end}, {w.objs.ChunkRecs, w.recs}} {
+		if err := set.v.Set(set.val); err != nil {
+			return err
+		}
+	}
+	for !c.ended {
+		if err := w.objs.ChunkBase.Set(c.next); err != nil {
 			return err
 		}
 		before := c.next
 		if err := w.read(w.links[2], sockRecord(c)); err != nil {
 			return err
 		}
-		if c.buckets > 0 {
-			break
-		}
-		if c.next == before {
+		if !c.ended && c.next == before {
 			return errors.New("a read of the hash walk read no chunk")
 		}
 	}
-	w.buckets, w.sockets = c.buckets, c.sockets
-	w.chunk = uint32(min(max(chunkRecs*w.buckets/max(w.sockets, 1), 1), 4096))
 	return nil
 }
 
-// hashCounter passes the hash walk's records on to v and keeps its
-// markers: the next chunk to read, the buckets once past the end.
+// bucketRange is buckets [first, first+n) of the hash tables.
+type bucketRange struct{ first, n uint32 }
+
+func sumLeft(rs []bucketRange) int {
+	n := 0
+	for _, r := range rs {
+		n += int(r.n)
+	}
+	return n
+}
+
+// hashCounter passes the hash walk's sockets on to v and keeps its
+// markers: the next chunk to read, the end, the buckets left to read again
+// (lost: those past maxLeft ranges).
 type hashCounter struct {
-	v                NodeVisitor
-	next             uint32
-	buckets, sockets int
+	v     NodeVisitor
+	next  uint32
+	ended bool
+	left  []bucketRange
+	lost  int
 }
 
 func (c *hashCounter) Member(uint32, int, bool) {}
 func (c *hashCounter) NetNS(*NetNSSettings)     {}
-func (c *hashCounter) Cut(n int)                { c.v.Cut(n) }
+func (c *hashCounter) Cut(n int)                { c.lost += n }
 
 func (c *hashCounter) Socket(r *SockRec) {
 	switch r.Source {
 	case SockSrcChunk:
 		c.next = max(c.next, uint32(r.Inode)+1)
 	case SockSrcEnd:
-		c.buckets = int(r.Inode)
+		c.ended = true
+	case SockSrcCut:
+		c.leftOver(r.Netns, uint32(r.Inode))
 	default:
-		c.sockets++
 		c.v.Socket(r)
 	}
+}
+
+// leftOver notes buckets a chunk left unread.
+func (c *hashCounter) leftOver(first, n uint32) {
+	if len(c.left) >= maxLeft {
+		c.lost += int(n)
+		return
+	}
+	c.left = append(c.left, bucketRange{first, n})
 }
 
 // read runs one iterator to its end, handing each record to rec.
@@ -284,18 +335,14 @@ func records(b []byte, rec func(b []byte) (int, error)) (int, error) {
 	return used, nil
 }
 
-// sockRecord hands the sock_rec records of the files and hash walks to v.
+// sockRecord hands the sock_rec records of the files and hash walks to v
+// (the hash walk's markers to its hashCounter).
 func sockRecord(v NodeVisitor) func(b []byte) (int, error) {
 	return func(b []byte) (int, error) {
 		if len(b) < SockRecSize {
 			return 0, nil
 		}
-		r := (*SockRec)(unsafe.Pointer(&b[0]))
-		if r.Source == SockSrcCut {
-			v.Cut(int(r.Inode))
-		} else {
-			v.Socket(r)
-		}
+		v.Socket((*SockRec)(unsafe.Pointer(&b[0])))
 		return SockRecSize, nil
 	}
 }

@@ -107,6 +107,8 @@ const (
 	nodewalkProgNodewalkTasks         = "nodewalk_tasks"
 	nodewalkVarChunkBase              = "chunk_base"
 	nodewalkVarChunkBuckets           = "chunk_buckets"
+	nodewalkVarChunkEnd               = "chunk_end"
+	nodewalkVarChunkRecs              = "chunk_recs"
 	nodewalkVarLean                   = "lean"
 	nodewalkVarUnusedNodewalkEnums    = "unused_nodewalk_enums"
 	nodewalkVarUnusedNodewalkMember   = "unused_nodewalk_member"
@@ -178,6 +180,8 @@ type nodewalkMapSpecs struct {
 type nodewalkVariableSpecs struct {
 	ChunkBase              *ebpf.VariableSpec `ebpf:"chunk_base"`
 	ChunkBuckets           *ebpf.VariableSpec `ebpf:"chunk_buckets"`
+	ChunkEnd               *ebpf.VariableSpec `ebpf:"chunk_end"`
+	ChunkRecs              *ebpf.VariableSpec `ebpf:"chunk_recs"`
 	Lean                   *ebpf.VariableSpec `ebpf:"lean"`
 	UnusedNodewalkEnums    *ebpf.VariableSpec `ebpf:"unused_nodewalk_enums"`
 	UnusedNodewalkMember   *ebpf.VariableSpec `ebpf:"unused_nodewalk_member"`
@@ -227,6 +231,8 @@ func (m *nodewalkMaps) Close() error {
 type nodewalkVariables struct {
 	ChunkBase              *ebpf.Variable `ebpf:"chunk_base"`
 	ChunkBuckets           *ebpf.Variable `ebpf:"chunk_buckets"`
+	ChunkEnd               *ebpf.Variable `ebpf:"chunk_end"`
+	ChunkRecs              *ebpf.Variable `ebpf:"chunk_recs"`
 	Lean                   *ebpf.Variable `ebpf:"lean"`
 	UnusedNodewalkEnums    *ebpf.Variable `ebpf:"unused_nodewalk_enums"`
 	UnusedNodewalkMember   *ebpf.Variable `ebpf:"unused_nodewalk_member"`

@@ -5,6 +5,8 @@ package tracer
 import (
 	"fmt"
 	"os/exec"
+
+	"golang.org/x/sys/unix"
 	"slices"
 	"testing"
 
@@ -32,13 +34,14 @@ type collect struct {
 	settings map[uint32]NetNSSettings
 	socks    map[uint32][]portmodel.Socket
 	seen     map[uint64]bool
+	records  map[uint32]int // per netns, before a socket only bound seen twice is dropped
 	cut      int
 }
 
 func newCollect(t *testing.T) *collect {
 	_, ms := monotonic(t)
 	return &collect{t: t, nowMS: ms, members: map[uint32][]int{}, settings: map[uint32]NetNSSettings{},
-		socks: map[uint32][]portmodel.Socket{}, seen: map[uint64]bool{}}
+		socks: map[uint32][]portmodel.Socket{}, seen: map[uint64]bool{}, records: map[uint32]int{}}
 }
 
 func (c *collect) Member(netns uint32, pid int, kthread bool) {
@@ -56,6 +59,7 @@ func (c *collect) Socket(r *SockRec) {
 	if _, ok := c.settings[r.Netns]; !ok && c.members[r.Netns] != nil {
 		c.t.Errorf("a socket of net:[%d] before its settings", r.Netns)
 	}
+	c.records[r.Netns]++
 	if r.Inode != 0 && c.seen[r.Inode] {
 		return // a bound-only socket behind another fd
 	}
@@ -176,4 +180,34 @@ func startSleep(t *testing.T, ns *netns.NS) int {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	return cmd.Process.Pid
+}
+
+// A chunk that fills its buffer stops, and its other buckets are read
+// again one by one: with a buffer of 2 records the walk reads the same
+// sockets as with the whole buffer, none twice, none cut.
+func TestNodeWalkRereadsStoppedChunks(t *testing.T) {
+	w := newNodeWalk(t)
+	ns := newNetns(t)
+	sc := newScene(t, ns)
+	l := sc.listen()
+	for range 40 { // connections toward one destination: neighbouring buckets
+		c := sc.socket(unix.SOCK_STREAM)
+		sc.connect(c, sockName(t, l, false))
+		sc.accept(l)
+	}
+	read := func(recs uint32) *collect {
+		w.recs = recs
+		c := newCollect(t)
+		if err := w.Walk(c, false); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	ino := uint32(ns.Inode())
+	whole, small := read(0), read(2)
+	if got, want := keys(small.socks[ino]), keys(whole.socks[ino]); !slices.Equal(got, want) || len(want) != 81 ||
+		small.records[ino] != 81 || small.cut != 0 || whole.cut != 0 {
+		t.Errorf("read with a buffer of 2: %d sockets (%d records), cut %d; with the whole buffer %d, cut %d; want the same 81, none twice, none cut",
+			len(got), small.records[ino], small.cut, len(want), whole.cut)
+	}
 }
