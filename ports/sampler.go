@@ -26,11 +26,17 @@ type Config struct {
 	Only []uint64
 	// Comm: name each netns's process (check, top).
 	Comm bool
+	// PodOf names the pod whose netns inode is (the trace's names, check
+	// and top's runtime); nil, or nil returned: not named. The host's netns
+	// is no pod's.
+	PodOf func(inode uint64) *diagnose.CheckPod
 	// Culprits: the first Culprits destinations of each netns at
 	// Audit.Warn or above get who holds their ports and the fix
 	// (diagnose.Diagnoser.Culprits: the model's full look at the netns,
-	// paid only for those).
-	Culprits int
+	// paid only for those); CulpritsOf, when set, picks the netns (the
+	// trace's warnings: named pods only).
+	Culprits   int
+	CulpritsOf func(*diagnose.NetNSReport) bool
 	// NoWalk: read every netns on its own, as before the node walk (the
 	// benchmark's comparison; and what a kernel without the walk gets).
 	NoWalk bool
@@ -110,9 +116,12 @@ func (s *Sampler) Sample() (*Sample, error) {
 	for _, inode := range s.selected(members, mounts) {
 		r := s.report(w, inode, members[inode])
 		r.Mount = mounts[inode]
+		if !r.Host && s.c.PodOf != nil {
+			r.Pod = s.c.PodOf(inode)
+		}
 		if r.Error != "" {
 			out.Skipped++
-		} else if s.d != nil {
+		} else if s.d != nil && (s.c.CulpritsOf == nil || s.c.CulpritsOf(&r)) {
 			s.d.Culprits(&r, s.c.Audit.Warn, s.c.Culprits)
 		}
 		out.NetNS = append(out.NetNS, r)
