@@ -244,7 +244,7 @@ func hostNodePortFixes(r *NetNSReport, o AuditOptions) []string {
 		return nil
 	}
 	defer ns.Close()
-	p, err := readPorts(ns, o.Iter, false)
+	p, err := readPorts(ns, o.Iter, false, focus{}) // the ports it serves on
 	if err != nil {
 		return nil
 	}

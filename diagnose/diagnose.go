@@ -216,7 +216,7 @@ func (d *Diagnoser) Snapshot(ev *decode.Event) *Diagnosis {
 		return g
 	}
 	defer ns.Close()
-	p, err := readPorts(ns, d.Iter, ev.Protocol == unix.IPPROTO_UDP)
+	p, err := readPorts(ns, d.Iter, ev.Protocol == unix.IPPROTO_UDP, focusOf(ev))
 	if err != nil {
 		g.Err = err.Error()
 		g.Verdict = "no diagnosis: reading the netns's ports: " + err.Error()
@@ -236,6 +236,15 @@ func (d *Diagnoser) Snapshot(ev *decode.Event) *Diagnosis {
 		d.bindNotAvail(ev, g, p)
 	}
 	return g
+}
+
+// focusOf is the sockets ev's diagnosis needs kept: a connect()'s toward
+// its destination (and those that hold a port for all), a bind()'s all.
+func focusOf(ev *decode.Event) focus {
+	if ev.Syscall == decode.Connect && ev.Errno != int(unix.EAGAIN) && ev.Remote.Valid {
+		return focus{dst: ev.Remote.IP}
+	}
+	return focus{all: ev.Syscall == decode.Bind}
 }
 
 // openNetns opens the netns of ev through the failing process, its parent

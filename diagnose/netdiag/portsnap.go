@@ -30,22 +30,29 @@ const SourceIterator Source = "iterator"
 
 // PortSnapshot reads what the port model needs of the netns: its sysctls,
 // its clock, and its sockets (UDP ones only with udp), from threads inside
-// it, as EachPortSocket reads them. The clock is read after the sockets: no
-// TIME_WAIT stamp read is later than Now.
-func (n *Netns) PortSnapshot(it SocketReader, udp bool) (portmodel.Sysctls, []portmodel.Socket, Source, error) {
-	sys, _, err := n.PortSettings()
-	if err != nil {
-		return portmodel.Sysctls{}, nil, "", err
+// it, as EachPortSocket reads them: those keep takes (nil: all), at most
+// max of them (0: no bound); cut counts those past max. The clock is read
+// after the sockets: no TIME_WAIT stamp read is later than Now.
+func (n *Netns) PortSnapshot(it SocketReader, udp bool, keep func(*portmodel.Socket) bool, max int) (sys portmodel.Sysctls, socks []portmodel.Socket, src Source, cut int, err error) {
+	if sys, _, err = n.PortSettings(); err != nil {
+		return portmodel.Sysctls{}, nil, "", 0, err
 	}
-	var socks []portmodel.Socket
-	src, err := n.EachPortSocket(it, udp, func(s *portmodel.Socket) { socks = append(socks, *s) })
+	src, err = n.EachPortSocket(it, udp, func(s *portmodel.Socket) {
+		switch {
+		case keep != nil && !keep(s):
+		case max > 0 && len(socks) >= max:
+			cut++
+		default:
+			socks = append(socks, *s)
+		}
+	})
 	if err != nil {
-		return portmodel.Sysctls{}, nil, "", err
+		return portmodel.Sysctls{}, nil, "", 0, err
 	}
 	if sys.NowSec, sys.NowMS, err = portmodel.KernelClock(); err != nil {
-		return portmodel.Sysctls{}, nil, "", fmt.Errorf("netdiag: PortSnapshot: %w", err)
+		return portmodel.Sysctls{}, nil, "", 0, fmt.Errorf("netdiag: PortSnapshot: %w", err)
 	}
-	return sys, socks, src, nil
+	return sys, socks, src, cut, nil
 }
 
 // PortSettings are the netns's settings the port model reads (its range,

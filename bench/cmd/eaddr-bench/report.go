@@ -558,11 +558,12 @@ var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) n
 // (the record alone, and pipeline's whole steady path: decode, attribution,
 // explanation, the shared snapshot, JSON into the sink), and what naming a
 // cgroup costs in user space and in the BPF program; and one sample of the
-// port sampler (--ports-interval), per netns and per socket.
+// port sampler (./ports: the node walk beside each netns read on its own),
+// per netns and per socket.
 var goBenches = [][]string{
 	{"-bench", "BenchmarkEventJSON", "-benchmem", "./output"},
 	{"-bench", "BenchmarkSteadyEvent", "-benchmem", "./pipeline"},
-	{"-bench", "BenchmarkPortSample$", "-benchtime", "20x", "-benchmem", "./pipeline"},
+	{"-bench", "BenchmarkPortSample$", "-benchtime", "20x", "-benchmem", "./ports"},
 	{"-bench", "BenchmarkCgroupPath", "-benchmem", "./pod"},
 	{"-bench", "BenchmarkCgroupRecord|BenchmarkLookupCgroup", "-benchtime", "5x", "-benchmem", "./tracer"},
 }
