@@ -20,9 +20,10 @@ const (
 	DefaultPortsTop      = 3
 )
 
-// startPorts starts the trace's sampler: each sample goes to the metrics
-// and the port warnings; with --kube-events, the destinations of a named
-// pod at --warn or above get their holders and fix (the warning's note).
+// startPorts starts the trace's sampler (of the --netns netns only, when
+// given): each sample goes to the metrics and the port warnings; with
+// --kube-events, the destinations of a named pod at --warn or above get
+// their holders and fix (the warning's note).
 // A netns the node walk does not read is read with sock_diag, as before
 // the walk: with the BPF socket iterators such a read cost 1.6 times as
 // much (docs/performance.md, "Port sampler"); sock_diag's unknown bind
@@ -31,6 +32,11 @@ func (r *traceRun) startPorts(ctx context.Context) (stop func()) {
 	top := max(r.c.PortsTop, 1)
 	c := ports.Config{Audit: diagnose.AuditOptions{HostNetNS: r.pods.HostNetNS, Top: top, Warn: r.c.PortsWarn, Crit: 100},
 		Log: r.log, PodOf: r.podOfNetNS}
+	// --netns: those netns only, as for the failures (a netns named in
+	// /run/netns may hold no process: read through its mount).
+	for _, ino := range r.c.NetNS {
+		c.Only, c.Mounts = append(c.Only, uint64(ino)), true
+	}
 	var w *portWarnings
 	if r.c.KubeEvents != nil {
 		w = newPortWarnings(r.c.KubeEvents, r.c.PortsWarn, r.log)
