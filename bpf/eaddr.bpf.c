@@ -57,6 +57,11 @@ const volatile __u16 nodeport_hi = 32767;
  * the verifier removes the code. */
 const volatile __u64 limit_interval_ns = 0;
 const volatile __u64 limit_tolerance_ns = 0;
+/* --rate-limit-cgroup: the same for a cgroup's bucket (struct
+ * cgroup_limit_key), with the rate limit on; 0: no such bucket, and the
+ * verifier removes the code. */
+const volatile __u64 cg_interval_ns = 0;
+const volatile __u64 cg_tolerance_ns = 0;
 /* The limit's clock: jiffies times this, the length of a jiffy in ns (1e9 /
  * HZ), which user space measures while the programs load and sets before it
  * attaches them (tracer/hz.go); 0: bpf_ktime_get_boot_ns, when HZ could not
@@ -122,6 +127,22 @@ struct {
 	__type(value, struct limit_cpu);
 } limit_cpus SEC(".maps");
 
+/* The cgroups' buckets: key -> tat (bpf/eaddr.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, EADDR_CGROUP_LIMITS);
+	__type(key, struct cgroup_limit_key);
+	__type(value, __u64);
+} cgroup_limits SEC(".maps");
+
+/* A cgroup's bucket -> failures it held back, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, EADDR_CGROUP_LIMITS);
+	__type(key, struct cgroup_limit_key);
+	__type(value, __u64);
+} cgroup_counts SEC(".maps");
+
 /* (tgid, start, exec) -> the program's identity, sent once (bpf/eaddr.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -174,6 +195,7 @@ const struct eaddr_enums *unused_enums __attribute__((unused));
 const struct limit_key *unused_limit_key __attribute__((unused));
 const struct limit_state *unused_limit_state __attribute__((unused));
 const struct limit_cpu *unused_limit_cpu __attribute__((unused));
+const struct cgroup_limit_key *unused_cgroup_limit_key __attribute__((unused));
 const struct proc_key *unused_proc_key __attribute__((unused));
 const struct proc_facts *unused_proc_facts __attribute__((unused));
 
@@ -477,21 +499,22 @@ static __always_inline void key_local(struct limit_key *k, struct sock *sk)
 	}
 }
 
-/* GCRA: true when the key has no budget now. *until is when it may have
- * some again: tat only grows, so every failure before then is over budget.
- * Two CPUs may race on one key; the loser looks again once, then passes:
- * the rate may be exceeded by an event, the counts stay exact. */
-static __always_inline bool over_budget(struct limit_state *s, __u64 now, __u64 *until)
+/* GCRA on the bucket whose tat is *tatp: true when it has no budget now.
+ * *until is when it may have some again: tat only grows, so every failure
+ * before then is over budget. Two CPUs may race on one bucket; the loser
+ * looks again once, then passes: the rate may be exceeded by an event, the
+ * counts stay exact. */
+static __always_inline bool over_budget(__u64 *tatp, __u64 now, __u64 interval, __u64 tolerance, __u64 *until)
 {
 	for (int i = 0; i < 2; i++) {
-		__u64 tat = *(volatile __u64 *)&s->tat;
+		__u64 tat = *(volatile __u64 *)tatp;
 		__u64 t = tat > now ? tat : now;
-		if (t - now > limit_tolerance_ns) {
-			*until = t - limit_tolerance_ns;
+		if (t - now > tolerance) {
+			*until = t - tolerance;
 			return true;
 		}
-		if (__sync_val_compare_and_swap(&s->tat, tat, t + limit_interval_ns) == tat) {
-			*until = t + limit_interval_ns - limit_tolerance_ns;
+		if (__sync_val_compare_and_swap(tatp, tat, t + interval) == tat) {
+			*until = t + interval - tolerance;
 			return false;
 		}
 	}
@@ -509,17 +532,18 @@ static __always_inline __u64 limit_now(void)
 	return bpf_ktime_get_boot_ns();
 }
 
-/* Moves what this CPU held back for its cached key into limit_counts. */
-static __always_inline void flush_held(struct limit_cpu *c)
+/* Moves what this CPU held back for a cached key or cgroup bucket (*held)
+ * into its count in counts (limit_counts, cgroup_counts). */
+static __always_inline void flush_held(void *counts, const void *key, __u64 *held)
 {
-	if (!c->held)
+	if (!*held)
 		return;
-	__u64 *n = bpf_map_lookup_elem(&limit_counts, &c->id);
+	__u64 *n = bpf_map_lookup_elem(counts, key);
 	if (n)
-		*n += c->held; /* per-CPU value: no other writer */
+		*n += *held; /* per-CPU value: no other writer */
 	else
-		bpf_map_update_elem(&limit_counts, &c->id, &c->held, BPF_NOEXIST);
-	c->held = 0;
+		bpf_map_update_elem(counts, key, held, BPF_NOEXIST);
+	*held = 0;
 }
 
 static __always_inline bool same_key(const struct limit_key *a, const struct limit_key *b)
@@ -528,10 +552,57 @@ static __always_inline bool same_key(const struct limit_key *a, const struct lim
 	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[4] == y[4];
 }
 
+/* The cgroup bucket of key k (struct cgroup_limit_key). */
+static __always_inline bool same_group(const struct cgroup_limit_key *g, const struct limit_key *k)
+{
+	return g->cgroup_id == k->cgroup_id && g->err == k->err && g->syscall == k->syscall;
+}
+
+/* The cgroup's bucket, for a failure its key's bucket let pass (or that
+ * would make its key): true when the cgroup is over budget, and the failure
+ * is counted. A new bucket starts full, less this failure. */
+static __always_inline bool group_limited(struct limit_cpu *c, const struct limit_key *k, __u64 now)
+{
+	if (!cg_interval_ns)
+		return false;
+	struct cgroup_limit_key g = {.cgroup_id = k->cgroup_id, .err = k->err, .syscall = k->syscall};
+	__u64 *tat = bpf_map_lookup_elem(&cgroup_limits, &g);
+	if (!tat) {
+		__u64 fresh = now + cg_interval_ns;
+		bpf_map_update_elem(&cgroup_limits, &g, &fresh, BPF_NOEXIST);
+		return false; /* another CPU's made first: this one passes too, once */
+	}
+	__u64 until;
+	if (!over_budget(tat, now, cg_interval_ns, cg_tolerance_ns, &until))
+		return false;
+	if (!same_group(&c->cg_key, k)) {
+		flush_held(&cgroup_counts, &c->cg_key, &c->cg_held);
+		__builtin_memcpy(&c->cg_key, &g, sizeof(g));
+	}
+	c->cg_until = until;
+	c->cg_held++;
+	c->cg_suppressed++;
+	return true;
+}
+
+/* The CPU's cached cgroup bucket, still over budget, holds k's failure back. */
+static __always_inline bool group_cached(struct limit_cpu *c, const struct limit_key *k, __u64 now)
+{
+	if (!cg_interval_ns || now >= c->cg_until || !same_group(&c->cg_key, k))
+		return false;
+	c->cg_held++;
+	c->cg_suppressed++;
+	return true;
+}
+
 /* The rate limit: true when the failure was counted and must go no further;
  * otherwise *id is its key's (0 if the key could not be kept). A storm of
  * one key on a CPU takes the fast path: the CPU's cached key, still over
- * budget, counted in the CPU's own slot: no hash lookup, no shared write. */
+ * budget, counted in the CPU's own slot: no hash lookup, no shared write;
+ * a flood of many keys from one cgroup over its budget takes the next:
+ * the CPU's cached cgroup bucket. The key's bucket decides before the
+ * cgroup's, so that a storm its key holds back spends none of its
+ * cgroup's budget, which stays for the cgroup's other failures. */
 static __always_inline bool limited(struct limit_key *k, __u64 *id)
 {
 	__u32 zero = 0;
@@ -545,8 +616,12 @@ static __always_inline bool limited(struct limit_key *k, __u64 *id)
 		c->suppressed++;
 		return true;
 	}
+	if (group_cached(c, k, now))
+		return true;
 	struct limit_state *s = bpf_map_lookup_elem(&limits, k);
 	if (!s) {
+		if (group_limited(c, k, now))
+			return true; /* no key made for it */
 		c->keys++; /* ids start at 1: 0 is "none" */
 		struct limit_state fresh = {
 			.id = (c->keys << 16) | (bpf_get_smp_processor_id() & 0xffff),
@@ -558,9 +633,9 @@ static __always_inline bool limited(struct limit_key *k, __u64 *id)
 		return false;
 	}
 	__u64 until;
-	bool over = over_budget(s, now, &until);
+	bool over = over_budget(&s->tat, now, limit_interval_ns, limit_tolerance_ns, &until);
 	if (!cached || c->id != s->id) {
-		flush_held(c);
+		flush_held(&limit_counts, &c->id, &c->held);
 		__builtin_memcpy(&c->key, k, sizeof(*k));
 		c->id = s->id;
 	}
@@ -570,6 +645,8 @@ static __always_inline bool limited(struct limit_key *k, __u64 *id)
 		c->suppressed++;
 		return true;
 	}
+	if (group_limited(c, k, now))
+		return true; /* the key's budget is spent all the same */
 	*id = s->id;
 	return false;
 }
@@ -770,7 +847,7 @@ static __always_inline void async_report(struct sock *sk, int err, __u64 cookie)
 	e->async_ns = now - e->boot_ns;
 	e->boot_ns = now;
 	e->err = err;
-	e->flags |= EADDR_F_ASYNC | (limit_id ? EADDR_F_LIMITED : 0);
+	e->flags |= ((e->flags & EADDR_F_INTERRUPTED) ? 0 : EADDR_F_ASYNC) | (limit_id ? EADDR_F_LIMITED : 0);
 	e->limit_id = limit_id;
 	if (cookie)
 		e->sock_cookie = cookie;
@@ -796,9 +873,9 @@ static __always_inline bool reported_async(long ret)
 	return true;
 }
 
-/* A TCP connect() that returned EINPROGRESS: kept as its event, by socket,
- * until the socket fails or connects. */
-static __always_inline int track_pending(void)
+/* A TCP connect() that returned EINPROGRESS, or that a signal interrupted
+ * (intr): kept as its event, by socket, until the socket fails or connects. */
+static __always_inline int track_pending(bool intr)
 {
 	struct net *task_net;
 	struct task_struct *task = kept_task(&task_net);
@@ -818,7 +895,7 @@ static __always_inline int track_pending(void)
 	record_cgroup(task, cgroup_id);
 	e->err = 0;
 	e->syscall = EADDR_SYS_CONNECT;
-	e->flags = 0;
+	e->flags = intr ? EADDR_F_INTERRUPTED : 0;
 	e->limit_id = 0;
 	e->async_ns = 0;
 	/* Not recorded in procs: most of these connects succeed, and the
@@ -839,12 +916,23 @@ static __always_inline int track_pending(void)
 	return 0;
 }
 
+/* A blocking connect() that a signal interrupted: its handshake goes on.
+ * The kernel restarts the call (SA_RESTART: the restarted call's failure
+ * is the one the socket reported, reported_async), or the program gets
+ * EINTR and may wait on the socket and read its error (Python does, PEP
+ * 475): either way its outcome is the socket's, followed as a pending
+ * connect's. ERESTARTSYS: no timeout was set; EINTR: SO_SNDTIMEO was. */
+static __always_inline bool interrupted(long ret)
+{
+	return ret == -EADDR_ERESTARTSYS || ret == -EADDR_EINTR;
+}
+
 SEC("tracepoint/syscalls/sys_exit_connect")
 int exit_connect(struct syscall_exit_ctx *ctx)
 {
 	long ret = ctx->ret;
-	if (async_on && ret == -EADDR_EINPROGRESS)
-		track_pending();
+	if (async_on && (ret == -EADDR_EINPROGRESS || interrupted(ret)))
+		track_pending(ret != -EADDR_EINPROGRESS);
 	if (nodeport_on && (ret == 0 || ret == -EADDR_EINPROGRESS))
 		return nodeport_check(ctx);
 	if (!wanted(ret) || !proto_wanted(ret) || reported_async(ret))

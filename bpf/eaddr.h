@@ -32,10 +32,18 @@ enum event_flag {
 	 * blocking connect's were recorded at its SYN_SENT -> CLOSE (struct
 	 * conn_end), a non-blocking one's at connect(). */
 	EADDR_F_RELEASED = 64,
+	/* A blocking connect() that a signal interrupted (ERESTARTSYS, EINTR)
+	 * and whose socket failed later: err is the socket's error, async_ns
+	 * how long after the call, the rest as at the call. Kept as a pending
+	 * connect is (EADDR_F_ASYNC), but not flagged async: the program got
+	 * the error from a connect() the kernel restarted, or by waiting on
+	 * the socket after EINTR (Python does), not from a non-blocking one. */
+	EADDR_F_INTERRUPTED = 128,
 };
 
 /* Errnos the programs test (Linux's values). */
 enum errno_id {
+	EADDR_EINTR = 4,
 	EADDR_EBADF = 9,
 	EADDR_ENOTSOCK = 88,
 	EADDR_EADDRINUSE = 98,
@@ -50,8 +58,9 @@ enum errno_id {
 	/* Never reported either: the kernel's restart codes (include/linux/errno.h),
 	 * which the exit tracepoint sees when a signal interrupts a call (a blocking
 	 * connect() waiting for its handshake). No program sees them: the call is
-	 * restarted (its outcome is reported then) or returns EINTR, with which a
-	 * connect() goes on in the background, as with EINPROGRESS. */
+	 * restarted or returns EINTR, with which a connect() goes on in the
+	 * background, as with EINPROGRESS; either way, with async_on, the socket
+	 * is followed to its outcome (EADDR_F_INTERRUPTED). */
 	EADDR_ERESTARTSYS = 512,
 	EADDR_ERESTART_RESTARTBLOCK = 516,
 };
@@ -203,17 +212,47 @@ struct limit_state {
 	__u64 tat; /* GCRA's theoretical arrival time, ns on the limit's clock (jiffies x limit_tick_ns, or since boot) */
 };
 
+/*
+ * The cgroup's bucket (--rate-limit-cgroup), a second GCRA bucket per
+ * cgroup, syscall and errno, in the LRU hash `cgroup_limits` (key -> tat):
+ * a failure that its key's bucket lets pass must pass its cgroup's too, so
+ * that a workload failing toward thousands of addresses, each a fresh key
+ * with a full bucket, sends no more than this rate into the ring. A key
+ * that does not exist yet is made only once its cgroup's bucket let the
+ * failure pass (a flood beyond the rate makes no keys); one that exists
+ * has spent its budget on the failure all the same. While a CPU's last
+ * cgroup is over budget (struct limit_cpu, cg_*), that cgroup's failures
+ * are held back there before any key is looked up. Held back failures are
+ * counted per CPU (limit_cpu.cg_suppressed, not in suppressed) and per
+ * bucket in `cgroup_counts` (key -> count, per CPU), as the keys' are. No
+ * netns in the key: user space gives a bucket's counts to the pod series
+ * of its cgroup's events, which carry the cgroup id, syscall and errno.
+ */
+#define EADDR_CGROUP_LIMITS 4096 /* buckets remembered (LRU) */
+
+struct cgroup_limit_key {
+	__u64 cgroup_id;
+	__u16 err;
+	__u8 syscall; /* enum syscall_id */
+	__u8 pad[5];
+};
+
 /* Per CPU, in the one-entry per-CPU array `limit_cpus`. */
 struct limit_cpu {
-	__u64 suppressed;      /* every failure held back on this CPU, whatever became of its key */
+	__u64 suppressed;      /* every failure a key's bucket held back on this CPU, whatever became of its key */
 	__u64 keys;            /* keys this CPU created: more than the map holds means some were evicted */
 	struct limit_key key;  /* the last key looked up ... */
 	__u64 id;              /* ... its id (0: none yet) */
 	__u64 until;           /* ... over budget until then (ns on the limit's clock, as tat) */
 	__u64 held;            /* ... failures held back here and not yet in limit_counts */
+	__u64 cg_suppressed;   /* every failure a cgroup's bucket held back on this CPU */
+	struct cgroup_limit_key cg_key; /* the last cgroup bucket found over budget here ... */
+	__u64 cg_until;        /* ... until then (0: none) */
+	__u64 cg_held;         /* ... failures held back here and not yet in cgroup_counts */
 };
 
 _Static_assert(sizeof(struct limit_key) == 40, "limit_key layout changed");
+_Static_assert(sizeof(struct cgroup_limit_key) == 16, "cgroup_limit_key layout changed");
 _Static_assert(sizeof(struct conn_end) == 24, "conn_end layout changed");
 
 /*

@@ -26,7 +26,8 @@ import (
 
 // chartDir is eaddr's Helm chart: the objects of deploy/base, with
 // kubeEvents.enabled=true those of deploy/kube-events, and with
-// nodePortCollisions.enabled=true too those of deploy/nodeport-collisions.
+// nodePortCollisions.enabled=true too those of deploy/nodeport-collisions;
+// metrics.networkPolicy.enabled=true adds deploy/metrics-policy's.
 const chartDir = "helm/eaddr"
 
 // release is the release name the tests render and install the chart as:
@@ -39,10 +40,12 @@ var chartVariants = []struct {
 	name string
 	set  []string // helm --set arguments
 	dir  string   // the kustomization under deploy/
+	also string   // one applied beside it ("": none)
 }{
-	{"default", nil, "base"},
-	{"kubeEvents", []string{"kubeEvents.enabled=true"}, "kube-events"},
-	{"nodePortCollisions", []string{"kubeEvents.enabled=true", "nodePortCollisions.enabled=true"}, "nodeport-collisions"},
+	{"default", nil, "base", ""},
+	{"kubeEvents", []string{"kubeEvents.enabled=true"}, "kube-events", ""},
+	{"nodePortCollisions", []string{"kubeEvents.enabled=true", "nodePortCollisions.enabled=true"}, "nodeport-collisions", ""},
+	{"networkPolicy", []string{"metrics.networkPolicy.enabled=true"}, "base", "metrics-policy"},
 }
 
 // setArgs turns kv pairs into helm's --set arguments.
@@ -159,7 +162,8 @@ func TestHelmLint(t *testing.T) {
 // value of the wrong type.
 func TestHelmValuesSchema(t *testing.T) {
 	h := helmtest.New(t)
-	for _, set := range []string{"kubeEvent.enabled=true", "metrics.enable=false", "metrics.port=http", "image.pullPolicy=Sometimes"} {
+	for _, set := range []string{"kubeEvent.enabled=true", "metrics.enable=false", "metrics.port=http", "image.pullPolicy=Sometimes",
+		"metrics.destinationLabel=no", "metrics.networkPolicy.enable=true", "metrics.networkPolicy.from[0]=null"} {
 		_, _, err := h.Run(nil, "template", release, chartDir, "--set", set)
 		if err == nil {
 			t.Errorf("helm template --set %s rendered; want values.schema.json to refuse it", set)
@@ -403,6 +407,11 @@ func TestChartAgreesWithManifests(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			chart := decodeRendered(t, "helm template "+v.name, helmTemplate(t, h, v.set...))
 			manifests := decodeRendered(t, "kubectl kustomize "+v.dir, kustomize(t, k, v.dir))
+			dirs := v.dir
+			if v.also != "" {
+				manifests = append(manifests, decodeRendered(t, "kubectl kustomize "+v.also, kustomize(t, k, v.also))...)
+				dirs += " and " + v.also
+			}
 			byKey := map[string]object{}
 			for _, o := range manifests {
 				byKey[objectKey(o)] = o
@@ -411,7 +420,7 @@ func TestChartAgreesWithManifests(t *testing.T) {
 				key := objectKey(c)
 				m, ok := byKey[key]
 				if !ok {
-					t.Errorf("%s: rendered by the chart, not in kubectl kustomize %s", key, v.dir)
+					t.Errorf("%s: rendered by the chart, not in kubectl kustomize %s", key, dirs)
 					continue
 				}
 				delete(byKey, key)
@@ -420,14 +429,14 @@ func TestChartAgreesWithManifests(t *testing.T) {
 					t.Errorf("%s: the chart's labels: %s", key, e)
 				}
 				for _, d := range diffValues("", cu, mu) {
-					t.Errorf("%s: %s (kubectl kustomize %s)", key, d, v.dir)
+					t.Errorf("%s: %s (kubectl kustomize %s)", key, d, dirs)
 				}
 			}
 			for key := range byKey {
-				t.Errorf("%s: in kubectl kustomize %s, not rendered by the chart", key, v.dir)
+				t.Errorf("%s: in kubectl kustomize %s, not rendered by the chart", key, dirs)
 			}
 			if !t.Failed() {
-				t.Logf("the %d objects of the chart (%s) agree with kubectl kustomize %s", len(chart), v.name, v.dir)
+				t.Logf("the %d objects of the chart (%s) agree with kubectl kustomize %s", len(chart), v.name, dirs)
 			}
 		})
 	}
@@ -443,6 +452,7 @@ func TestChartValues(t *testing.T) {
 	}{
 		{[]string{"metrics.port=9700"}, checkMetricsPort},
 		{[]string{"metrics.enabled=false"}, checkNoMetrics},
+		{[]string{"metrics.destinationLabel=false"}, checkNoDestination},
 		{[]string{"criSocket=/run/k3s/containerd/containerd.sock"}, checkCRISocket},
 		{[]string{"resources.limits.memory=512Mi", "goMemLimit=400MiB"}, checkMemory},
 		{[]string{"kubeEvents.enabled=true", "extraArgs={--rate-limit,1000/s}"}, checkExtraArgs},
@@ -492,6 +502,18 @@ func checkNoMetrics(_ []object, ds *appsv1.DaemonSet) []string {
 		}
 	}
 	return p
+}
+
+// checkNoDestination: metrics.destinationLabel=false is
+// --metrics-no-destination, after --metrics-addr; the default has none
+// (TestChartAgreesWithManifests).
+func checkNoDestination(_ []object, ds *appsv1.DaemonSet) []string {
+	args := ctr(ds).Args
+	i := slices.Index(args, "--metrics-no-destination")
+	if i < 0 || slices.Index(args, "--metrics-addr") > i || slices.Index(args, "--metrics-addr") < 0 {
+		return []string{fmt.Sprintf("args %q: want --metrics-addr and then --metrics-no-destination", args)}
+	}
+	return nil
 }
 
 func checkCRISocket(_ []object, ds *appsv1.DaemonSet) []string {
@@ -559,10 +581,12 @@ func checkNamespace(ns string) func([]object, *appsv1.DaemonSet) []string {
 // TestHelmInstallAPIServer installs the chart with the real helm into a real
 // kube-apiserver (internal/kubetest: no kubelet, so no pod runs; Pod Security
 // baseline where a namespace says nothing), as the docs say: `helm install
-// eaddr deploy/helm/eaddr --set kubeEvents.enabled=true`, the release in the
-// default namespace and the chart's own Namespace eaddr made by it. Then
-// `helm upgrade` with kubeEvents off takes the RBAC away and the token out of
-// the pod, and `helm uninstall` deletes what the chart made.
+// eaddr deploy/helm/eaddr --set kubeEvents.enabled=true` (and the
+// NetworkPolicy), the release in the default namespace and the chart's own
+// Namespace eaddr made by it. Then `helm upgrade` with kubeEvents off (and
+// the NetworkPolicy's default, off) takes the RBAC and the NetworkPolicy
+// away and the token out of the pod, and `helm uninstall` deletes what the
+// chart made.
 func TestHelmInstallAPIServer(t *testing.T) {
 	s := kubetest.StartWith(t, kubetest.Options{PodSecurityDefaultEnforce: "baseline"})
 	k := s.Kubectl(t)
@@ -580,9 +604,9 @@ func TestHelmInstallAPIServer(t *testing.T) {
 		t.Logf("helm %s:\n%s", strings.Join(args, " "), out)
 		return string(out)
 	}
-	helm("install", release, chartDir, "--set", "kubeEvents.enabled=true")
+	helm("install", release, chartDir, "--set", "kubeEvents.enabled=true", "--set", "metrics.networkPolicy.enabled=true")
 	for _, o := range []string{"namespace/eaddr", "clusterrole/eaddr-kube-events", "clusterrolebinding/eaddr-kube-events",
-		"-n eaddr serviceaccount/eaddr", "-n eaddr daemonset/eaddr"} {
+		"-n eaddr serviceaccount/eaddr", "-n eaddr daemonset/eaddr", "-n eaddr networkpolicy/eaddr-metrics"} {
 		if !exists(t, k, o) {
 			t.Errorf("%s: not made by helm install", o)
 		}
@@ -598,7 +622,7 @@ func TestHelmInstallAPIServer(t *testing.T) {
 	}
 
 	helm("upgrade", release, chartDir, "--set", "kubeEvents.enabled=false")
-	for _, o := range []string{"clusterrole/eaddr-kube-events", "clusterrolebinding/eaddr-kube-events"} {
+	for _, o := range []string{"clusterrole/eaddr-kube-events", "clusterrolebinding/eaddr-kube-events", "-n eaddr networkpolicy/eaddr-metrics"} {
 		if exists(t, k, o) {
 			t.Errorf("%s: still there after helm upgrade with kubeEvents.enabled=false", o)
 		}

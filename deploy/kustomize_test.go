@@ -15,6 +15,7 @@ import (
 	"github.com/eaddr/eaddr/internal/kubetest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -50,15 +51,16 @@ func kustomizations(t *testing.T) []string {
 	return dirs
 }
 
-// kustomizedKinds are the kinds a kustomization may build: the manifests'
-// and the overlay's RBAC.
+// kustomizedKinds are the kinds a kustomization may build: the manifests',
+// the overlay's RBAC, and deploy/metrics-policy's NetworkPolicy.
 var kustomizedKinds = map[schema.GroupVersionKind]func() runtime.Object{
-	corev1.SchemeGroupVersion.WithKind("Namespace"):          func() runtime.Object { return &corev1.Namespace{} },
-	corev1.SchemeGroupVersion.WithKind("ServiceAccount"):     func() runtime.Object { return &corev1.ServiceAccount{} },
-	appsv1.SchemeGroupVersion.WithKind("DaemonSet"):          func() runtime.Object { return &appsv1.DaemonSet{} },
-	rbacv1.SchemeGroupVersion.WithKind("ClusterRole"):        func() runtime.Object { return &rbacv1.ClusterRole{} },
-	rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"): func() runtime.Object { return &rbacv1.ClusterRoleBinding{} },
-	monitoringV1.WithKind("PrometheusRule"):                  func() runtime.Object { return &prometheusRule{} },
+	networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy"): func() runtime.Object { return &networkingv1.NetworkPolicy{} },
+	corev1.SchemeGroupVersion.WithKind("Namespace"):           func() runtime.Object { return &corev1.Namespace{} },
+	corev1.SchemeGroupVersion.WithKind("ServiceAccount"):      func() runtime.Object { return &corev1.ServiceAccount{} },
+	appsv1.SchemeGroupVersion.WithKind("DaemonSet"):           func() runtime.Object { return &appsv1.DaemonSet{} },
+	rbacv1.SchemeGroupVersion.WithKind("ClusterRole"):         func() runtime.Object { return &rbacv1.ClusterRole{} },
+	rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"):  func() runtime.Object { return &rbacv1.ClusterRoleBinding{} },
+	monitoringV1.WithKind("PrometheusRule"):                   func() runtime.Object { return &prometheusRule{} },
 }
 
 var kustomizedDecoder = func() *kjson.Serializer {
@@ -144,7 +146,9 @@ func TestKustomize(t *testing.T) {
 // Pod Security, deprecations, unknown fields). Pod Security's default level
 // for unlabelled namespaces is baseline, as in TestAPIServer. A server dry
 // run stores nothing, so the Namespaces of the output are applied first, for
-// real: without them the namespaced objects would find no namespace.
+// real: without them the namespaced objects would find no namespace. A
+// kustomization that makes no Namespace (deploy/metrics-policy) is applied
+// beside deploy/base, whose Namespaces are applied first.
 func TestKustomizeServerDryRun(t *testing.T) {
 	s := kubetest.StartWith(t, kubetest.Options{PodSecurityDefaultEnforce: "baseline"})
 	k := s.Kubectl(t)
@@ -152,11 +156,9 @@ func TestKustomizeServerDryRun(t *testing.T) {
 		t.Run(dir, func(t *testing.T) {
 			out := kustomize(t, k, dir)
 			objs := decodeKustomized(t, dir, out)
-			var namespaces [][]byte
-			for _, o := range objs {
-				if _, ok := o.obj.(*corev1.Namespace); ok {
-					namespaces = append(namespaces, o.raw)
-				}
+			namespaces := namespacesOf(objs)
+			if len(namespaces) == 0 {
+				namespaces = namespacesOf(decodeKustomized(t, "base", kustomize(t, k, "base")))
 			}
 			if len(namespaces) > 0 {
 				if _, stderr, err := k.Run(bytes.Join(namespaces, []byte("\n---\n")), "apply", "--validate=strict", "-f", "-"); err != nil || len(stderr) > 0 {
@@ -182,6 +184,17 @@ func TestKustomizeServerDryRun(t *testing.T) {
 			t.Logf("kubectl apply --dry-run=server of kubectl kustomize %s:\n%s", dir, stdout)
 		})
 	}
+}
+
+// namespacesOf are the Namespaces among objs, as written.
+func namespacesOf(objs []object) [][]byte {
+	var namespaces [][]byte
+	for _, o := range objs {
+		if _, ok := o.obj.(*corev1.Namespace); ok {
+			namespaces = append(namespaces, o.raw)
+		}
+	}
+	return namespaces
 }
 
 // kustomized is kubectl kustomize's output of dir, decoded.

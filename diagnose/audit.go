@@ -170,11 +170,7 @@ type AuditOptions struct {
 // AuditTally; this is its way for a netns the walk cannot read.
 func AuditNetNS(inode uint64, pid int, o AuditOptions) NetNSReport {
 	r := NetNSReport{Inode: inode, PID: pid, Host: inode == o.HostNetNS}
-	open := o.Open
-	if open == nil {
-		open = func(inode uint64, pid int) (*netdiag.Netns, error) { return netdiag.OpenNetns(inode, pid) }
-	}
-	ns, err := open(inode, pid)
+	ns, err := o.open(inode, pid)
 	if err != nil {
 		r.Error = err.Error()
 		r.Add(SevUnknown, "not audited: cannot enter the network namespace: %v", err)
@@ -204,6 +200,14 @@ func AuditNetNS(inode uint64, pid int, o AuditOptions) NetNSReport {
 	return r
 }
 
+// open enters a netns with o.Open, else netdiag.OpenNetns.
+func (o AuditOptions) open(inode uint64, pid int) (*netdiag.Netns, error) {
+	if o.Open != nil {
+		return o.Open(inode, pid)
+	}
+	return netdiag.OpenNetns(inode, pid)
+}
+
 // ProcComm is the name of process pid (/proc/PID/comm), "" when it cannot
 // be read.
 func ProcComm(pid int) string {
@@ -220,6 +224,9 @@ func ProcComm(pid int) string {
 // with o.Findings check's findings.
 func AuditTally(r *NetNSReport, t *portmodel.Tally, ps *netdiag.PortSysctls, source string, o AuditOptions) {
 	auditRange(r, ps, func() []string { return hostNodePortFixes(r, o) }, o)
+	if r.Host && o.Findings {
+		auditHostMasquerade(r, o) // auditmasq.go
+	}
 	tallyPorts(r, t, source, o)
 	if !o.Findings {
 		return

@@ -11,10 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
-
-	"github.com/eaddr/eaddr/internal/procroot"
 )
 
 // Runtime values of BinaryInfo.Runtime.
@@ -66,8 +62,8 @@ type BinaryInfo struct {
 // maxNeeded bounds BinaryInfo.Needed.
 const maxNeeded = 64
 
-// errNotELF is returned (wrapped) by analyzeBinaryPath and analyzeBinaryFile when
-// the file is not an ELF executable, e.g. a "#!" script.
+// errNotELF is returned (wrapped) by analyzeBinaryFile when the file is not
+// an ELF executable, e.g. a "#!" script.
 var errNotELF = errors.New("not an ELF file")
 
 // Strings searched for in a binary's read-only data. They are matched
@@ -91,23 +87,6 @@ const (
 	// maxInterpLen bounds the PT_INTERP string read (PATH_MAX).
 	maxInterpLen = 4096
 )
-
-// analyzeBinaryPath opens the ELF file at path once and classifies it (see
-// analyzeBinaryFile for the rules). path may be /proc/PID/exe (the kernel's
-// link to the running executable) or a path under /proc/PID/root: there,
-// symlinks are resolved inside that root with openat2(RESOLVE_IN_ROOT), so an
-// absolute link such as /usr/bin/python3 -> /usr/bin/python3.11 in a
-// container does not escape to the host's file of the same name (falling back
-// to a plain open where openat2 is unavailable). Name is the base name of the
-// file actually opened, i.e. after all symlinks.
-func analyzeBinaryPath(path string) (BinaryInfo, error) {
-	f, err := openBinary(path)
-	if err != nil {
-		return BinaryInfo{}, err
-	}
-	defer f.Close()
-	return analyzeBinaryFile(f, openedName(f, path))
-}
 
 // analyzeBinaryFile classifies the open ELF file f (for instance an fd the
 // caller holds on /proc/PID/exe). name is the base name to use for
@@ -408,56 +387,6 @@ func scanSpans(r io.ReaderAt, spans []fileSpan, needles [][]byte, budget int64) 
 		}
 	}
 	return found, nil
-}
-
-// openBinary opens path read-only. A path inside /proc/PID/root is resolved
-// with openat2(RESOLVE_IN_ROOT) against that root, so symlinks (absolute ones
-// included) are followed as the process itself would see them. Anything else
-// is opened normally. O_NONBLOCK keeps a FIFO from blocking the open; the
-// result must be a regular file.
-func openBinary(path string) (*os.File, error) {
-	const flags = unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_NONBLOCK
-	fd := -1
-	if root, rel, ok := procroot.Split(path); ok {
-		var err error
-		fd, err = procroot.Open(root, rel, flags)
-		switch {
-		case err == nil:
-		case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EPERM),
-			errors.Is(err, unix.EINVAL), errors.Is(err, unix.E2BIG):
-			// openat2 missing (kernel < 5.6) or filtered (seccomp):
-			// fall back to the kernel's own resolution below.
-			fd = -1
-		default:
-			return nil, &os.PathError{Op: "open", Path: path, Err: err}
-		}
-	}
-	if fd < 0 {
-		var err error
-		for {
-			fd, err = unix.Open(path, flags, 0)
-			if err != unix.EINTR {
-				break
-			}
-		}
-		if err != nil {
-			return nil, &os.PathError{Op: "open", Path: path, Err: err}
-		}
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
-		return nil, fmt.Errorf("analyze %s: %w (not a regular file)", path, errNotELF)
-	}
-	if err := unix.SetNonblock(fd, false); err != nil {
-		unix.Close(fd)
-		return nil, &os.PathError{Op: "fcntl", Path: path, Err: err}
-	}
-	return os.NewFile(uintptr(fd), path), nil
 }
 
 // openedName returns the base name of the file f refers to, after all

@@ -85,20 +85,31 @@ func NewExplainer() (*Explainer, error) {
 // its OtherWordings too. It does not allocate once the binary is cached
 // and x's buffers have grown.
 func (e *Explainer) Explain(ev *decode.Event, x *Explanation, wordings bool) {
-	e.identify(ev, x)
+	e.identify(ev, x, "")
+	x.finish(e.Catalog, wordings)
+}
+
+// ExplainPending is Explain for an event whose binary is not to be looked
+// for (its analysis is not done, or was refused): x names no client, and
+// its ClientUnknown is why, a sentence of NotAnalysed.
+func (e *Explainer) ExplainPending(ev *decode.Event, x *Explanation, wordings bool, why string) {
+	e.identify(ev, x, why)
 	x.finish(e.Catalog, wordings)
 }
 
 // identify fills what x says of ev's program: the meaning of its failure,
-// its binary, its client and the client's message template.
-func (e *Explainer) identify(ev *decode.Event, x *Explanation) {
+// its binary, its client and the client's message template. With why set,
+// the binary is not looked up: why says why it is not known.
+func (e *Explainer) identify(ev *decode.Event, x *Explanation, why string) {
 	x.Meaning = e.Catalog.meaningOf(ev.Syscall, ev.Errno, protoOf(ev))
-	x.Binary, x.Source, x.notAnalysed = nil, "", ""
-	if b, source := e.Detector.lookup(ev); b != nil {
-		if b.ok {
-			x.Binary, x.Source = &b.info, source
+	x.Binary, x.Source, x.notAnalysed = nil, "", why
+	if why == "" {
+		if b, source := e.Detector.lookup(ev); b != nil {
+			if b.ok {
+				x.Binary, x.Source = &b.info, source
+			}
+			x.notAnalysed = b.notAnalysed
 		}
-		x.notAnalysed = b.notAnalysed
 	}
 	x.vars = msgVars{Syscall: ev.Syscall, Errno: ev.Errno, PID: ev.PID, FD: ev.FD, Addrlen: 0}
 	addr := &ev.Remote

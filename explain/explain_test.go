@@ -294,7 +294,7 @@ func testDetectorAfterExit(t *testing.T, path, runtime, pkg string) {
 	if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid), "exe")); err == nil {
 		t.Fatalf("pid %d still exists", pid)
 	}
-	ev := &decode.Event{PID: uint32(pid), PPID: uint32(os.Getpid()), ExeName: []byte(filepath.Base(real)),
+	ev := &decode.Event{PID: uint32(pid), PPID: uint32(os.Getpid()), MntNS: selfMntNS(t), ExeName: []byte(filepath.Base(real)),
 		ExeIno: st.Ino, ExeDev: st.Dev, Args: []byte(path + "\x00--version")}
 	d := newDetector()
 	info, source, ok := d.binaryOf(ev)

@@ -47,7 +47,7 @@ func FuzzIdentify(f *testing.F) {
 // safely. Seeds: real programs whole and cut (binRealSeeds), files crafted
 // to claim too much (binHostileSeeds), crashers in testdata/fuzz/.
 func FuzzAnalyzeBinary(f *testing.F) {
-	for _, data := range binRealSeeds(f, binSeedLimit) {
+	for _, data := range binRealSeeds(f, binFuzzSeedLimit) {
 		f.Add(data)
 	}
 	for _, data := range binHostileSeeds() {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/eaddr/eaddr/internal/termtext"
 )
 
 // Controller is the Events' reportingController.
@@ -23,10 +25,20 @@ const (
 	// netns holding --warn percent or more of the ports a connect() toward
 	// one destination tries, before any connect() failed.
 	ReasonNearlyExhausted = "EphemeralPortsNearlyExhausted"
+	// ReasonNodeSNATNearlyExhausted is no failure either: the port sampler
+	// found the node's SNAT holding --warn percent or more of the ports
+	// MASQUERADE gives toward one destination, and this pod's address
+	// holding the most of them. Past all of them, new connections toward it
+	// time out (issue 37).
+	ReasonNodeSNATNearlyExhausted = "NodeSNATPortsNearlyExhausted"
 	// ReasonNodePortSource is on the pod a host process connected to from
 	// a source port in the NodePort range (a kubelet probe): the reply to
 	// it can be taken by a NodePort rule.
 	ReasonNodePortSource = "SourcePortInNodePortRange"
+	// ReasonOtherDestinations counts a pod's failures toward destinations
+	// past its share of Events (Options.PodKeys): a pod failing toward
+	// thousands of addresses gets this one more Event, not thousands.
+	ReasonOtherDestinations = "FailedTowardOtherDestinations"
 )
 
 // noteMax is the API server's limit on an Event's note.
@@ -71,18 +83,12 @@ func eventsPath(namespace string) string {
 	return "/apis/events.k8s.io/v1/namespaces/" + url.PathEscape(namespace) + "/events"
 }
 
-// create posts a new Warning Event on the pod of f; its name is the pod's
-// and the time, as the kubelet names its own.
-func (c *Client) create(ctx context.Context, f *Failure, instance string, at time.Time) (string, error) {
-	var e event
-	e.APIVersion, e.Kind = "events.k8s.io/v1", "Event"
-	e.Metadata.Namespace = f.Namespace
-	e.Metadata.Name = f.PodName + "." + strconv.FormatInt(at.UnixNano(), 16)
-	e.EventTime = at.UTC().Format(microTime)
-	e.ReportingController, e.ReportingInstance = Controller, instance
-	e.Action, e.Reason, e.Type = f.Action, f.Reason, "Warning"
-	e.Regarding = objectRef{APIVersion: "v1", Kind: "Pod", Name: f.PodName, Namespace: f.Namespace, UID: f.PodUID}
-	e.Note = truncate(f.note(), noteMax)
+// create posts a new Warning Event on the pod of f with note (cleaned and
+// cut here: cleanNote); its name is the pod's and the time, as the kubelet
+// names its own.
+func (c *Client) create(ctx context.Context, f *Failure, note, instance string, at time.Time) (string, error) {
+	e := newEvent(f, instance, at)
+	e.Note = cleanNote(note, noteMax)
 	b, err := json.Marshal(&e)
 	if err != nil {
 		return "", err
@@ -96,6 +102,19 @@ func (c *Client) create(ctx context.Context, f *Failure, instance string, at tim
 		return "", err
 	}
 	return got.Metadata.Name, nil
+}
+
+// newEvent is the Event of f but its note.
+func newEvent(f *Failure, instance string, at time.Time) event {
+	var e event
+	e.APIVersion, e.Kind = "events.k8s.io/v1", "Event"
+	e.Metadata.Namespace = f.Namespace
+	e.Metadata.Name = f.PodName + "." + strconv.FormatInt(at.UnixNano(), 16)
+	e.EventTime = at.UTC().Format(microTime)
+	e.ReportingController, e.ReportingInstance = Controller, instance
+	e.Action, e.Reason, e.Type = f.Action, f.Reason, "Warning"
+	e.Regarding = objectRef{APIVersion: "v1", Kind: "Pod", Name: f.PodName, Namespace: f.Namespace, UID: f.PodUID}
+	return e
 }
 
 // update sets the Event's series: count failures, the last at last.
@@ -126,14 +145,34 @@ func (f *Failure) note() string {
 	return s
 }
 
-// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+// cleanNote makes a note the API server takes and a terminal shows as
+// text: every character termtext escapes (control bytes, C1, bidi and
+// other format characters, bytes that are not UTF-8, a backslash) escaped
+// as it escapes them, then cut to at most n bytes as the API server counts
+// them, ending in "..." when cut, an escape never cut in two. The API
+// server's limit is on the Go string it decoded from the JSON
+// (k8s.io/kubernetes pkg/apis/core/validation/events.go,
+// legacyValidateEvent: len(event.Message) > NoteLengthLimit, 1024), in
+// which each byte that is not UTF-8 has become U+FFFD, three bytes: what is
+// cut must be valid UTF-8 first, which the escaping makes it. A note is
+// read on a terminal (kubectl describe, kubectl get events), so termtext's
+// form is the one it needs.
+func cleanNote(s string, n int) string {
+	b := termtext.Append(make([]byte, 0, min(len(s), n)+16), s)
+	if len(b) <= n {
+		return string(b)
 	}
-	s = s[:n-3]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
+	b = b[:0]
+	for i := 0; i < len(s); {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		next := termtext.Append(b, s[i:i+size]) // one character, or one byte that is not UTF-8
+		if len(next) > n-len(cutMark) {
+			break
+		}
+		b, i = next, i+size
 	}
-	return s + "..."
+	return string(b) + cutMark
 }
+
+// cutMark ends a note that cleanNote cut.
+const cutMark = "..."

@@ -9,8 +9,8 @@ import (
 )
 
 // Failure is one failure of a pod, as the trace hands it over, or a port
-// warning (Reason ReasonNearlyExhausted, from the port sampler: no failure
-// yet, Count 1 per sample). Its strings must not change afterwards (the
+// warning (Reason ReasonNearlyExhausted or ReasonNodeSNATNearlyExhausted,
+// from the port sampler: no failure yet, Count 1 per sample). Its strings must not change afterwards (the
 // pod's names come from the CRI cache, the note from the diagnosis: both are
 // never modified).
 type Failure struct {
@@ -35,6 +35,11 @@ type Options struct {
 	Queue       int           // failures waiting for the worker (1024)
 	MaxKeys     int           // Events being counted at once (4096)
 	Logger      *slog.Logger
+	// PodKeys is how many Events of its own (reasons and destinations) a
+	// pod may have being counted at once, so about per Interval (8); its
+	// failures toward others are counted in one more Event of the pod
+	// (ReasonOtherDestinations), its port warnings toward others dropped.
+	PodKeys int
 }
 
 // Stats are a Reporter's totals.
@@ -45,13 +50,18 @@ type Stats struct {
 	// creating their Event failed, or they were still unsent at stop or
 	// when their key had to make room.
 	Dropped uint64
+	// Folded counts failures counted in their pod's Event for destinations
+	// past its share (ReasonOtherDestinations), not in one of their own.
+	// Not in Dropped (unless that Event could not be made either).
+	Folded uint64
 	// Unnamed counts failures of a pod that reached no Event because eaddr
 	// did not know the pod's name and namespace (the runtime had not named
 	// it), which an Event is attached to. Not in Dropped.
 	Unnamed uint64
 	// WarningsDropped counts port warnings (ReasonNearlyExhausted: one per
 	// sample that found a pod's netns at or above --warn toward a
-	// destination) that reached no Event, for any of Dropped's reasons or
+	// destination; ReasonNodeSNATNearlyExhausted: one per sample that found
+	// the node's SNAT so) that reached no Event, for any of Dropped's reasons or
 	// because the pod's name was not known. They are no failures: not in
 	// Dropped or Unnamed.
 	WarningsDropped uint64
@@ -64,12 +74,15 @@ type Reporter struct {
 	o       Options
 	q       chan Failure
 	entries map[key]*entry
+	pods    map[string]*share // what each pod with entries holds of them
 	tokens  float64
 	refill  time.Time
 
-	created, updated, errs, dropped, unnamed, warningsDropped atomic.Uint64
+	created, updated, errs, dropped, folded, unnamed, warningsDropped atomic.Uint64
 }
 
+// key is an Event's: a pod's reason and destination, or a pod's fold
+// (reason "", no destination).
 type key struct {
 	uid, reason string
 	dest        netip.AddrPort
@@ -77,6 +90,7 @@ type key struct {
 
 type entry struct {
 	f           Failure // the first: what the Event says
+	fold        bool    // the pod's Event for destinations past its share
 	name        string  // the Event's name once created
 	count, sent int32   // failures seen; those the API server has
 	first, last time.Time
@@ -93,6 +107,7 @@ func New(c *Client, o Options) *Reporter {
 	def(&o.Burst, 10)
 	def(&o.Queue, 1024)
 	def(&o.MaxKeys, 4096)
+	def(&o.PodKeys, 8)
 	if o.QPS <= 0 {
 		o.QPS = 5
 	}
@@ -105,7 +120,8 @@ func New(c *Client, o Options) *Reporter {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Reporter{c: c, o: o, q: make(chan Failure, o.Queue), entries: map[key]*entry{}, tokens: float64(o.Burst)}
+	return &Reporter{c: c, o: o, q: make(chan Failure, o.Queue), entries: map[key]*entry{}, pods: map[string]*share{},
+		tokens: float64(o.Burst)}
 }
 
 // SetLogger sets where the reporter logs its API errors; call it before Run.
@@ -126,11 +142,17 @@ func (r *Reporter) Report(f Failure) bool {
 // lose counts n of f's kind that reached no Event: failures, or port
 // warnings.
 func (r *Reporter) lose(f *Failure, n int32) {
-	if f.Reason == ReasonNearlyExhausted {
+	if f.warning() {
 		r.warningsDropped.Add(uint64(n))
 		return
 	}
 	r.dropped.Add(uint64(n))
+}
+
+// warning: f is a port warning (of the pod's ports or of the node's SNAT),
+// no failure.
+func (f *Failure) warning() bool {
+	return f.Reason == ReasonNearlyExhausted || f.Reason == ReasonNodeSNATNearlyExhausted
 }
 
 // UnnamedWarning counts a port warning of a pod whose name is not known:
@@ -144,7 +166,7 @@ func (r *Reporter) Unnamed(count int32) { r.unnamed.Add(uint64(max(count, 1))) }
 // Stats returns the totals so far; safe from any goroutine.
 func (r *Reporter) Stats() Stats {
 	return Stats{Created: r.created.Load(), Updated: r.updated.Load(), Errors: r.errs.Load(), Dropped: r.dropped.Load(),
-		Unnamed: r.unnamed.Load(), WarningsDropped: r.warningsDropped.Load()}
+		Folded: r.folded.Load(), Unnamed: r.unnamed.Load(), WarningsDropped: r.warningsDropped.Load()}
 }
 
 // tick is how often Run looks for Events to create or update.
@@ -180,49 +202,44 @@ func (r *Reporter) drain() {
 	r.flush(ctx, time.Now().Add(r.o.UpdateEvery)) // due now: every update is
 	for k, e := range r.entries {
 		r.lose(&e.f, e.count-e.sent)
-		delete(r.entries, k)
+		r.remove(k, e)
 	}
 }
 
-// add counts f under its key, making room when the keys are all taken. A
-// port warning of a pod that already has an exhausted Event toward the same
-// destination is left out: the failure's Event says more.
+// add counts f under its key, or its pod's fold past the pod's share
+// (place). A port warning of a pod that already has an exhausted Event
+// toward the same destination is left out: the failure's Event says more.
 func (r *Reporter) add(f Failure) {
 	n := max(f.Count, 1)
 	if f.Reason == ReasonNearlyExhausted && r.entries[key{f.PodUID, ReasonExhausted, f.Dest}] != nil {
 		return
 	}
-	k := key{f.PodUID, f.Reason, f.Dest}
-	e := r.entries[k]
+	e := r.entries[key{f.PodUID, f.Reason, f.Dest}]
 	if e == nil {
-		if len(r.entries) >= r.o.MaxKeys {
-			r.evictOldest()
+		if e = r.place(&f); e == nil {
+			return
 		}
-		e = &entry{f: f, first: f.At}
-		r.entries[k] = e
 	}
 	e.count += n
 	e.last = f.At
-}
-
-func (r *Reporter) evictOldest() {
-	var oldest key
-	var at time.Time
-	for k, e := range r.entries {
-		if at.IsZero() || e.last.Before(at) {
-			oldest, at = k, e.last
-		}
+	if e.fold {
+		r.folded.Add(uint64(n))
 	}
-	e := r.entries[oldest]
-	r.lose(&e.f, e.count-e.sent)
-	delete(r.entries, oldest)
 }
 
 // flush creates the Events not yet created and updates the counts that
 // grew, within the call budget; an Event whose interval is over and whose
 // count the API server has is forgotten (the next failure starts another).
+// A pod's first Event goes before any pod's next: a pod that fails toward
+// many destinations cannot spend the budget another pod's first failure
+// needs.
 func (r *Reporter) flush(ctx context.Context, now time.Time) {
 	r.refillTokens(now)
+	for k, e := range r.entries {
+		if e.name == "" && r.pods[k.uid].created == 0 && r.take() {
+			r.createEvent(ctx, k, e)
+		}
+	}
 	for k, e := range r.entries {
 		switch {
 		case e.name == "":
@@ -236,23 +253,28 @@ func (r *Reporter) flush(ctx context.Context, now time.Time) {
 			}
 			r.updateEvent(ctx, e)
 		case e.count == e.sent && now.Sub(e.first) >= r.o.Interval:
-			delete(r.entries, k)
+			r.remove(k, e)
 		}
 	}
 }
 
 func (r *Reporter) createEvent(ctx context.Context, k key, e *entry) {
 	e.called = time.Now()
-	name, err := r.c.create(ctx, &e.f, r.o.Instance, e.first)
+	note := e.f.note()
+	if e.fold {
+		note = foldNote(&e.f, r.o.PodKeys, r.o.Interval)
+	}
+	name, err := r.c.create(ctx, &e.f, note, r.o.Instance, e.first)
 	if err != nil {
 		r.errs.Add(1)
 		r.lose(&e.f, e.count)
-		delete(r.entries, k)
+		r.remove(k, e)
 		r.o.Logger.Warn("could not create a Kubernetes Event; what it stood for is counted as dropped (eaddr_kube_events_dropped_total, or eaddr_kube_port_warnings_dropped_total for a port warning)",
 			"pod", e.f.Namespace+"/"+e.f.PodName, "reason", e.f.Reason, "err", err)
 		return
 	}
 	r.created.Add(1)
+	r.pods[k.uid].created++
 	e.name, e.sent = name, 1 // the rest of the count goes in the next update
 }
 

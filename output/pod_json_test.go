@@ -9,7 +9,7 @@ import (
 
 func TestPodJSON(t *testing.T) {
 	ev := decode.Event{Pod: &decode.Pod{UID: "u", Name: "client", Namespace: "shop", Container: "app", ContainerID: "c", Image: "i", QoS: "besteffort",
-		Labels: map[string]string{"b": "2", "a": "1"}}, HostNetwork: false}
+		Runtime: "cri-o", Labels: map[string]string{"b": "2", "a": "1"}}, HostNetwork: false}
 	b := appendJSON(nil, &ev, "n")
 	var m struct {
 		Pod map[string]any `json:"pod"`
@@ -17,7 +17,8 @@ func TestPodJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatalf("%v: %s", err, b)
 	}
-	if m.Pod["name"] != "client" || m.Pod["namespace"] != "shop" || m.Pod["container"] != "app" || m.Pod["labels"].(map[string]any)["a"] != "1" {
+	if m.Pod["name"] != "client" || m.Pod["namespace"] != "shop" || m.Pod["container"] != "app" || m.Pod["labels"].(map[string]any)["a"] != "1" ||
+		m.Pod["runtime"] != "cri-o" {
 		t.Errorf("pod JSON %s", b)
 	}
 	buf := make([]byte, 0, 4096)

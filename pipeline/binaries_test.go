@@ -7,12 +7,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"golang.org/x/sys/unix"
 
-	"github.com/eaddr/eaddr/decode"
-	"github.com/eaddr/eaddr/explain"
 	"github.com/eaddr/eaddr/tracer"
 )
 
@@ -33,30 +31,17 @@ func TestBinariesGivenUp(t *testing.T) {
 	if err := os.WriteFile(path, elf, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		t.Fatal(err)
-	}
 
 	g := newWaitsRig(t, Config{})
-	x, err := explain.NewExplainer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.r.explainer, g.r.c.Explain = x, 1
 	g.withMetrics(t)
-	g.rt.named[7] = true
-	// The process is gone; its parent (this test) shares its root, where
-	// argv[0] is found.
-	raw := tracer.RawEvent{Tgid: 1 << 30, Tid: 7, Ppid: uint32(os.Getpid()), Err: int32(decode.EADDRNOTAVAIL), Syscall: tracer.SysConnect,
-		ExeIno: st.Ino, ExeDev: uint32(unix.Major(st.Dev)<<20 | unix.Minor(st.Dev)), ArgsLen: uint16(len(path) + 1)}
-	for i, c := range []byte("hostile") {
-		raw.ExeName[i] = int8(c)
-	}
-	for i, c := range []byte(path) {
-		raw.Args[i] = int8(c)
-	}
+	g.rt.named[7], g.rt.named[8] = true, true
+	g.withBins(t, 1, binQueue, findBinary) // a real analyser
+	raw := g.exeRaw(t, 7, path)            // gone: found by argv[0] beneath this test's root
 	g.r.handle(&raw)
+	for deadline := time.Now().Add(time.Minute); len(g.out) == 0 && time.Now().Before(deadline); time.Sleep(holdPoll) {
+		g.at(g.now) // the clock stands: the event waits for the analysis
+	}
+	raw.Tid = 8
 	g.r.handle(&raw) // the second event finds it in the cache: not counted again
 
 	const why = `"client_unknown":"the program's binary was not analysed: it has 2000 program headers, more than the 1024 eaddr reads`

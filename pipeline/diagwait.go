@@ -24,11 +24,7 @@ type diagKey struct {
 // ticket holds a reference until the event is processed (share.unref); the
 // key, once worked out, goes with the event.
 func (r *traceRun) prefetchDiag(ev *decode.Event) (uint64, diagKey) {
-	c := &r.c
-	if r.diag == nil || c.Namespace != "" || c.Pod != "" || c.Container != "" || c.Selector != nil {
-		return 0, diagKey{}
-	}
-	if keep, _ := c.keep(ev); !keep {
+	if r.diag == nil || !r.c.keepsBeforeNames(ev) {
 		return 0, diagKey{}
 	}
 	k, ok := r.diag.d.KeyOf(ev) // reads only the Diagnoser's settings

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/kubeevent"
@@ -97,12 +99,21 @@ func reasonOf(ev *decode.Event, g *diagnose.Diagnosis) string {
 	return kubeevent.ReasonBind
 }
 
+// foldedCollector is eaddr_kube_events_folded_total: failures counted in
+// their pod's Event for destinations past its share.
+func foldedCollector(k *kubeevent.Reporter) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eaddr_kube_events_folded_total",
+		Help: "Failures of pods counted in their pod's FailedTowardOtherDestinations Event (--kube-events: a pod has Events of their own for 8 destinations at most at once), not in one of their own."},
+		func() float64 { return float64(k.Stats().Folded) })
+}
+
 // runKubeEvents runs the reporter beside the trace; the returned stop
 // ends it, letting it send what it can within a second.
 func runKubeEvents(k *kubeevent.Reporter, met *metrics, log *slog.Logger) (stop func()) {
 	k.SetLogger(log)
 	if met != nil {
 		met.kubeEvents(k)
+		met.reg.MustRegister(foldedCollector(k))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

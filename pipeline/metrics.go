@@ -37,6 +37,9 @@ type metrics struct {
 	limitEvicted atomic.Uint64                       // rate limit keys the kernel's LRU dropped
 	events       atomic.Uint64
 	healthy      atomic.Bool
+	// The reader's last return from the ring buffer (UnixNano), and how
+	// long it may stay away before /healthz says it is stalled.
+	readAt, stallAfter atomic.Int64
 
 	// Attribution: events a filter could not decide (pod or cgroup not
 	// known), CRI calls that failed or timed out, and the runtime's health
@@ -45,8 +48,14 @@ type metrics struct {
 	criFailures        atomic.Uint64
 	criDown            atomic.Pointer[string]
 
-	// Binaries of failing programs not analysed: past explain's bounds.
-	binariesGivenUp atomic.Uint64
+	// Binaries of failing programs not analysed: past explain's bounds;
+	// not started (queue full, file system stuck); no file at their path
+	// was the executable. Analyses stuck in a read now.
+	binariesGivenUp, binariesSkipped, binariesMismatched atomic.Uint64
+	binariesStuck                                        atomic.Int64
+
+	// The metrics server's listener (serve), for its connection counts.
+	conns atomic.Pointer[limitListener]
 
 	// Cache sizes, sampled by the trace loop (the caches are not safe to
 	// read from the HTTP goroutine).
@@ -87,9 +96,11 @@ type errKey struct {
 	namespace, pod string
 }
 
-func newMetrics(maxSeries, maxPortSeries int) *metrics {
+// newMetrics makes the series; noDest: the port series without their
+// destinations (--metrics-no-destination).
+func newMetrics(maxSeries, maxPortSeries int, noDest bool) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry(), maxSeries: maxSeries,
-		errSeries: map[errKey]prometheus.Counter{}, port: newPortMetrics(maxPortSeries)}
+		errSeries: map[errKey]prometheus.Counter{}, port: newPortMetrics(maxPortSeries, noDest)}
 	m.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "eaddr_errors_total",
 		Help: "Failed connect()/bind() calls the kernel reported and the filters kept, by syscall, errno and pod, those --rate-limit held back from the output included; calls the full ring could not report are in eaddr_lost_events_total (namespace and pod are empty outside pods; \"other\" past --metrics-max-series).",
@@ -102,6 +113,8 @@ func newMetrics(maxSeries, maxPortSeries int) *metrics {
 				func() float64 { return float64(m.cacheSize(cs.size).Cap) }))
 	}
 	m.reg.MustRegister(m.skippedCollectors()...)
+	m.reg.MustRegister(m.serverCollectors()...)
+	m.reg.MustRegister(m.binaryCollectors()...)
 	m.reg.MustRegister(m.port.collectors()...)
 	m.reg.MustRegister(m.errors,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -144,9 +157,9 @@ func newMetrics(maxSeries, maxPortSeries int) *metrics {
 				return 1
 			}),
 		collectors.NewGoCollector(),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_up", Help: "1 while the BPF programs are attached and the ring is read."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_up", Help: "1 while the BPF programs are attached and the ring is read (/healthz answers 200)."},
 			func() float64 {
-				if m.healthy.Load() {
+				if code, _ := m.health(time.Now()); code == http.StatusOK {
 					return 1
 				}
 				return 0
@@ -167,6 +180,56 @@ func (m *metrics) skippedCollectors() []prometheus.Collector {
 		}, func() float64 { return float64(m.skipped[i].Load()) }))
 	}
 	return cs
+}
+
+// serverCollectors count the metrics server's own connections.
+func (m *metrics) serverCollectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "eaddr_metrics_connections_refused_total",
+			Help: fmt.Sprintf("Connections to --metrics-addr closed as soon as they were accepted: %d were open already, or %d from the same address (a scraper among them sees its scrape fail; docs/alerts.md).",
+				defaultServerLimits.MaxConns, defaultServerLimits.MaxConnsPerAddr),
+		}, func() float64 {
+			return float64(m.connsOf(func(l *limitListener) int64 { return int64(l.refused.Load()) }))
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_metrics_connections_open", Help: "Connections to --metrics-addr open now (this scrape's among them)."},
+			func() float64 { return float64(m.connsOf(func(l *limitListener) int64 { return l.open.Load() })) }),
+	}
+}
+
+// binaryCollectors are the counts of the binary analysis beside the reader
+// (binworker.go) besides eaddr_binaries_given_up_total.
+func (m *metrics) binaryCollectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "eaddr_binaries_skipped_total",
+			Help: "Binaries of failing programs whose analysis eaddr did not start: 64 were already waiting for its 4 analysers, or a read of another file on the same file system had not returned (eaddr_binary_analyses_stuck); their events say why in explain.client_unknown, and the binary is asked again 10 s later.",
+		}, func() float64 { return float64(m.binariesSkipped.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "eaddr_binaries_mismatched_total",
+			Help: "Binaries of failing programs that had exited that eaddr did not analyse because no file at their path in their root was the executable the kernel recorded (another device or inode: replaced, moved or swapped); such a file is never read. Counted once per binary looked up.",
+		}, func() float64 { return float64(m.binariesMismatched.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eaddr_binary_analyses_stuck",
+			Help: "Analyses of a failing program's binary in a read or open that has not returned for 5 s or more: its file system (a FUSE daemon, an NFS server) does not answer. Each holds one of eaddr's 4 analysers; the reader and other events go on, and no other file of that file system is read meanwhile."},
+			func() float64 { return float64(m.binariesStuck.Load()) }),
+	}
+}
+
+// health is /healthz's status at now, and why when it is not 200: 200
+// while the programs are attached and the reader comes back from the ring,
+// which it does at least every flush interval (or second) even with no
+// event; 503 before attach, after detach, and when it has not come back
+// for stallAfter.
+func (m *metrics) health(now time.Time) (int, string) {
+	if !m.healthy.Load() {
+		return http.StatusServiceUnavailable, "not attached"
+	}
+	stall := time.Duration(m.stallAfter.Load())
+	if away := now.Sub(time.Unix(0, m.readAt.Load())); stall > 0 && away > stall {
+		return http.StatusServiceUnavailable, fmt.Sprintf("reader stalled: the ring buffer was last read %v ago (more than %v): failures are not being written, and those the full ring cannot take are lost (eaddr_lost_events_total)",
+			away.Round(time.Second), stall)
+	}
+	return http.StatusOK, ""
 }
 
 // labelKey is the series of ev: its pod, or empty outside pods.
@@ -205,18 +268,41 @@ func (m *metrics) count(ev *decode.Event) prometheus.Counter {
 	return c
 }
 
-// serve runs the metrics endpoint until ctx is done. /healthz answers 200
-// while the tracer is attached and reading.
-func (m *metrics) serve(ctx context.Context, addr string, log *slog.Logger) (string, error) {
-	ln, err := net.Listen("tcp", addr)
+// serverLimits bound what a client can hold of the metrics server: how
+// long a request may take to arrive and its answer to leave, how long a
+// kept-alive connection may wait for its next request, and how many
+// connections are served at once, in all and from one address (past
+// those, limitListener closes them and counts them).
+type serverLimits struct {
+	ReadHeader, Read, Write, Idle time.Duration
+	MaxConns, MaxConnsPerAddr     int
+}
+
+// defaultServerLimits: a scrape is a small GET and an answer of some
+// hundred KB gathered in milliseconds. Write stays above Prometheus's
+// default scrape_timeout (10 s), so that eaddr never cuts a scrape its
+// scraper still waits for. Idle is longer than the common scrape
+// intervals (15 s, 30 s, 1 m), so that a scraper's kept-alive connection
+// is not closed under it as it sends its next request. 64 connections
+// (8 from one address: a Prometheus pair, probes, a person with curl)
+// hold about 1 MiB, where the issue measured 11 KiB for each of 1,500.
+var defaultServerLimits = serverLimits{ReadHeader: 5 * time.Second, Read: 10 * time.Second, Write: 15 * time.Second,
+	Idle: 90 * time.Second, MaxConns: 64, MaxConnsPerAddr: 8}
+
+// serve runs the metrics endpoint until ctx is done, within lim. /healthz
+// answers 200 while the tracer is attached and reading.
+func (m *metrics) serve(ctx context.Context, addr string, lim serverLimits, log *slog.Logger) (string, error) {
+	inner, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", fmt.Errorf("--metrics-addr %s: %w", addr, err)
 	}
+	ln := newLimitListener(inner, lim.MaxConns, lim.MaxConnsPerAddr)
+	m.conns.Store(ln)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if !m.healthy.Load() {
-			http.Error(w, "not attached", http.StatusServiceUnavailable)
+		if code, why := m.health(time.Now()); code != http.StatusOK {
+			http.Error(w, why, code)
 			return
 		}
 		if p := m.criDown.Load(); p != nil && *p != "" {
@@ -226,7 +312,8 @@ func (m *metrics) serve(ctx context.Context, addr string, log *slog.Logger) (str
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read,
+		WriteTimeout: lim.Write, IdleTimeout: lim.Idle}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("metrics server", "err", err)
@@ -238,6 +325,14 @@ func (m *metrics) serve(ctx context.Context, addr string, log *slog.Logger) (str
 		srv.Shutdown(sctx)
 	})
 	return ln.Addr().String(), nil
+}
+
+// connsOf reads a count of the metrics server's listener (0 before serve).
+func (m *metrics) connsOf(count func(*limitListener) int64) int64 {
+	if l := m.conns.Load(); l != nil {
+		return count(l)
+	}
+	return 0
 }
 
 // cacheSize reads one cache's size from the last sample.

@@ -36,15 +36,22 @@ type Config struct {
 	Flush            time.Duration // the longest an event waits in the ring
 	MetricsAddr      string        // serve /metrics and /healthz here ("": off)
 	MetricsMaxSeries int
+	// MetricsNoDestination: the port series name no destination, one per
+	// netns for the busiest (--metrics-no-destination).
+	MetricsNoDestination bool
 	// The port sampler (with MetricsAddr or KubeEvents): every
 	// PortsInterval (0: off), the PortsTop busiest destinations of every
 	// netns with a live process; at most PortsMaxSeries port series. With
 	// KubeEvents, a pod whose netns holds PortsWarn percent or more of the
-	// ports toward one of them gets an EphemeralPortsNearlyExhausted Event.
+	// ports toward one of them gets an EphemeralPortsNearlyExhausted Event,
+	// and the pod holding the most of the node's SNAT ports toward a
+	// destination at PortsWarn percent of its range a
+	// NodeSNATPortsNearlyExhausted one (nodebudget.go).
 	PortsInterval                       time.Duration
 	PortsTop, PortsMaxSeries, PortsWarn int
 	SummaryEvery                        time.Duration // 0: no summary records
 	Rate                                float64       // events per second per key; 0: no limit
+	CgroupRate                          float64       // with Rate: events per second per cgroup, syscall and errno; 0: no limit
 	// Pod filters.
 	Namespace, Pod, Container string
 	Selector                  map[string]string
@@ -67,6 +74,15 @@ type Config struct {
 	// KubeEvents, when set, gets each written failure of a named pod
 	// (--kube-events); Run runs it and stops it after the trace.
 	KubeEvents *kubeevent.Reporter
+	// NodeDrops: with timeouts reported and diagnosed, watch the node's
+	// drops of new flows' first packets (nodedrops.go), at most
+	// NodeDropRate a second per CPU (0: no limit), so that a timeout's
+	// diagnosis names the layer that dropped its SYNs (--node-drops).
+	NodeDrops    bool
+	NodeDropRate float64
+	// CloudNATLimit is the connections the cloud's NAT gives toward one
+	// destination (--cloud-nat-limit; eaddr_cloud_nat_limit); 0: not set.
+	CloudNATLimit float64
 }
 
 // defaults fills the waits left 0.
@@ -135,14 +151,14 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 	c.Tracer.Logger = log
 	var met *metrics
 	if c.MetricsAddr != "" {
-		met = newMetrics(c.MetricsMaxSeries, c.PortsMaxSeries)
-		addr, err := met.serve(ctx, c.MetricsAddr, log)
+		met = newMetrics(c.MetricsMaxSeries, c.PortsMaxSeries, c.MetricsNoDestination)
+		addr, err := met.serve(ctx, c.MetricsAddr, defaultServerLimits, log)
 		if err != nil {
 			return Stats{}, err
 		}
 		log.Info("serving metrics", "url", "http://"+addr+"/metrics")
 	}
-	c.Tracer.Rate = c.Rate
+	c.Tracer.Rate, c.Tracer.CgroupRate = c.Rate, c.CgroupRate
 	t, err := tracer.New(c.Tracer)
 	if err != nil {
 		return Stats{}, err
@@ -156,6 +172,9 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 		return Stats{}, err
 	}
 	defer r.close()
+	if r.nodeDrops != nil {
+		defer r.nodeDrops.start()() // stopped before r.close stops the diagnosis worker
+	}
 	if c.PortsInterval > 0 && (met != nil || c.KubeEvents != nil) {
 		defer r.startPorts(ctx)() // stopped before r.close closes the socket iterator
 	}
@@ -164,6 +183,8 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 		defer r.stopKube()
 	}
 	if met != nil { // healthy before "attached" is logged: a probe that waits for the line sees 200
+		met.stallAfter.Store(int64(readerStall(c.Flush)))
+		met.readAt.Store(time.Now().UnixNano())
 		met.healthy.Store(true)
 		defer met.healthy.Store(false)
 	}
@@ -209,10 +230,12 @@ type traceRun struct {
 	pods      *pod.PodMapper
 	hold      holdQueue
 	explainer *explain.Explainer
+	bins      *binWait           // the explainer's binary analysis; nil without it
 	events    output.Events      // writes event records
 	diag      *diagWorker        // nil: --diagnose=false
 	quietDiag diagnose.Diagnosis // emit's copy of an expected failure's diagnosis, without its fix
 	sockIter  *tracer.SockIter   // the diagnosis's socket reader; nil: sock_diag only
+	nodeDrops *nodeDrops         // the node's drops, for timeouts' diagnoses; nil: not watched
 	diagHold  []diagHeld
 	held      *eventPool // the copies diagHold keeps
 	share     *diagShare
@@ -239,8 +262,11 @@ type traceRun struct {
 
 func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, met *metrics, hooks Hooks) (*traceRun, error) {
 	c.defaults()
-	r := &traceRun{c: c, t: t, log: log, met: met, limits: newLimitBook(c.Rate > 0), hold: newHoldQueue(holdMax),
+	r := &traceRun{c: c, t: t, log: log, met: met, limits: newLimitBook(c.Rate > 0, c.CgroupRate > 0), hold: newHoldQueue(holdMax),
 		now: time.Now, diagLate: lateDiagnosis(c.DiagnoseWait), held: newEventPool(holdMax)}
+	if met != nil && r.limits.groups != nil {
+		met.reg.MustRegister(r.limits.cgroupCollector())
+	}
 	cg, err := pod.NewCgroupResolver(t)
 	dec := decode.NewDecoder(nil)
 	if err != nil {
@@ -260,7 +286,7 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 	r.pods.CgroupV1 = pod.CgroupV1Mounted()
 	r.attr = podAttribution{r.pods, r.names}
 	if c.Explain > 0 {
-		if r.explainer, err = explain.NewExplainer(); err != nil {
+		if r.explainer, r.bins, err = newExplainStage(); err != nil {
 			r.close()
 			return nil, err
 		}
@@ -283,6 +309,9 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 			if r.sockIter != nil {
 				d.Iter = r.sockIter
 			}
+		}
+		if c.NodeDrops && wantsTimeouts(&c.Tracer) {
+			r.watchNodeDrops(d, host) // nodedrops.go
 		}
 		r.diag, r.seenNetNS, r.share = newDiagWorker(d), map[uint32]bool{}, newDiagShare(c.DiagnoseEvery)
 	}

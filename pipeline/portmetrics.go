@@ -24,6 +24,9 @@ type portMetrics struct {
 	scratch            []byte // diagnosed's destination, under mu
 	max, series        int
 	byNetNS            map[uint64]*netnsSeries
+	// exported is what is registered of inUse: inUse itself, or without
+	// the destinations, a busiestCollector over it.
+	exported prometheus.Collector
 }
 
 // netnsSeries are one netns's series and their labels.
@@ -33,11 +36,19 @@ type netnsSeries struct {
 	dests                 map[string]prometheus.Gauge
 }
 
-func newPortMetrics(max int) *portMetrics {
+// inUseHelp is eaddr_ephemeral_ports_in_use's help, and without the
+// destinations (--metrics-no-destination) noDestHelp's too.
+const (
+	inUseHelp  = "Ephemeral ports a connect() toward the destination (ip:port) could not have, per netns and pod: held toward it or for every destination, by the port model of the diagnosis. Set for the --ports-top busiest destinations at each --ports-interval sample, and for the failing destination at each diagnosis (destination empty for a bind(): ports held at all)."
+	noDestHelp = " With --metrics-no-destination, one series per netns instead of one per destination: the largest, labelled destination=\"" + busiestDestination + "\"."
+)
+
+// newPortMetrics makes the port series, at most max of them; noDest:
+// without the destinations (--metrics-no-destination).
+func newPortMetrics(max int, noDest bool) *portMetrics {
 	labels := []string{"netns", "namespace", "pod"}
-	return &portMetrics{max: max, byNetNS: map[uint64]*netnsSeries{},
-		inUse: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eaddr_ephemeral_ports_in_use",
-			Help: "Ephemeral ports a connect() toward the destination (ip:port) could not have, per netns and pod: held toward it or for every destination, by the port model of the diagnosis. Set for the --ports-top busiest destinations at each --ports-interval sample, and for the failing destination at each diagnosis (destination empty for a bind(): ports held at all)."},
+	p := &portMetrics{max: max, byNetNS: map[uint64]*netnsSeries{},
+		inUse: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eaddr_ephemeral_ports_in_use", Help: inUseHelp},
 			append(labels, "destination")),
 		usable: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eaddr_ephemeral_ports_usable",
 			Help: "Ports of net.ipv4.ip_local_port_range not reserved, per netns and pod, at the last sample or diagnosis."}, labels),
@@ -52,10 +63,16 @@ func newPortMetrics(max int) *portMetrics {
 		skipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "eaddr_port_netns_skipped_total",
 			Help: "Network namespaces the port sampler could not enter or read (gone before it got there, or their sockets not listed): left out of that sample, their series removed."}),
 	}
+	p.exported = p.inUse
+	if noDest {
+		p.exported = busiestCollector{vec: p.inUse, desc: prometheus.NewDesc("eaddr_ephemeral_ports_in_use", inUseHelp+noDestHelp,
+			append(labels, "destination"), nil)}
+	}
+	return p
 }
 
 func (p *portMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{p.inUse, p.usable, p.all, p.cut, p.skipped, p.took, p.interval}
+	return []prometheus.Collector{p.exported, p.usable, p.all, p.cut, p.skipped, p.took, p.interval}
 }
 
 // diagnosed sets the gauges of ev's netns from its diagnosis: the ports

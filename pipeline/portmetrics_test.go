@@ -48,7 +48,7 @@ func dests(ports ...int) []diagnose.Destination {
 
 // Series of a destination out of the top and of a netns gone are removed.
 func TestPortSeriesRemoved(t *testing.T) {
-	p := newPortMetrics(100)
+	p := newPortMetrics(100, false)
 	p.sampled(&ports.Sample{NetNS: []diagnose.NetNSReport{
 		{Inode: 1, Host: true, Usable: 100, HeldForAll: 2, Destinations: dests(30, 20)},
 		{Inode: 2, Pod: &diagnose.CheckPod{Namespace: "ns", Name: "web"}, Usable: 50, Destinations: dests(5)}}}, 0)
@@ -67,7 +67,7 @@ func TestPortSeriesRemoved(t *testing.T) {
 
 // Past the cap, series are not made, and what is cut is counted.
 func TestPortSeriesCap(t *testing.T) {
-	p := newPortMetrics(4)
+	p := newPortMetrics(4, false)
 	p.sampled(&ports.Sample{NetNS: []diagnose.NetNSReport{{Inode: 1, Usable: 100, Destinations: dests(30, 20, 10)}}}, 0)
 	u, us, a := portSeries(t, p)
 	if u+us+a != 4 {
@@ -86,7 +86,7 @@ func TestPortSeriesCap(t *testing.T) {
 // Each event's diagnosis sets its netns's gauges: once the series exist,
 // that allocates nothing (the metrics consumer is on the per-event path).
 func TestPortMetricsDiagnosedDoesNotAllocate(t *testing.T) {
-	p := newPortMetrics(100)
+	p := newPortMetrics(100, false)
 	ev := &decode.Event{Syscall: decode.Connect, NetNS: 4026531840}
 	ev.Remote.IP = netip.MustParseAddrPort("10.0.0.1:8080")
 	g := &diagnose.Diagnosis{Counted: true, Usable: 28232, InUse: 28232}

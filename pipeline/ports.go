@@ -42,10 +42,14 @@ func (r *traceRun) startPorts(ctx context.Context) (stop func()) {
 		w = newPortWarnings(r.c.KubeEvents, r.c.PortsWarn, r.log)
 		c.Culprits, c.CulpritsOf = top, func(n *diagnose.NetNSReport) bool { return !n.Host && n.Pod != nil }
 	}
+	budget := r.nodeBudgetSampler() // nodebudget.go: the node's SNAT and conntrack
 	s := ports.New(c)
 	stopSampling := s.Start(ctx, r.c.PortsInterval, ports.TraceShare, func(p *ports.Sample, next time.Duration) {
 		if r.met != nil {
 			r.met.port.sampled(p, next)
+		}
+		if budget != nil {
+			budget(p)
 		}
 		if w != nil {
 			w.sampled(p)

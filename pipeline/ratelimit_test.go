@@ -8,6 +8,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/tracer"
 )
 
 // kernelKeys stands in for the tracer's rate limit maps.
@@ -15,6 +16,8 @@ type kernelKeys struct {
 	total, created uint64
 	counts         map[uint64]uint64
 	entries        int
+	groupTotal     uint64
+	groups         map[tracer.CgroupLimitKey]uint64
 }
 
 func (k *kernelKeys) LimitCounts() (uint64, uint64, error) { return k.total, k.created, nil }
@@ -26,6 +29,13 @@ func (k *kernelKeys) LimitStates(fn func(id, s uint64)) (int, error) {
 	return k.entries, nil
 }
 
+func (k *kernelKeys) CgroupLimitStates(fn func(tracer.CgroupLimitKey, uint64)) (uint64, error) {
+	for g, n := range k.groups {
+		fn(g, n)
+	}
+	return k.groupTotal, nil
+}
+
 func limited(id uint64) *decode.Event {
 	return &decode.Event{Limited: true, LimitID: id}
 }
@@ -35,7 +45,7 @@ func limited(id uint64) *decode.Event {
 // its previous one; a count waits for its key's first event; what no event
 // accounts for is unattributed, known at the final read.
 func TestLimitBook(t *testing.T) {
-	b := newLimitBook(true)
+	b := newLimitBook(true, false)
 	k := &kernelKeys{}
 	series := prometheus.NewCounter(prometheus.CounterOpts{Name: "x"})
 	now := time.Unix(1000, 0)
@@ -104,4 +114,51 @@ func value(c prometheus.Counter) float64 {
 		panic(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// What a cgroup's bucket held back is counted where that cgroup's latest
+// event of the bucket's syscall and errno went, in its pod's series, in no
+// event's suppressed, and apart (heldByCgroup); what no event of the
+// bucket accounts for is unattributed at the final read, in heldByCgroup
+// too.
+func TestLimitBookCgroups(t *testing.T) {
+	b := newLimitBook(true, true)
+	k := &kernelKeys{}
+	pod := prometheus.NewCounter(prometheus.CounterOpts{Name: "x"})
+	now := time.Unix(1000, 0)
+	step := func(keyTotal, groupTotal uint64, keys map[uint64]uint64, groups map[tracer.CgroupLimitKey]uint64) {
+		t.Helper()
+		k.total, k.created, k.entries, k.counts = keyTotal, 2, 2, keys
+		k.groupTotal, k.groups = groupTotal, groups
+		now = now.Add(time.Second)
+		if err := b.read(k, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev := func(id, cgroup uint64) *decode.Event {
+		return &decode.Event{Limited: true, LimitID: id, CgroupID: cgroup, Syscall: decode.Bind, Errno: 99}
+	}
+	flood := tracer.CgroupLimitKey{CgroupId: 7, Err: 99, Syscall: tracer.SysBind}
+	filtered := tracer.CgroupLimitKey{CgroupId: 8, Err: 99, Syscall: tracer.SysBind}
+	b.event(ev(1, 7), fateWritten, pod)
+	b.event(ev(2, 8), fateFiltered, nil)
+	// The flood's bucket held back 100, key 1 held back 3; cgroup 8's
+	// bucket 5 (filtered); a bucket no event named 4.
+	unseen := tracer.CgroupLimitKey{CgroupId: 9, Err: 99, Syscall: tracer.SysBind}
+	step(3, 109, map[uint64]uint64{1: 3}, map[tracer.CgroupLimitKey]uint64{flood: 100, filtered: 5, unseen: 4})
+	if b.suppressed != 103 || b.filtered != 5 || value(pod) != 103 || b.heldByCgroup() != 100 || b.held() != 103 || b.total != 112 {
+		t.Errorf("suppressed %d filtered %d series %v by cgroup %d held %d total %d; want 103 5 103 100 103 112",
+			b.suppressed, b.filtered, value(pod), b.heldByCgroup(), b.held(), b.total)
+	}
+	if n := b.event(ev(1, 7), fateWritten, pod); n != 3 {
+		t.Errorf("key 1's next event carries %d, want its own 3 (the cgroup's 100 are other keys')", n)
+	}
+	if b.byCgroup.Load() != 100 {
+		t.Errorf("the metric reads %d, want 100", b.byCgroup.Load())
+	}
+	b.final = true
+	step(3, 109, map[uint64]uint64{1: 3}, map[tracer.CgroupLimitKey]uint64{flood: 100, filtered: 5, unseen: 4})
+	if b.unattributed() != 4 || b.heldByCgroup() != 104 || b.held() != 107 {
+		t.Errorf("final: unattributed %d by cgroup %d held %d; want 4 104 107", b.unattributed(), b.heldByCgroup(), b.held())
+	}
 }

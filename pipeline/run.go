@@ -23,6 +23,7 @@ func (r *traceRun) loop() error {
 		wait = time.Second
 	}
 	r.lastTick = r.now()
+	r.beat(r.lastTick)
 	for {
 		if d := r.readWait(wait); d > 0 {
 			r.t.SetDeadline(time.Now().Add(d))
@@ -30,9 +31,11 @@ func (r *traceRun) loop() error {
 			r.t.SetDeadline(time.Time{}) // a poll deadline may be left from held events
 		}
 		err := r.t.Read(&r.raw)
+		r.beat(r.now())
 		if errors.Is(err, tracer.ErrClosed) {
 			r.release(true)
 			r.drainDiag()
+			r.drainBins()
 			return nil
 		}
 		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -43,6 +46,7 @@ func (r *traceRun) loop() error {
 		}
 		r.release(false)
 		r.releaseDiag(false)
+		r.releaseBins(false)
 		if r.t.Pending() == 0 || err != nil { // drained: hand the batch on
 			r.sk.Flush()
 		}
@@ -53,10 +57,25 @@ func (r *traceRun) loop() error {
 	}
 }
 
+// readerStall is how long the reader may stay away from the ring before
+// /healthz says it stalled: well past the longest a Read waits (the flush
+// interval; a second without one, as metrics make it) and what it does
+// between two (nothing on its path waits on a file or a socket).
+func readerStall(flush time.Duration) time.Duration {
+	return max(30*time.Second, 3*max(flush, time.Second))
+}
+
+// beat tells /healthz that the reader came back from the ring at now.
+func (r *traceRun) beat(now time.Time) {
+	if r.met != nil {
+		r.met.readAt.Store(now.UnixNano())
+	}
+}
+
 // readWait is how long a Read may block: the flush interval, shorter while
 // events wait for names. 0: no deadline.
 func (r *traceRun) readWait(wait time.Duration) time.Duration {
-	if len(r.hold.q) == 0 && len(r.diagHold) == 0 {
+	if len(r.hold.q) == 0 && len(r.diagHold) == 0 && (r.bins == nil || len(r.bins.hold) == 0) {
 		return wait
 	}
 	if wait == 0 || wait > holdPoll {
@@ -79,6 +98,7 @@ func (r *traceRun) handle(raw *tracer.RawEvent) {
 		r.seenNetNS[ev.NetNS] = true
 		r.diag.seen(ev)
 	}
+	r.askBinary(ev)
 	if r.attr.Map(ev, false) {
 		ticket, key := r.prefetchDiag(ev)
 		if r.hold.push(ev, r.now(), r.c.NamesWait, ticket, key) {
@@ -124,12 +144,12 @@ func (r *traceRun) process(ev *decode.Event, key diagKey) {
 	r.askDiagnosis(ev, key)
 }
 
-// emit explains and writes one event, and tells the consumers.
-func (r *traceRun) emit(ev *decode.Event, g *diagnose.Diagnosis) {
+// write explains and writes one event, and tells the consumers.
+func (r *traceRun) write(ev *decode.Event, g *diagnose.Diagnosis) {
 	explained := r.explainer != nil && !ev.NodePort
 	var rule explain.RetryRule
 	if explained {
-		r.explainer.Explain(ev, &r.x, r.c.Explain == 2)
+		r.explainEvent(ev)
 		rule = r.x.RetryRule
 	}
 	expected := explained && r.x.Expected != ""
@@ -198,6 +218,9 @@ func (r *traceRun) close() {
 		}
 	}
 	r.sk.Close(2 * time.Second)
+	if r.bins != nil {
+		r.bins.w.close()
+	}
 	r.names.Close()
 	if r.sockIter != nil {
 		r.sockIter.Close()

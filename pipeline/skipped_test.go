@@ -57,7 +57,7 @@ func TestRunsSkipped(t *testing.T) {
 // withMetrics gives the rig metrics, and the runtime resolver (no socket)
 // and pod mapper that updateMetrics reads.
 func (g *waitsRig) withMetrics(t *testing.T) {
-	g.r.met = newMetrics(10, 10)
+	g.r.met = newMetrics(10, 10, false)
 	g.r.names = kube.NewResolver("unix:///nonexistent", false, nil)
 	t.Cleanup(func() { g.r.names.Close() })
 	g.r.pods = pod.NewPodMapper(g.r.names, 0)

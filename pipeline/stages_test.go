@@ -123,6 +123,9 @@ func (f *fakeSource) LimitCounts() (uint64, uint64, error) {
 }
 func (f *fakeSource) LimitStates(func(id, suppressed uint64)) (int, error) { return 0, nil }
 func (f *fakeSource) LimitKeysMax() int                                    { return 0 }
+func (f *fakeSource) CgroupLimitStates(func(tracer.CgroupLimitKey, uint64)) (uint64, error) {
+	return 0, nil
+}
 
 // lockedBuffer is stdout: the sink writes from its own goroutine.
 type lockedBuffer struct {

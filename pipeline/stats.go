@@ -45,6 +45,12 @@ func (r *traceRun) updateMetrics(st tracer.Stats) {
 	m.filteredUnresolved.Store(r.filteredUnresolved + r.limits.unresolved)
 	m.criFailures.Store(r.names.Failures.Load())
 	m.binariesGivenUp.Store(r.binariesGivenUp())
+	if b := r.bins; b != nil {
+		b.collect()
+		m.binariesSkipped.Store(b.skipped)
+		m.binariesStuck.Store(int64(b.stuck(r.now())))
+		m.binariesMismatched.Store(r.explainer.Detector.BinariesMismatched())
+	}
 	_, why := r.names.Healthy()
 	m.criDown.Store(&why)
 	m.caches.Store(r.cacheSizes(st))
@@ -89,8 +95,11 @@ type Stats struct {
 	// Of Suppressed, those whose key no event named (its events lost, or
 	// the key evicted before it was read): counted, in no pod's series.
 	SuppressedUnattributed uint64
-	LimitKeysEvicted       uint64 // rate limit keys the kernel's LRU dropped for room
-	NamesNotAwaited        uint64 // went out without waiting for the runtime (hold queue full)
+	// Of Suppressed, those their cgroup's bucket held back
+	// (--rate-limit-cgroup), not their key's.
+	SuppressedCgroup uint64
+	LimitKeysEvicted uint64 // rate limit keys the kernel's LRU dropped for room
+	NamesNotAwaited  uint64 // went out without waiting for the runtime (hold queue full)
 	// NamesHeld events waited for the runtime's names, the longest
 	// NamesWaitMax: from when the event was read to when it went on, by
 	// eaddr's clock, so also how late the reader came back to it.
@@ -105,6 +114,14 @@ type Stats struct {
 	// BinariesGivenUp: binaries of failing programs not analysed because
 	// they were past the bounds on one binary (explain.Detector).
 	BinariesGivenUp uint64
+	// The analysis of binaries beside the reader: events that waited for
+	// their binary (the longest BinaryWaitMax), events written before it
+	// was analysed, binaries whose analysis was not started (queue full,
+	// file system stuck), analyses stuck in a read at the stop, binaries
+	// whose path in their root held another file.
+	BinariesHeld                                                     uint64
+	BinaryWaitMax                                                    time.Duration
+	BinariesLate, BinariesSkipped, BinariesStuck, BinariesMismatched uint64
 }
 
 // binariesGivenUp is the explain stage's count of binaries it did not
@@ -126,7 +143,13 @@ func (r *traceRun) stats() Stats {
 		Delivered: r.sk.Delivered(), Dropped: r.sk.Dropped(), Filtered: r.filtered + b.filtered,
 		FilteredUnresolved: r.filteredUnresolved + b.unresolved, Suppressed: b.held(), NamesNotAwaited: r.hold.overflow,
 		NamesHeld: r.hold.held, NamesWaitMax: r.hold.waitMax,
-		SuppressedUnattributed: b.unattributed(), LimitKeysEvicted: b.evicted(), BinariesGivenUp: r.binariesGivenUp()}
+		SuppressedUnattributed: b.unattributed(), SuppressedCgroup: b.heldByCgroup(), LimitKeysEvicted: b.evicted(),
+		BinariesGivenUp: r.binariesGivenUp()}
+	if b := r.bins; b != nil {
+		b.collect()
+		s.BinariesHeld, s.BinaryWaitMax, s.BinariesLate, s.BinariesSkipped = b.heldN, b.waitMax, b.late, b.skipped
+		s.BinariesStuck, s.BinariesMismatched = uint64(b.stuck(r.now())), r.explainer.Detector.BinariesMismatched()
+	}
 	if w := r.diag; w != nil {
 		s.Snapshots, s.Shared, s.Unreachable = uint64(w.snapshots.Load()), r.share.shared, uint64(w.unreachable.Load())
 		s.DiagnosesLate, s.DiagnosesSkipped, s.DiagnosisWaitMax = r.share.late, w.full, r.share.waitMax
@@ -146,11 +169,14 @@ func (r *traceRun) stoppedAttrs(s Stats) []any {
 	if s.SuppressedUnattributed > 0 || s.LimitKeysEvicted > 0 {
 		attrs = append(attrs, "suppressed_unattributed", s.SuppressedUnattributed, "limit_keys_evicted", s.LimitKeysEvicted)
 	}
+	if s.SuppressedCgroup > 0 {
+		attrs = append(attrs, "suppressed_cgroup", s.SuppressedCgroup)
+	}
 	if k := r.c.KubeEvents; k != nil {
 		ks := k.Stats()
 		attrs = append(attrs, "kube_events_created", ks.Created, "kube_events_updated", ks.Updated,
 			"kube_event_calls_failed", ks.Errors, "kube_events_dropped", ks.Dropped, "kube_events_unnamed", ks.Unnamed,
-			"kube_port_warnings_dropped", ks.WarningsDropped)
+			"kube_port_warnings_dropped", ks.WarningsDropped, "kube_events_folded", ks.Folded)
 	}
 	if r.diag != nil {
 		attrs = append(attrs, "netns_snapshots", s.Snapshots, "snapshots_shared", s.Shared,
@@ -159,6 +185,13 @@ func (r *traceRun) stoppedAttrs(s Stats) []any {
 	}
 	if s.BinariesGivenUp > 0 {
 		attrs = append(attrs, "binaries_given_up", s.BinariesGivenUp)
+	}
+	if s.BinariesHeld > 0 || s.BinariesLate > 0 || s.BinariesSkipped > 0 || s.BinariesStuck > 0 {
+		attrs = append(attrs, "binaries_held", s.BinariesHeld, "binary_wait_max_ms", s.BinaryWaitMax.Milliseconds(),
+			"binaries_late", s.BinariesLate, "binaries_skipped", s.BinariesSkipped, "binaries_stuck", s.BinariesStuck)
+	}
+	if s.BinariesMismatched > 0 {
+		attrs = append(attrs, "binaries_mismatched", s.BinariesMismatched)
 	}
 	if s.RunsSkipped > 0 {
 		attrs = append(attrs, "runs_skipped", s.RunsSkipped)

@@ -3,14 +3,18 @@ package pipeline
 import (
 	"bytes"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/explain"
 	"github.com/eaddr/eaddr/internal/recorded"
+	"github.com/eaddr/eaddr/internal/testenv"
 	"github.com/eaddr/eaddr/output"
 	"github.com/eaddr/eaddr/tracer"
 )
@@ -44,14 +48,26 @@ func newSteadyRig(t testing.TB) *steadyRig {
 	c := Config{Explain: 1, DiagnoseEvery: time.Second, Node: "node-a"}
 	c.defaults()
 	g := &steadyRig{raw: recorded.Raw(t, "connect-eaddrnotavail-busybox-wget-ipv4"), now: time.Unix(1_700_000_000, 0), lines: &lineCount{}}
-	r := &traceRun{c: c, log: slog.New(slog.DiscardHandler), limits: newLimitBook(false), hold: newHoldQueue(holdMax),
+	r := &traceRun{c: c, log: slog.New(slog.DiscardHandler), limits: newLimitBook(false, false), hold: newHoldQueue(holdMax),
 		dec: decode.NewDecoder(nil), diagLate: lateDiagnosis(c.DiagnoseWait), held: newEventPool(holdMax)}
 	x, err := explain.NewExplainer()
 	if err != nil {
 		t.Fatal(err)
 	}
+	x.Detector.Async = true
 	r.explainer = x
 	r.now = func() time.Time { return g.now }
+	// The binary is this machine's busybox, which the analyser finds by
+	// its name beneath this test's root, as the recorded one's was.
+	bb := testenv.Program(t, "busybox", "busybox-static")
+	var st, mnt unix.Stat_t
+	if unix.Stat(bb, &st) != nil || unix.Stat("/proc/self/ns/mnt", &mnt) != nil {
+		t.Fatalf("stat %s or this test's mount namespace", bb)
+	}
+	g.raw.ExeIno, g.raw.ExeDev = st.Ino, uint32(unix.Major(st.Dev)<<20|unix.Minor(st.Dev))
+	g.raw.Ppid, g.raw.Mntns = uint32(os.Getpid()), uint32(mnt.Ino)
+	r.bins = newBinWait(x.Detector, newBinWorker(1, binQueue, findBinary), DefaultBinaryWait)
+	t.Cleanup(r.bins.w.close)
 	p := &decode.Pod{UID: "0d3c6e2a-uid", ContainerID: "cid-1", Name: "web-7f9c", Namespace: "shop", Container: "app",
 		Labels: map[string]string{"app": "web"}}
 	r.attr = namedAttribution{p}
@@ -61,11 +77,17 @@ func newSteadyRig(t testing.TB) *steadyRig {
 	g.r = r
 	t.Cleanup(func() { r.sk.Close(time.Second) })
 
-	// The first event asks for its key's snapshot, which the test answers
-	// as the worker would; later events of the interval share it.
+	// The first event asks for its binary, which the analyser finds, and
+	// for its key's snapshot, which the test answers as the worker would;
+	// later events of the interval share it.
 	r.handle(g.raw)
 	if len(r.diagHold) != 1 {
 		t.Fatalf("the first event does not wait for its snapshot (%d held)", len(r.diagHold))
+	}
+	for deadline := time.Now().Add(time.Minute); r.bins.w.finished.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the analyser did not analyse busybox in a minute")
+		}
 	}
 	for len(r.diag.reqs) > 0 {
 		<-r.diag.reqs
@@ -94,6 +116,7 @@ func (g *steadyRig) step() {
 	g.r.handle(g.raw)
 	g.r.release(false)
 	g.r.releaseDiag(false)
+	g.r.releaseBins(false)
 }
 
 func TestSteadyPathDoesNotAllocate(t *testing.T) {
@@ -130,7 +153,7 @@ func TestSteadyPathDoesNotAllocate(t *testing.T) {
 	if g.r.share.shared != steps-1 || len(g.r.diagHold) != 0 {
 		t.Errorf("%d events shared the snapshot, %d wait; want %d and 0", g.r.share.shared, len(g.r.diagHold), steps-1)
 	}
-	for _, want := range []string{`"name":"web-7f9c"`, `"explain":`, `ephemeral ports exhausted`, `"shared":true`} {
+	for _, want := range []string{`"name":"web-7f9c"`, `"client":"busybox wget"`, `ephemeral ports exhausted`, `"shared":true`} {
 		if !strings.Contains(last, want) {
 			t.Errorf("the last event's line lacks %s: %s", want, last)
 		}

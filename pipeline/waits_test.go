@@ -67,7 +67,7 @@ type waitsRig struct {
 func newWaitsRig(t testing.TB, c Config) *waitsRig {
 	c.defaults()
 	g := &waitsRig{rt: &fakeRuntime{named: map[uint32]bool{}, maps: map[uint32]int{}}, now: time.Unix(1_700_000_000, 0)}
-	r := &traceRun{c: c, log: slog.New(slog.DiscardHandler), limits: newLimitBook(false), hold: newHoldQueue(holdMax),
+	r := &traceRun{c: c, log: slog.New(slog.DiscardHandler), limits: newLimitBook(false, false), hold: newHoldQueue(holdMax),
 		dec: decode.NewDecoder(nil), diagLate: lateDiagnosis(c.DiagnoseWait), held: newEventPool(holdMax)}
 	r.now = func() time.Time { return g.now }
 	r.attr = g.rt
@@ -112,6 +112,7 @@ func (g *waitsRig) at(t time.Time) {
 	g.now = t
 	g.r.release(false)
 	g.r.releaseDiag(false)
+	g.r.releaseBins(false)
 }
 
 func (g *waitsRig) tids() []uint32 {

@@ -129,7 +129,7 @@ func (m *PodMapper) cgroup(ev *decode.Event) (*cgroupEntry, string) {
 }
 
 func basePod(p kube.CgroupPod) *decode.Pod {
-	return &decode.Pod{UID: p.UID, ContainerID: p.ContainerID, QoS: p.QoS}
+	return &decode.Pod{UID: p.UID, ContainerID: p.ContainerID, QoS: p.QoS, Runtime: p.Runtime}
 }
 
 // fromCgroup sets the pod from the cgroup and the runtime's names.
@@ -147,12 +147,7 @@ func (m *PodMapper) fromCgroup(ev *decode.Event, e *cgroupEntry, final bool) (pe
 	case st == kube.Found && info.UID != "" && info.UID != e.parsed.UID:
 		ev.PodNamesUnresolved = "the runtime names pod " + info.UID + " for this container, not the cgroup's " + e.parsed.UID
 	case st == kube.Found:
-		c := *info
-		c.QoS, c.UID = e.parsed.QoS, e.parsed.UID
-		if e.parsed.ContainerID == "" {
-			c.Container, c.ContainerID, c.Image = "", "", ""
-		}
-		e.named = &c
+		e.named = withNames(e.base, info)
 		ev.Pod = e.named
 	case st == kube.Pending && !final:
 		return true
@@ -162,6 +157,18 @@ func (m *PodMapper) fromCgroup(ev *decode.Event, e *cgroupEntry, final bool) (pe
 		ev.PodNamesUnresolved = why
 	}
 	return false
+}
+
+// withNames is the pod the cgroup names (base) with the runtime's names
+// (info): what the cgroup path says (UID, QoS, runtime) stays the path's, and
+// a pod-level cgroup keeps no container.
+func withNames(base, info *decode.Pod) *decode.Pod {
+	c := *info
+	c.UID, c.QoS, c.Runtime = base.UID, base.QoS, base.Runtime
+	if base.ContainerID == "" {
+		c.Container, c.ContainerID, c.Image = "", "", ""
+	}
+	return &c
 }
 
 // learn remembers the pod of the event's netns, by cookie.

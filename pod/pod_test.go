@@ -26,7 +26,7 @@ func TestPodMapper(t *testing.T) {
 	m.PodsPossible = func() bool { return true } // a node with pods
 	ev := &decode.Event{CgroupID: 7, NetNS: 4026532001, NetNSCookie: 501, PID: 1 << 30, CgroupPath: podPath}
 	m.Map(ev, false)
-	if ev.Pod == nil || ev.Pod.UID != podUID || ev.Pod.QoS != "burstable" || ev.HostNetwork || ev.PodVia != "" {
+	if ev.Pod == nil || ev.Pod.UID != podUID || ev.Pod.QoS != "burstable" || ev.Pod.Runtime != "containerd" || ev.HostNetwork || ev.PodVia != "" {
 		t.Fatalf("pod %+v host %v via %q", ev.Pod, ev.HostNetwork, ev.PodVia)
 	}
 	// Same netns, a process whose cgroup is known and not a pod's: the pod
@@ -52,8 +52,8 @@ func TestPodMapper(t *testing.T) {
 	// netns is no longer used for processes outside pod cgroups.
 	ev2 := &decode.Event{CgroupID: 10, NetNS: 4026532001, NetNSCookie: 501, PID: 1 << 30, CgroupPath: pod2Path}
 	m.Map(ev2, false)
-	if ev2.Pod == nil || ev2.Pod.UID != pod2UID {
-		t.Fatalf("second pod: %+v", ev2.Pod)
+	if ev2.Pod == nil || ev2.Pod.UID != pod2UID || ev2.Pod.Runtime != "" {
+		t.Fatalf("second pod (cgroupfs: no runtime in the path): %+v", ev2.Pod)
 	}
 	m.Map(other, false)
 	if other.Pod != nil {
@@ -76,6 +76,29 @@ func TestPodMapper(t *testing.T) {
 	n := testing.AllocsPerRun(100, func() { m.Map(ev, false) })
 	if n != 0 {
 		t.Errorf("Map allocates %.1f times on a cached cgroup", n)
+	}
+}
+
+// TestWithNames: the runtime's names join the pod the cgroup path named, and
+// what the path says stays the path's: a runtime answer without the QoS or
+// the runtime, or with another, changes neither; a pod-level cgroup keeps no
+// container.
+func TestWithNames(t *testing.T) {
+	base := &decode.Pod{UID: podUID, ContainerID: "c1", QoS: "burstable", Runtime: "cri-o"}
+	info := &decode.Pod{UID: podUID, Name: "client", Namespace: "shop", Container: "app", ContainerID: "c1", Image: "busybox",
+		QoS: "besteffort", Labels: map[string]string{"app": "client"}}
+	got := withNames(base, info)
+	if got.Name != "client" || got.Namespace != "shop" || got.Container != "app" || got.ContainerID != "c1" || got.Image != "busybox" ||
+		got.Labels["app"] != "client" || got.UID != podUID || got.QoS != "burstable" || got.Runtime != "cri-o" {
+		t.Errorf("container: %+v", got)
+	}
+	if info.QoS != "besteffort" || info.Runtime != "" {
+		t.Errorf("the runtime's answer was changed: %+v", info)
+	}
+	podLevel := &decode.Pod{UID: podUID, QoS: "guaranteed", Runtime: "containerd"}
+	got = withNames(podLevel, info)
+	if got.Name != "client" || got.Container != "" || got.ContainerID != "" || got.Image != "" || got.QoS != "guaranteed" || got.Runtime != "containerd" {
+		t.Errorf("pod-level cgroup: %+v", got)
 	}
 }
 

@@ -20,6 +20,14 @@ const (
 	eaddrCgroupFlagEADDR_CG_LONG eaddrCgroupFlag = 2
 )
 
+type eaddrCgroupLimitKey struct {
+	_        structs.HostLayout
+	CgroupId uint64
+	Err      uint16
+	Syscall  uint8
+	Pad      [5]uint8
+}
+
 type eaddrCgroupPath struct {
 	_     structs.HostLayout
 	Depth uint32
@@ -38,6 +46,7 @@ type eaddrConnEnd struct {
 type eaddrErrnoId uint32
 
 const (
+	eaddrErrnoIdEADDR_EINTR                 eaddrErrnoId = 4
 	eaddrErrnoIdEADDR_EBADF                 eaddrErrnoId = 9
 	eaddrErrnoIdEADDR_ENOTSOCK              eaddrErrnoId = 88
 	eaddrErrnoIdEADDR_EADDRINUSE            eaddrErrnoId = 98
@@ -92,23 +101,28 @@ type eaddrEvent struct {
 type eaddrEventFlag uint32
 
 const (
-	eaddrEventFlagEADDR_F_ADDR      eaddrEventFlag = 1
-	eaddrEventFlagEADDR_F_SOCKET    eaddrEventFlag = 2
-	eaddrEventFlagEADDR_F_NODEPORT  eaddrEventFlag = 4
-	eaddrEventFlagEADDR_F_LIMITED   eaddrEventFlag = 8
-	eaddrEventFlagEADDR_F_PROC_SENT eaddrEventFlag = 16
-	eaddrEventFlagEADDR_F_ASYNC     eaddrEventFlag = 32
-	eaddrEventFlagEADDR_F_RELEASED  eaddrEventFlag = 64
+	eaddrEventFlagEADDR_F_ADDR        eaddrEventFlag = 1
+	eaddrEventFlagEADDR_F_SOCKET      eaddrEventFlag = 2
+	eaddrEventFlagEADDR_F_NODEPORT    eaddrEventFlag = 4
+	eaddrEventFlagEADDR_F_LIMITED     eaddrEventFlag = 8
+	eaddrEventFlagEADDR_F_PROC_SENT   eaddrEventFlag = 16
+	eaddrEventFlagEADDR_F_ASYNC       eaddrEventFlag = 32
+	eaddrEventFlagEADDR_F_RELEASED    eaddrEventFlag = 64
+	eaddrEventFlagEADDR_F_INTERRUPTED eaddrEventFlag = 128
 )
 
 type eaddrLimitCpu struct {
-	_          structs.HostLayout
-	Suppressed uint64
-	Keys       uint64
-	Key        eaddrLimitKey
-	Id         uint64
-	Until      uint64
-	Held       uint64
+	_            structs.HostLayout
+	Suppressed   uint64
+	Keys         uint64
+	Key          eaddrLimitKey
+	Id           uint64
+	Until        uint64
+	Held         uint64
+	CgSuppressed uint64
+	CgKey        eaddrCgroupLimitKey
+	CgUntil      uint64
+	CgHeld       uint64
 }
 
 type eaddrLimitKey struct {
@@ -157,45 +171,50 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	eaddrMapAsyncDone        = "async_done"
-	eaddrMapCgroupPaths      = "cgroup_paths"
-	eaddrMapCgroupScratch    = "cgroup_scratch"
-	eaddrMapConnEnds         = "conn_ends"
-	eaddrMapEvents           = "events"
-	eaddrMapLimitCounts      = "limit_counts"
-	eaddrMapLimitCpus        = "limit_cpus"
-	eaddrMapLimits           = "limits"
-	eaddrMapLost             = "lost"
-	eaddrMapPending          = "pending"
-	eaddrMapPendingScratch   = "pending_scratch"
-	eaddrMapProcs            = "procs"
-	eaddrProgAsyncError      = "async_error"
-	eaddrProgAsyncState      = "async_state"
-	eaddrProgExitBind        = "exit_bind"
-	eaddrProgExitConnect     = "exit_connect"
-	eaddrVarAllErrnos        = "all_errnos"
-	eaddrVarAsyncOn          = "async_on"
-	eaddrVarEndedOn          = "ended_on"
-	eaddrVarErrnoMask        = "errno_mask"
-	eaddrVarFilterNetns      = "filter_netns"
-	eaddrVarFilterTgid       = "filter_tgid"
-	eaddrVarLimitIntervalNs  = "limit_interval_ns"
-	eaddrVarLimitTickNs      = "limit_tick_ns"
-	eaddrVarLimitToleranceNs = "limit_tolerance_ns"
-	eaddrVarNodeportHi       = "nodeport_hi"
-	eaddrVarNodeportLo       = "nodeport_lo"
-	eaddrVarNodeportNetns    = "nodeport_netns"
-	eaddrVarNodeportOn       = "nodeport_on"
-	eaddrVarUdpOnlyMask      = "udp_only_mask"
-	eaddrVarUnusedCgroupPath = "unused_cgroup_path"
-	eaddrVarUnusedEnums      = "unused_enums"
-	eaddrVarUnusedEvent      = "unused_event"
-	eaddrVarUnusedLimitCpu   = "unused_limit_cpu"
-	eaddrVarUnusedLimitKey   = "unused_limit_key"
-	eaddrVarUnusedLimitState = "unused_limit_state"
-	eaddrVarUnusedProcFacts  = "unused_proc_facts"
-	eaddrVarUnusedProcKey    = "unused_proc_key"
-	eaddrVarWakeupBytes      = "wakeup_bytes"
+	eaddrMapAsyncDone            = "async_done"
+	eaddrMapCgroupCounts         = "cgroup_counts"
+	eaddrMapCgroupLimits         = "cgroup_limits"
+	eaddrMapCgroupPaths          = "cgroup_paths"
+	eaddrMapCgroupScratch        = "cgroup_scratch"
+	eaddrMapConnEnds             = "conn_ends"
+	eaddrMapEvents               = "events"
+	eaddrMapLimitCounts          = "limit_counts"
+	eaddrMapLimitCpus            = "limit_cpus"
+	eaddrMapLimits               = "limits"
+	eaddrMapLost                 = "lost"
+	eaddrMapPending              = "pending"
+	eaddrMapPendingScratch       = "pending_scratch"
+	eaddrMapProcs                = "procs"
+	eaddrProgAsyncError          = "async_error"
+	eaddrProgAsyncState          = "async_state"
+	eaddrProgExitBind            = "exit_bind"
+	eaddrProgExitConnect         = "exit_connect"
+	eaddrVarAllErrnos            = "all_errnos"
+	eaddrVarAsyncOn              = "async_on"
+	eaddrVarCgIntervalNs         = "cg_interval_ns"
+	eaddrVarCgToleranceNs        = "cg_tolerance_ns"
+	eaddrVarEndedOn              = "ended_on"
+	eaddrVarErrnoMask            = "errno_mask"
+	eaddrVarFilterNetns          = "filter_netns"
+	eaddrVarFilterTgid           = "filter_tgid"
+	eaddrVarLimitIntervalNs      = "limit_interval_ns"
+	eaddrVarLimitTickNs          = "limit_tick_ns"
+	eaddrVarLimitToleranceNs     = "limit_tolerance_ns"
+	eaddrVarNodeportHi           = "nodeport_hi"
+	eaddrVarNodeportLo           = "nodeport_lo"
+	eaddrVarNodeportNetns        = "nodeport_netns"
+	eaddrVarNodeportOn           = "nodeport_on"
+	eaddrVarUdpOnlyMask          = "udp_only_mask"
+	eaddrVarUnusedCgroupLimitKey = "unused_cgroup_limit_key"
+	eaddrVarUnusedCgroupPath     = "unused_cgroup_path"
+	eaddrVarUnusedEnums          = "unused_enums"
+	eaddrVarUnusedEvent          = "unused_event"
+	eaddrVarUnusedLimitCpu       = "unused_limit_cpu"
+	eaddrVarUnusedLimitKey       = "unused_limit_key"
+	eaddrVarUnusedLimitState     = "unused_limit_state"
+	eaddrVarUnusedProcFacts      = "unused_proc_facts"
+	eaddrVarUnusedProcKey        = "unused_proc_key"
+	eaddrVarWakeupBytes          = "wakeup_bytes"
 )
 
 // loadEaddr returns the embedded CollectionSpec for eaddr.
@@ -251,6 +270,8 @@ type eaddrProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type eaddrMapSpecs struct {
 	AsyncDone      *ebpf.MapSpec `ebpf:"async_done"`
+	CgroupCounts   *ebpf.MapSpec `ebpf:"cgroup_counts"`
+	CgroupLimits   *ebpf.MapSpec `ebpf:"cgroup_limits"`
 	CgroupPaths    *ebpf.MapSpec `ebpf:"cgroup_paths"`
 	CgroupScratch  *ebpf.MapSpec `ebpf:"cgroup_scratch"`
 	ConnEnds       *ebpf.MapSpec `ebpf:"conn_ends"`
@@ -268,29 +289,32 @@ type eaddrMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type eaddrVariableSpecs struct {
-	AllErrnos        *ebpf.VariableSpec `ebpf:"all_errnos"`
-	AsyncOn          *ebpf.VariableSpec `ebpf:"async_on"`
-	EndedOn          *ebpf.VariableSpec `ebpf:"ended_on"`
-	ErrnoMask        *ebpf.VariableSpec `ebpf:"errno_mask"`
-	FilterNetns      *ebpf.VariableSpec `ebpf:"filter_netns"`
-	FilterTgid       *ebpf.VariableSpec `ebpf:"filter_tgid"`
-	LimitIntervalNs  *ebpf.VariableSpec `ebpf:"limit_interval_ns"`
-	LimitTickNs      *ebpf.VariableSpec `ebpf:"limit_tick_ns"`
-	LimitToleranceNs *ebpf.VariableSpec `ebpf:"limit_tolerance_ns"`
-	NodeportHi       *ebpf.VariableSpec `ebpf:"nodeport_hi"`
-	NodeportLo       *ebpf.VariableSpec `ebpf:"nodeport_lo"`
-	NodeportNetns    *ebpf.VariableSpec `ebpf:"nodeport_netns"`
-	NodeportOn       *ebpf.VariableSpec `ebpf:"nodeport_on"`
-	UdpOnlyMask      *ebpf.VariableSpec `ebpf:"udp_only_mask"`
-	UnusedCgroupPath *ebpf.VariableSpec `ebpf:"unused_cgroup_path"`
-	UnusedEnums      *ebpf.VariableSpec `ebpf:"unused_enums"`
-	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
-	UnusedLimitCpu   *ebpf.VariableSpec `ebpf:"unused_limit_cpu"`
-	UnusedLimitKey   *ebpf.VariableSpec `ebpf:"unused_limit_key"`
-	UnusedLimitState *ebpf.VariableSpec `ebpf:"unused_limit_state"`
-	UnusedProcFacts  *ebpf.VariableSpec `ebpf:"unused_proc_facts"`
-	UnusedProcKey    *ebpf.VariableSpec `ebpf:"unused_proc_key"`
-	WakeupBytes      *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	AllErrnos            *ebpf.VariableSpec `ebpf:"all_errnos"`
+	AsyncOn              *ebpf.VariableSpec `ebpf:"async_on"`
+	CgIntervalNs         *ebpf.VariableSpec `ebpf:"cg_interval_ns"`
+	CgToleranceNs        *ebpf.VariableSpec `ebpf:"cg_tolerance_ns"`
+	EndedOn              *ebpf.VariableSpec `ebpf:"ended_on"`
+	ErrnoMask            *ebpf.VariableSpec `ebpf:"errno_mask"`
+	FilterNetns          *ebpf.VariableSpec `ebpf:"filter_netns"`
+	FilterTgid           *ebpf.VariableSpec `ebpf:"filter_tgid"`
+	LimitIntervalNs      *ebpf.VariableSpec `ebpf:"limit_interval_ns"`
+	LimitTickNs          *ebpf.VariableSpec `ebpf:"limit_tick_ns"`
+	LimitToleranceNs     *ebpf.VariableSpec `ebpf:"limit_tolerance_ns"`
+	NodeportHi           *ebpf.VariableSpec `ebpf:"nodeport_hi"`
+	NodeportLo           *ebpf.VariableSpec `ebpf:"nodeport_lo"`
+	NodeportNetns        *ebpf.VariableSpec `ebpf:"nodeport_netns"`
+	NodeportOn           *ebpf.VariableSpec `ebpf:"nodeport_on"`
+	UdpOnlyMask          *ebpf.VariableSpec `ebpf:"udp_only_mask"`
+	UnusedCgroupLimitKey *ebpf.VariableSpec `ebpf:"unused_cgroup_limit_key"`
+	UnusedCgroupPath     *ebpf.VariableSpec `ebpf:"unused_cgroup_path"`
+	UnusedEnums          *ebpf.VariableSpec `ebpf:"unused_enums"`
+	UnusedEvent          *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedLimitCpu       *ebpf.VariableSpec `ebpf:"unused_limit_cpu"`
+	UnusedLimitKey       *ebpf.VariableSpec `ebpf:"unused_limit_key"`
+	UnusedLimitState     *ebpf.VariableSpec `ebpf:"unused_limit_state"`
+	UnusedProcFacts      *ebpf.VariableSpec `ebpf:"unused_proc_facts"`
+	UnusedProcKey        *ebpf.VariableSpec `ebpf:"unused_proc_key"`
+	WakeupBytes          *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // eaddrObjects contains all objects after they have been loaded into the kernel.
@@ -314,6 +338,8 @@ func (o *eaddrObjects) Close() error {
 // It can be passed to loadEaddrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type eaddrMaps struct {
 	AsyncDone      *ebpf.Map `ebpf:"async_done"`
+	CgroupCounts   *ebpf.Map `ebpf:"cgroup_counts"`
+	CgroupLimits   *ebpf.Map `ebpf:"cgroup_limits"`
 	CgroupPaths    *ebpf.Map `ebpf:"cgroup_paths"`
 	CgroupScratch  *ebpf.Map `ebpf:"cgroup_scratch"`
 	ConnEnds       *ebpf.Map `ebpf:"conn_ends"`
@@ -330,6 +356,8 @@ type eaddrMaps struct {
 func (m *eaddrMaps) Close() error {
 	return _EaddrClose(
 		m.AsyncDone,
+		m.CgroupCounts,
+		m.CgroupLimits,
 		m.CgroupPaths,
 		m.CgroupScratch,
 		m.ConnEnds,
@@ -348,29 +376,32 @@ func (m *eaddrMaps) Close() error {
 //
 // It can be passed to loadEaddrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type eaddrVariables struct {
-	AllErrnos        *ebpf.Variable `ebpf:"all_errnos"`
-	AsyncOn          *ebpf.Variable `ebpf:"async_on"`
-	EndedOn          *ebpf.Variable `ebpf:"ended_on"`
-	ErrnoMask        *ebpf.Variable `ebpf:"errno_mask"`
-	FilterNetns      *ebpf.Variable `ebpf:"filter_netns"`
-	FilterTgid       *ebpf.Variable `ebpf:"filter_tgid"`
-	LimitIntervalNs  *ebpf.Variable `ebpf:"limit_interval_ns"`
-	LimitTickNs      *ebpf.Variable `ebpf:"limit_tick_ns"`
-	LimitToleranceNs *ebpf.Variable `ebpf:"limit_tolerance_ns"`
-	NodeportHi       *ebpf.Variable `ebpf:"nodeport_hi"`
-	NodeportLo       *ebpf.Variable `ebpf:"nodeport_lo"`
-	NodeportNetns    *ebpf.Variable `ebpf:"nodeport_netns"`
-	NodeportOn       *ebpf.Variable `ebpf:"nodeport_on"`
-	UdpOnlyMask      *ebpf.Variable `ebpf:"udp_only_mask"`
-	UnusedCgroupPath *ebpf.Variable `ebpf:"unused_cgroup_path"`
-	UnusedEnums      *ebpf.Variable `ebpf:"unused_enums"`
-	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`
-	UnusedLimitCpu   *ebpf.Variable `ebpf:"unused_limit_cpu"`
-	UnusedLimitKey   *ebpf.Variable `ebpf:"unused_limit_key"`
-	UnusedLimitState *ebpf.Variable `ebpf:"unused_limit_state"`
-	UnusedProcFacts  *ebpf.Variable `ebpf:"unused_proc_facts"`
-	UnusedProcKey    *ebpf.Variable `ebpf:"unused_proc_key"`
-	WakeupBytes      *ebpf.Variable `ebpf:"wakeup_bytes"`
+	AllErrnos            *ebpf.Variable `ebpf:"all_errnos"`
+	AsyncOn              *ebpf.Variable `ebpf:"async_on"`
+	CgIntervalNs         *ebpf.Variable `ebpf:"cg_interval_ns"`
+	CgToleranceNs        *ebpf.Variable `ebpf:"cg_tolerance_ns"`
+	EndedOn              *ebpf.Variable `ebpf:"ended_on"`
+	ErrnoMask            *ebpf.Variable `ebpf:"errno_mask"`
+	FilterNetns          *ebpf.Variable `ebpf:"filter_netns"`
+	FilterTgid           *ebpf.Variable `ebpf:"filter_tgid"`
+	LimitIntervalNs      *ebpf.Variable `ebpf:"limit_interval_ns"`
+	LimitTickNs          *ebpf.Variable `ebpf:"limit_tick_ns"`
+	LimitToleranceNs     *ebpf.Variable `ebpf:"limit_tolerance_ns"`
+	NodeportHi           *ebpf.Variable `ebpf:"nodeport_hi"`
+	NodeportLo           *ebpf.Variable `ebpf:"nodeport_lo"`
+	NodeportNetns        *ebpf.Variable `ebpf:"nodeport_netns"`
+	NodeportOn           *ebpf.Variable `ebpf:"nodeport_on"`
+	UdpOnlyMask          *ebpf.Variable `ebpf:"udp_only_mask"`
+	UnusedCgroupLimitKey *ebpf.Variable `ebpf:"unused_cgroup_limit_key"`
+	UnusedCgroupPath     *ebpf.Variable `ebpf:"unused_cgroup_path"`
+	UnusedEnums          *ebpf.Variable `ebpf:"unused_enums"`
+	UnusedEvent          *ebpf.Variable `ebpf:"unused_event"`
+	UnusedLimitCpu       *ebpf.Variable `ebpf:"unused_limit_cpu"`
+	UnusedLimitKey       *ebpf.Variable `ebpf:"unused_limit_key"`
+	UnusedLimitState     *ebpf.Variable `ebpf:"unused_limit_state"`
+	UnusedProcFacts      *ebpf.Variable `ebpf:"unused_proc_facts"`
+	UnusedProcKey        *ebpf.Variable `ebpf:"unused_proc_key"`
+	WakeupBytes          *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // eaddrPrograms contains all programs after they have been loaded into the kernel.

@@ -58,6 +58,9 @@ const (
 	// the failed connect had, which the kernel released when it failed (a
 	// blocking connect's recorded at its SYN_SENT -> CLOSE; see Ended).
 	FlagReleased = uint8(eaddrEventFlagEADDR_F_RELEASED)
+	// FlagInterrupted: a blocking connect() that a signal interrupted,
+	// whose socket failed later (Err); AsyncNs is how long after the call.
+	FlagInterrupted = uint8(eaddrEventFlagEADDR_F_INTERRUPTED)
 )
 
 // ErrnoInProgress (EINPROGRESS) is never reported, even with AllErrnos.
@@ -92,6 +95,12 @@ type Options struct {
 	// the kernel counts the others and returns before touching the ring
 	// (LimitCounts, LimitStates). 0: every failure is an event.
 	Rate float64
+	// CgroupRate, with Rate, is a second bucket per cgroup, syscall and
+	// errno, whatever the address: at most CgroupRate events a second
+	// (bursts of max(CgroupRate, 1)) of one cgroup pass, however many
+	// addresses it fails toward (bpf/eaddr.h, struct cgroup_limit_key;
+	// CgroupLimitStates). 0: no such bucket.
+	CgroupRate float64
 
 	// Async also reports non-blocking connect() calls (EINPROGRESS) whose
 	// socket fails later with a wanted errno (ECONNREFUSED, ETIMEDOUT, ...):
@@ -130,6 +139,8 @@ type Tracer struct {
 	limitVals             []eaddrLimitState
 	limitCPUs             []eaddrLimitCpu
 	limitSums             map[uint64]uint64
+	groupKeys             []CgroupLimitKey // CgroupLimitStates' batch
+	groupSums             map[CgroupLimitKey]uint64
 
 	detachOnce sync.Once
 	events     uint64 // records read
@@ -293,13 +304,8 @@ func configure(spec *ebpf.CollectionSpec, opts Options) error {
 		return fmt.Errorf("wakeup threshold %d is negative", opts.WakeupBytes)
 	}
 	set(v.WakeupBytes, uint64(opts.WakeupBytes))
-	if opts.Rate < 0 {
-		return fmt.Errorf("rate limit %v is negative", opts.Rate)
-	}
-	if opts.Rate > 0 {
-		interval, tolerance := gcra(opts.Rate)
-		set(v.LimitIntervalNs, interval)
-		set(v.LimitToleranceNs, tolerance)
+	if err := configureRates(&v, &m, &opts, set); err != nil {
+		return err
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("setting the BPF program's options: %w", err)
@@ -533,33 +539,12 @@ const limitBatch = 256
 // limit_counts may come out short, never long: the map is read before the
 // slots. Once a second: batched reads of the maps, no allocation once warm.
 func (t *Tracer) LimitStates(fn func(id, suppressed uint64)) (keys int, err error) {
-	if t.limitIDs == nil {
-		t.ncpu, err = ebpf.PossibleCPU()
-		if err != nil {
-			return 0, err
-		}
-		t.limitIDs, t.limitPerCPU = make([]uint64, limitBatch), make([]uint64, limitBatch*t.ncpu)
-		t.limitKeys, t.limitVals = make([]eaddrLimitKey, limitBatch), make([]eaddrLimitState, limitBatch)
-		t.limitSums = make(map[uint64]uint64)
+	if err := t.warmLimitBuffers(); err != nil {
+		return 0, err
 	}
-	clear(t.limitSums)
-	err = batches(t.objs.LimitCounts, t.limitIDs, t.limitPerCPU, func(n int) {
-		for i, id := range t.limitIDs[:n] {
-			for _, c := range t.limitPerCPU[i*t.ncpu : (i+1)*t.ncpu] {
-				t.limitSums[id] += c
-			}
-		}
-	})
+	err = sumCounts(t, t.objs.LimitCounts, t.limitIDs, t.limitSums, func(c *eaddrLimitCpu) (uint64, uint64) { return c.Id, c.Held })
 	if err != nil {
 		return 0, fmt.Errorf("reading the rate limit's counts: %w", err)
-	}
-	if err := t.objs.LimitCpus.Lookup(uint32(0), &t.limitCPUs); err != nil {
-		return 0, fmt.Errorf("reading the rate limit's per-CPU slots: %w", err)
-	}
-	for _, c := range t.limitCPUs {
-		if c.Id != 0 {
-			t.limitSums[c.Id] += c.Held
-		}
 	}
 	for id, n := range t.limitSums {
 		fn(id, n)
@@ -569,6 +554,52 @@ func (t *Tracer) LimitStates(fn func(id, suppressed uint64)) (keys int, err erro
 		return 0, fmt.Errorf("reading the rate limit's keys: %w", err)
 	}
 	return keys, nil
+}
+
+// sumCounts reads counts, a per-CPU map of key -> failures held back, into
+// sums (cleared first), summed over CPUs, through the batch buffer keys;
+// then the CPUs' slots (limit_cpus), in which held finds a key and what
+// the slot holds for it and has not moved to counts yet (a zero key:
+// none).
+func sumCounts[K comparable](t *Tracer, counts *ebpf.Map, keys []K, sums map[K]uint64, held func(*eaddrLimitCpu) (K, uint64)) error {
+	clear(sums)
+	err := batches(counts, keys, t.limitPerCPU, func(n int) {
+		for i, k := range keys[:n] {
+			for _, c := range t.limitPerCPU[i*t.ncpu : (i+1)*t.ncpu] {
+				sums[k] += c
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if err := t.objs.LimitCpus.Lookup(uint32(0), &t.limitCPUs); err != nil {
+		return fmt.Errorf("the per-CPU slots: %w", err)
+	}
+	var none K
+	for i := range t.limitCPUs {
+		if k, n := held(&t.limitCPUs[i]); k != none && n != 0 {
+			sums[k] += n
+		}
+	}
+	return nil
+}
+
+// warmLimitBuffers makes the rate limit reads' buffers, once.
+func (t *Tracer) warmLimitBuffers() error {
+	if t.limitIDs != nil {
+		return nil
+	}
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return err
+	}
+	t.ncpu = ncpu
+	t.limitIDs, t.limitPerCPU = make([]uint64, limitBatch), make([]uint64, limitBatch*t.ncpu)
+	t.limitKeys, t.limitVals = make([]eaddrLimitKey, limitBatch), make([]eaddrLimitState, limitBatch)
+	t.limitSums = make(map[uint64]uint64)
+	t.groupKeys, t.groupSums = make([]CgroupLimitKey, limitBatch), make(map[CgroupLimitKey]uint64)
+	return nil
 }
 
 // batches reads all of m, len(keys) entries at a time, calling got after each.

@@ -19,6 +19,7 @@ import (
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/explain"
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/termtext"
 	"github.com/eaddr/eaddr/output"
 	"github.com/eaddr/eaddr/pipeline"
 )
@@ -238,8 +239,8 @@ func demoClient(ctx context.Context, stdout io.Writer, ns *netns.NS, cl client, 
 	fmt.Fprintf(stdout, "\n$ %s\n", strings.Join(append([]string{commOf(cl.Argv[0])}, cl.Argv[1:]...), " "))
 	out, pid, err := runIn(ctx, ns, cl.Argv)
 	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
-		if l != "" {
-			fmt.Fprintf(stdout, "  %s\n", l)
+		if l != "" { // what a program printed goes through termtext, as every workload's text
+			fmt.Fprintf(stdout, "  %s\n", termtext.String(l))
 		}
 	}
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -283,22 +282,11 @@ func failBindInCgroup(t *testing.T, ns *netns.NS, leaf string) int {
 		Credential: &syscall.Credential{Uid: 65534, Gid: 65534},
 		Pdeathsig:  syscall.SIGKILL,
 	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := ns.Start(cmd); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	stdin.Write([]byte("go\n"))
+	pid := startInCgroup(t, ns, leaf, cmd)
 	if err := cmd.Wait(); err == nil || !strings.Contains(out.String(), "bind") {
 		t.Fatalf("busybox nc -l -p 9090 in %v: %v %q, want a bind failure", ns, err, out.String())
 	}
-	return cmd.Process.Pid
+	return pid
 }

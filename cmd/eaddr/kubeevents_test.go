@@ -377,7 +377,7 @@ func describe(t *testing.T, s *kubetest.Server) {
 		e.ReportingComponent != "eaddr.io/eaddr" || e.ReportingInstance != "eaddr-node-a" || e.Series == nil || e.Series.Count != 21 {
 		t.Errorf("core/v1 view %+v", e)
 	}
-	describedAs(t, s, "EphemeralPortsExhausted", "../../README.md", "../../docs/kubernetes.md")
+	describedAs(t, s, "EphemeralPortsExhausted", "../../docs/kubernetes.md")
 }
 
 // describedAs runs the real `kubectl describe pod client -n shop` and

@@ -44,10 +44,7 @@ func cgroup2Mount(t *testing.T) string {
 func podCgroup(t *testing.T) (root, leaf, uid, cid string) {
 	t.Helper()
 	root = cgroup2Mount(t)
-	rnd := make([]byte, 32)
-	rand.Read(rnd)
-	uid = fmt.Sprintf("%x-%x-%x-%x-%x", rnd[0:4], rnd[4:6], rnd[6:8], rnd[8:10], rnd[10:16])
-	cid = hex.EncodeToString(rnd)
+	uid, cid = randomUID(), randomHex(32)
 	top := filepath.Join(root, "eaddr-test-"+cid[:8])
 	leaf = filepath.Join(top, "kubepods", "besteffort", "pod"+uid, cid)
 	if err := os.MkdirAll(leaf, 0o755); err != nil {
@@ -60,6 +57,19 @@ func podCgroup(t *testing.T) (root, leaf, uid, cid string) {
 		}
 	})
 	return root, leaf, uid, cid
+}
+
+// randomHex is n random bytes in hex: a container ID for n = 32.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// randomUID is a random pod UID (8-4-4-4-12 hex digits).
+func randomUID() string {
+	h := randomHex(16)
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 // failInCgroup runs a python client in ns, moves it into the cgroup leaf,
@@ -79,16 +89,28 @@ try:
 except OSError as e:
     print(e)
 `, port))
-	stdin, _ := cmd.StdinPipe()
+	pid := startInCgroup(t, ns, leaf, cmd)
+	cmd.Wait()
+	return pid
+}
+
+// startInCgroup starts cmd in ns, where it waits for a line on stdin, moves
+// it into the cgroup leaf, then sends it the line; it returns the pid. The
+// caller waits for cmd; a cmd left running is killed at cleanup.
+func startInCgroup(t *testing.T, ns *netns.NS, leaf string, cmd *exec.Cmd) int {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := ns.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-		t.Fatal(err)
+		t.Fatalf("moving pid %d into %s: %v", cmd.Process.Pid, leaf, err)
 	}
 	io.WriteString(stdin, "go\n")
-	cmd.Wait()
 	return cmd.Process.Pid
 }
 

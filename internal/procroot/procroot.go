@@ -5,7 +5,7 @@
 package procroot
 
 import (
-	"os"
+	"errors"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -69,24 +69,69 @@ func Split(path string) (root, rel string, ok bool) {
 // Process opens /proc/PID/root (O_PATH) of a process in mount namespace mnt
 // (0: any) and makes path absolute in it: a relative path is taken from the
 // process's cwd. ESRCH: the process is gone, or its pid now names another
-// process (another mount namespace).
+// process (another mount namespace). The namespace, the cwd and the root are
+// read through one handle on /proc/PID, which names that process only: if it
+// exits meanwhile and its pid is reused, they fail instead of reading the new
+// process's.
 func Process(pid int, mnt uint32, path string) (root int, abs string, err error) {
 	if pid <= 0 {
 		return -1, "", unix.ESRCH
 	}
-	proc := "/proc/" + strconv.Itoa(pid)
+	dir, err := unix.Open("/proc/"+strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, "", unix.ESRCH
+	}
+	defer unix.Close(dir)
 	if mnt != 0 {
-		if link, err := os.Readlink(proc + "/ns/mnt"); err != nil || link != "mnt:["+strconv.FormatUint(uint64(mnt), 10)+"]" {
+		if link, err := readlinkAt(dir, "ns/mnt"); err != nil || link != "mnt:["+strconv.FormatUint(uint64(mnt), 10)+"]" {
 			return -1, "", unix.ESRCH
 		}
 	}
 	if !strings.HasPrefix(path, "/") {
-		cwd, err := os.Readlink(proc + "/cwd")
+		cwd, err := readlinkAt(dir, "cwd")
 		if err != nil {
 			return -1, "", err
 		}
 		path = cwd + "/" + path
 	}
-	root, err = unix.Open(proc+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	root, err = unix.Openat(dir, "root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	return root, path, err
+}
+
+func readlinkAt(dir int, name string) (string, error) {
+	b := make([]byte, 256)
+	for {
+		n, err := unix.Readlinkat(dir, name, b)
+		if err != nil {
+			return "", err
+		}
+		if n < len(b) {
+			return string(b[:n]), nil
+		}
+		if len(b) >= 1<<16 {
+			return "", unix.ENAMETOOLONG
+		}
+		b = make([]byte, 2*len(b))
+	}
+}
+
+// Reopen opens for reading (flags) the file that the O_PATH descriptor fd
+// holds, through /proc/self/fd: the same inode, whatever its path names
+// now, without resolving the path again.
+func Reopen(fd int, flags int) (int, error) {
+	for {
+		nfd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), flags, 0)
+		if err != unix.EINTR {
+			return nfd, err
+		}
+	}
+}
+
+// Unavailable reports whether err is openat2 saying it is missing (before
+// 5.6: ENOSYS; E2BIG or EINVAL for a struct or flag it does not know) or
+// filtered (seccomp: EPERM, or ENOSYS). Nothing is opened then: no caller
+// falls back to a plain open, which would follow the container's symlinks
+// on the host.
+func Unavailable(err error) bool {
+	return errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.E2BIG) || errors.Is(err, unix.EINVAL)
 }

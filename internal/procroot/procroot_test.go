@@ -78,3 +78,36 @@ func TestProcess(t *testing.T) {
 		t.Errorf("another mount namespace: %v, want ESRCH", err)
 	}
 }
+
+// TestReopen: the file reopened is the one the O_PATH descriptor holds,
+// even after another file took its path.
+func TestReopen(t *testing.T) {
+	dir := t.TempDir()
+	path, other := filepath.Join(dir, "bin"), filepath.Join(dir, "other")
+	if err := os.WriteFile(path, []byte("held"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other, []byte("swapped in"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pfd, err := Open(dir, "bin", unix.O_PATH|unix.O_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pfd)
+	if err := os.Rename(other, path); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := Reopen(pfd, unix.O_RDONLY|unix.O_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	b := make([]byte, 16)
+	if n, _ := unix.Read(fd, b); string(b[:n]) != "held" {
+		t.Errorf("reopened %q, want the file the descriptor holds", b[:n])
+	}
+	if _, err := Open(dir, "bin", unix.O_PATH); Unavailable(err) {
+		t.Errorf("openat2 reported unavailable here: %v", err)
+	}
+}

@@ -20,7 +20,10 @@ type CgroupPod struct {
 // CRI-O (crio-<id>.scope), docker and cri-dockerd (docker-<id>.scope),
 // containerd's systemd form on cgroup v1 (...slice:cri-containerd:<id>), and
 // the prefixes of kind, minikube, k3s and managed clusters (anything before
-// the kubepods level). ok is false when the path is not a pod's.
+// the kubepods level). Below the container's cgroup, the path may go on (crun
+// puts the process in crio-<id>.scope/container). ok is false when the path
+// is not a pod's, and for a runtime's own process in the pod's cgroup (CRI-O's
+// conmon, see isRuntimeMonitor).
 func ParseCgroupPath(path string) (p CgroupPod, ok bool) {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	for i, part := range parts {
@@ -36,10 +39,25 @@ func ParseCgroupPath(path string) (p CgroupPod, ok bool) {
 		if leaf == "" && i+1 < len(parts) {
 			leaf = parts[i+1]
 		}
+		if isRuntimeMonitor(leaf) {
+			return CgroupPod{}, false
+		}
 		p.ContainerID, p.Runtime = containerComponent(leaf)
 		return p, true
 	}
 	return CgroupPod{}, false
+}
+
+// isRuntimeMonitor is true for the cgroup CRI-O gives the conmon of a
+// container beside the container's own when conmon_cgroup is "pod":
+// crio-conmon-<id>.scope in the pod's slice (systemd manager),
+// crio-conmon-<id> in the pod's cgroup (cgroupfs). conmon is CRI-O's monitor
+// of container <id>, started by CRI-O in the node's namespaces, not in the
+// pod's: the pod is charged for it, but its failures (the attach socket it
+// binds, a connect from the node's netns) are not the pod's, and taking them
+// for the pod's would send an operator to a workload that did not fail.
+func isRuntimeMonitor(s string) bool {
+	return strings.HasPrefix(s, "crio-conmon-")
 }
 
 // podComponent recognises "pod<uid>" (cgroupfs) and
@@ -119,15 +137,11 @@ func containerComponent(s string) (id, runtime string) {
 	s = strings.TrimSuffix(s, ".scope")
 	for _, rt := range []struct{ prefix, name string }{
 		{"cri-containerd-", "containerd"}, {"cri-containerd:", "containerd"},
-		{"crio-conmon-", ""}, // CRI-O's monitor process, not the container
 		{"crio-", "cri-o"}, {"crio:", "cri-o"},
 		{"docker-", "docker"}, {"docker:", "docker"},
 		{"cri-dockerd-", "docker"},
 	} {
 		if strings.HasPrefix(s, rt.prefix) {
-			if rt.name == "" {
-				return "", ""
-			}
 			s, runtime = s[len(rt.prefix):], rt.name
 			break
 		}

@@ -66,10 +66,42 @@ func TestParseCgroupNotPods(t *testing.T) {
 	if !ok || got.QoS != "guaranteed" || got.ContainerID == "" {
 		t.Errorf("guaranteed: %+v %v", got, ok)
 	}
-	// CRI-O's conmon is not a container.
-	got, ok = ParseCgroupPath("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod2ca4a155_3599_498d_bb9d_4446693fa3ea.slice/crio-conmon-0ba8ac17e4e7a31fb82279503552fe94e64bab4745bf6fd2ff231e7c8ca8bed0.scope")
-	if !ok || got.ContainerID != "" {
-		t.Errorf("conmon: %+v %v", got, ok)
+	// CRI-O's conmon, in the pod's cgroup beside the container's (CRI-O with
+	// conmon_cgroup = "pod"), is CRI-O's process, not the pod's: no pod. The
+	// systemd path was seen in opencontainers/runc#4620 (systemctl status
+	// crio-conmon-32da98c8....scope, the process /usr/bin/conmon -c <id>); the
+	// cgroupfs one is the shape of CRI-O's CgroupfsManager.MoveConmonToCgroup.
+	for _, p := range []string{
+		"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod207aaad1_659f_4db8_88e0_46e0cdcc3004.slice/crio-conmon-32da98c8522068be05a7510a3eddb09cad6ed2f03286180d0e931d0d0b6224a6.scope",
+		"/kubepods/burstable/pod207aaad1-659f-4db8-88e0-46e0cdcc3004/crio-conmon-32da98c8522068be05a7510a3eddb09cad6ed2f03286180d0e931d0d0b6224a6",
+	} {
+		if got, ok := ParseCgroupPath(p); ok {
+			t.Errorf("conmon %s parsed as %+v", p, got)
+		}
+	}
+}
+
+// Shapes of the systemd driver that testdata/cgroups/layouts.tsv has no
+// recorded path of, from the source that makes them: a guaranteed pod's slice
+// sits right under kubepods.slice (kubelet's pod container manager gives a
+// guaranteed pod no QoS parent), and crun, under CRI-O, runs the container's
+// process in a child "container" of the scope CRI-O expects it in (CRI-O's
+// crunContainerCgroupManager). cmd/eaddr's TestSystemdDriverCgroups runs a
+// process in each of these and traces it.
+func TestParseCgroupSystemdShapes(t *testing.T) {
+	const id = "32da98c8522068be05a7510a3eddb09cad6ed2f03286180d0e931d0d0b6224a6"
+	for _, tc := range []struct {
+		path string
+		want CgroupPod
+	}{
+		{"/kubepods.slice/kubepods-pod207aaad1_659f_4db8_88e0_46e0cdcc3004.slice/cri-containerd-" + id + ".scope",
+			CgroupPod{UID: "207aaad1-659f-4db8-88e0-46e0cdcc3004", QoS: "guaranteed", ContainerID: id, Runtime: "containerd"}},
+		{"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod207aaad1_659f_4db8_88e0_46e0cdcc3004.slice/crio-" + id + ".scope/container",
+			CgroupPod{UID: "207aaad1-659f-4db8-88e0-46e0cdcc3004", QoS: "burstable", ContainerID: id, Runtime: "cri-o"}},
+	} {
+		if got, ok := ParseCgroupPath(tc.path); !ok || got != tc.want {
+			t.Errorf("%s:\n got %+v %v\nwant %+v", tc.path, got, ok, tc.want)
+		}
 	}
 }
 

@@ -74,6 +74,13 @@ else:
     check(rc == "0", "scenario and tests exited 0 (no timeout)", rc)
     check("==== scenario done" in text and "==== gotests done" in text, "scenario and tests ran to the end")
 check(kv.get("uname") == kver, "runs kernel " + kver, kv.get("uname"))
+if vm:
+    # the guest is the production node shape's cgroup setup: v2 only, its root handing the
+    # controllers down (TestSystemdDriverCgroups hands them on down its slices)
+    check(kv.get("cgroup_mounts") == "cgroup2:/sys/fs/cgroup", "cgroup v2 only: one cgroup2 mount, no v1 hierarchy",
+          kv.get("cgroup_mounts"))
+    sub = (kv.get("cgroup_subtree") or "").split()
+    check("memory" in sub and "pids" in sub, "the cgroup2 root hands controllers down (memory, pids among them)", sub)
 check("verifier" not in outside.lower(), "no verifier message outside the Go tests' output")
 
 # ---- run 0: the feature probe without BTF: one line that names it, exit status 1, no event

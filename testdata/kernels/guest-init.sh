@@ -58,7 +58,13 @@ fi
 up() { cut -d' ' -f1 /proc/uptime; }
 
 if [ $$ = 1 ]; then
+	# cgroup v2 only, as on a production node (no v1 hierarchy is mounted, so every controller
+	# is v2's); the root hands its controllers down as systemd does at boot, so that a cgroup
+	# that hands them on (kubepods.slice and the slices below it) can hold no process itself
 	mount -t cgroup2 cgroup2 /sys/fs/cgroup
+	for c in $(cat /sys/fs/cgroup/cgroup.controllers); do
+		echo "+$c" > /sys/fs/cgroup/cgroup.subtree_control || echo "==== cannot enable the $c controller"
+	done
 	mount -t tracefs tracefs /sys/kernel/tracing
 	mount -t debugfs debugfs /sys/kernel/debug
 	mount -t bpf bpf /sys/fs/bpf
@@ -118,6 +124,8 @@ scenario() {
 	hostname eaddr-kernels
 	echo
 	kv uname "$(uname -r)"
+	kv cgroup_mounts "$(awk '$3 == "cgroup" || $3 == "cgroup2" { printf "%s%s:%s", s, $3, $2; s = " " }' /proc/mounts)"
+	kv cgroup_subtree "$(cat "$CGR/cgroup.subtree_control")"
 	kv netns_init "$(readlink /proc/self/ns/net)"
 	# run 2 looks at this netns only (--netns): on the host entry, other processes fail too.
 	# The host entry shares pid 1 (the host's netns) with the machine: name this netns for
