@@ -83,8 +83,9 @@ func BenchmarkPortSample(b *testing.B) {
 
 // BenchmarkPortSampleNode: node-like setups, 100 netns with 500 sockets
 // each and 250 netns with 200: one full sample, by the node walk and by
-// each netns's own read side by side. Not in `make bench` (it makes 50,000
-// connections and 350 processes); docs/performance.md.
+// each netns's own read side by side (pernetns-sockdiag is how the
+// sampler before the walk read). `make bench` runs it, 3 samples each (it
+// makes 50,000 connections and 350 processes); docs/performance.md.
 func BenchmarkPortSampleNode(b *testing.B) {
 	for _, node := range []struct{ netns, conns int }{{100, 249}, {250, 99}} {
 		inodes := benchNode(b, node.netns, node.conns)
