@@ -74,12 +74,12 @@ func NewTally(s Sysctls, maxDests int) *Tally {
 		maxDests = DefaultMaxDests
 	}
 	t := &Tally{s: s, reserved: SpanSet(s.Reserved), never: -1, ends: [2]int{-1, -1}, dests: map[netip.AddrPort]*destTally{}, maxDests: maxDests}
-	sc := scanOf(s.Lo, s.Hi)
-	if len(sc.never) == 1 {
-		t.never = sc.never[0]
+	some, never := scanEdges(s.Lo, s.Hi)
+	if len(never) == 1 {
+		t.never = never[0]
 	}
-	if len(sc.some) == 2 {
-		t.ends = [2]int{sc.some[0], sc.some[1]}
+	if len(some) == 2 {
+		t.ends = [2]int{some[0], some[1]}
 	}
 	return t
 }
