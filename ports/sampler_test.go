@@ -167,3 +167,31 @@ func TestSamplerEqualsSS(t *testing.T) {
 		}
 	}
 }
+
+// TestSamplerEqualsSSNodeScale: at node scale, 100 netns of 100
+// connections each, the last ten with 10 TIME_WAIT too (about 20,000
+// sockets beside the node's own), each with a range of its own, one node
+// walk's numbers for every netns equal ss's in that netns, read after the
+// sample (nothing changes in between: the connections are held; a
+// TIME_WAIT lives 60 s, less than making the 100 netns takes here, so
+// only the last ten have them).
+func TestSamplerEqualsSSNodeScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("makes 100 netns and 22,000 sockets")
+	}
+	var all []*busyNetNS
+	var inodes []uint64
+	for i := range 100 {
+		lo := 40000 + 200*i
+		all = append(all, newBusyNetNS(t, lo, lo+149, 100, 10*(i/90), ""))
+		inodes = append(inodes, all[i].ns.Inode())
+	}
+	smp, reader := sampleOnly(t, Config{Audit: diagnose.AuditOptions{Top: 3}}, inodes...)
+	if reader != "node walk" {
+		t.Fatalf("read by %q, want the node walk", reader)
+	}
+	for _, b := range all {
+		k := slices.IndexFunc(smp.NetNS, func(r diagnose.NetNSReport) bool { return r.Inode == b.ns.Inode() })
+		b.check(t, &smp.NetNS[k], 150)
+	}
+}
