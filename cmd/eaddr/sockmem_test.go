@@ -246,7 +246,10 @@ func TestMemoryBoundedByNeighbourSockets(t *testing.T) {
 	setup, events := memCgroup(t)
 	h := newHostileNetNS(t)
 	ino := strconv.FormatUint(h.ns.Inode(), 10)
-	p := startTraceWith(t, setup, "--netns", ino, "--metrics-addr", "127.0.0.1:0", "--ports-interval", "2s")
+	// The diagnosis of a failure there reads a quarter of a million
+	// sockets: more than the default wait (the test is of memory, not
+	// of latency).
+	p := startTraceWith(t, setup, "--netns", ino, "--metrics-addr", "127.0.0.1:0", "--ports-interval", "2s", "--diagnose-wait", "30s")
 	base := p.metricsURL(t)
 	const full = hostileFull
 	inUse := waitGauge(t, base, ino, full)
