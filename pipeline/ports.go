@@ -25,8 +25,8 @@ const (
 // --kube-events, the destinations of a named pod at --warn or above get
 // their holders and fix (the warning's note).
 // A netns the node walk does not read is read with sock_diag, as before
-// the walk: with the BPF socket iterators such a read cost 1.6 times as
-// much (docs/performance.md, "Port sampler"); sock_diag's unknown bind
+// the walk: with the BPF socket iterators such a read cost as much or
+// more (docs/performance.md, "Port sampler"); sock_diag's unknown bind
 // buckets are counted apart (Unsure).
 func (r *traceRun) startPorts(ctx context.Context) (stop func()) {
 	top := max(r.c.PortsTop, 1)
