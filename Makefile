@@ -161,6 +161,8 @@ image:
 # Other kernels (docs/testing.md "Other kernels"): the kernel matrix. One line per kernel,
 # `kernel <release> <arch>: N passed, M failed`, and a non-zero exit on any failure:
 #   host            this machine's kernel, no VM
+#   host-scenario   the host entry's scenario without its Go tests (make test's own): CI's; not in
+#                   the default list
 #   debian12-amd64  Debian 12's newest Linux 6.1 amd64 package, qemu-system-x86_64 (TCG)
 #   debian12-arm64  Debian 12's newest Linux 6.1 arm64 package, qemu-system-aarch64 (TCG), GOARCH=arm64
 #   debian13-amd64  Debian 13's newest Linux 6.12 amd64 package, as debian12-amd64
@@ -172,12 +174,13 @@ image:
 # busybox-static, cpio, kmod, xz-utils, python3 (sudo make deps) and Debian's archive: the packages
 # come through a private apt setup per release in KERNELS_CACHE (/var/cache/eaddr-kernels), which
 # also keeps them; the host's apt sources are not used. KERNELS='host debian13-arm64' picks
-# entries. About 10 minutes warm on a 2-core VM, 17 cold (docs/testing.md); one VM at a time, each
-# bounded by a timeout.
+# entries. KERNELS_JOBS VMs at a time (default 1; each is one host thread), each bounded by a
+# timeout (KERNELS_TIMEOUT_AMD64, KERNELS_TIMEOUT_ARM64, seconds). Figures: docs/testing.md.
 KERNELS ?= host debian12-amd64 debian12-arm64 debian13-amd64 debian13-arm64 debian11-amd64
+KERNELS_JOBS ?= 1
 .PHONY: kernels test-kernels
 kernels:
-	KERNELS='$(KERNELS)' ./testdata/kernels/run.sh
+	KERNELS='$(KERNELS)' KERNELS_JOBS='$(KERNELS_JOBS)' ./testdata/kernels/run.sh
 
 # The old name of the Debian 6.1 amd64 check, now one entry of the matrix.
 test-kernels:
