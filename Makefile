@@ -39,10 +39,13 @@ deps:
 # once on 2 CPUs.
 # Printed as a plain go test prints, then every skipped test with its reason and one summary
 # line: how many skipped, why, and what installs the packages they need (internal/testenv/cmd/gotest).
+# CGO_ENABLED=0: the eaddr that cmd/eaddr's TestMain builds, and the test binaries, are built as
+# every shipped eaddr is (make build, the image, the Dockerfile), and as make kernels builds them,
+# so the kernel tests on this kernel are the host entry's and share its Go build cache.
 test:
 	$(GO) vet ./...
 	$(GO) build -o bin/gotest ./internal/testenv/cmd/gotest
-	GO='$(GO)' ./bin/gotest -p 1 -count=1 -timeout 20m ./...
+	CGO_ENABLED=0 GO='$(GO)' ./bin/gotest -p 1 -count=1 -timeout 20m ./...
 
 # The tests that need no root, under the race detector, as an unprivileged user (uid
 # RACE_UID; root drops to it with setpriv, anyone else runs as themselves). The tracked tree is
