@@ -54,11 +54,19 @@ test:
 # it (the go command the tests run then needs no module cache). Tests that need root skip here:
 # EADDR_REQUIRE_BPF is unset for this tier; `make test` as root runs them (docs/testing.md).
 # The eaddr binary that cmd/eaddr's TestMain builds is not itself built with -race.
+# As root the copy is always RACE_ROOT_WORK (one run at a time, an flock): Go's build cache keys a
+# package built without -trimpath by its directory, so a new temporary directory compiled every
+# package and every vendored module again with -race at each run (docs/testing.md "CI").
 RACE_PKGS ?= ./...
 RACE_UID  ?= 65534
+RACE_ROOT_WORK ?= /var/cache/eaddr-race/tree
 test-race:
 	@set -eu; \
-	work=$$(mktemp -d "$${TMPDIR:-/tmp}/eaddr-race-XXXXXX"); trap 'rm -rf "$$work"' EXIT; \
+	if [ "$$(id -u)" = 0 ]; then \
+		work='$(RACE_ROOT_WORK)'; mkdir -p "$$(dirname "$$work")"; exec 9>"$$work.lock"; flock 9; \
+		rm -rf "$$work"; mkdir -m 700 "$$work"; \
+	else work=$$(mktemp -d "$${TMPDIR:-/tmp}/eaddr-race-XXXXXX"); fi; \
+	trap 'rm -rf "$$work"' EXIT; \
 	git ls-files -z | tar -c --null -T - -f - | tar -x -C "$$work"; \
 	(cd "$$work" && $(GO) mod vendor); \
 	chmod -R a+rX "$$work"; \
