@@ -35,9 +35,12 @@
 # it fails, the lists there are used) and `apt-get download`. The .debs are kept in KERNELS_CACHE with
 # their unpacked, depmod-ed module trees, so a second run downloads no package.
 # Every kernel package is found and fetched first, then the binaries built, then the entries run.
+# KERNELS_FETCHED names a file to create once that is done: CI starts its tests, which trace every
+# connect() of the machine, only after it, so that no apt connection happens beside them.
 # KERNELS_TIMEOUT_AMD64 / KERNELS_TIMEOUT_ARM64 bound each VM (seconds). KERNELS_TESTS names another
 # test list than testdata/kernels/tests.txt (to try a test on the matrix). With KERNELS_JOBS above 1,
-# each entry's output is printed whole when it ends (not the console live), in the list's order.
+# each entry's output is printed whole as it ends (not the console live); the last lines, one per
+# kernel, are in the list's order.
 set -euo pipefail
 
 die() { echo "kernels: $*" >&2; exit 2; }
@@ -220,7 +223,7 @@ build() { # ARCH: eaddr, bindfail and, in one go command (it compiles them side 
 	# binaries of the packages this run's entries of ARCH select tests from
 	local d=$work/$1 p bp=() sel
 	sel=$(selpkgs "${arch_tags[$1]}")
-	echo "== build for $1: eaddr, bindfail, go test -c of $(echo $sel)"
+	echo "== build for $1: eaddr, bindfail, go test -c of ${sel//$'\n'/ }"
 	mkdir -p "$d/tests" "$d/bin"
 	GOARCH=$1 CGO_ENABLED=0 go build -trimpath -o "$d/eaddr" ./cmd/eaddr
 	GOARCH=$1 CGO_ENABLED=0 go build -trimpath -o "$d/bindfail" ./testdata/kernels/bindfail
@@ -265,6 +268,7 @@ for e in "${entries[@]}"; do
 	[ "${e##*-}" != arm64 ] || BB_DEB[$e]=$(fetch "${E_SUITE[$e]}" busybox-static:arm64)
 done
 echo "== kernels fetched in $(secs "$start") s"
+[ -z "${KERNELS_FETCHED:-}" ] || : >"$KERNELS_FETCHED"
 # the guests run a copy: an edit of the checkout during a run does not reach a running guest
 cp testdata/kernels/guest-init.sh "$work/guest-init.sh"
 schemacheck=$work/schemacheck
@@ -473,7 +477,7 @@ start_entry() { # ENTRY
 	running[$!]=$1
 }
 reap() { # waits for one running entry and records its result; a wait, so INT/TERM act at once
-	local pid= rc=0 e
+	local pid='' rc=0 e
 	wait -n -p pid "${!running[@]}" || rc=$?
 	[ -n "$pid" ] || die "wait -n returned $rc and no entry"
 	e=${running[$pid]}
