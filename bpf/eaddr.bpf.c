@@ -847,7 +847,7 @@ static __always_inline void async_report(struct sock *sk, int err, __u64 cookie)
 	e->async_ns = now - e->boot_ns;
 	e->boot_ns = now;
 	e->err = err;
-	e->flags |= EADDR_F_ASYNC | (limit_id ? EADDR_F_LIMITED : 0);
+	e->flags |= ((e->flags & EADDR_F_INTERRUPTED) ? 0 : EADDR_F_ASYNC) | (limit_id ? EADDR_F_LIMITED : 0);
 	e->limit_id = limit_id;
 	if (cookie)
 		e->sock_cookie = cookie;
@@ -873,9 +873,9 @@ static __always_inline bool reported_async(long ret)
 	return true;
 }
 
-/* A TCP connect() that returned EINPROGRESS: kept as its event, by socket,
- * until the socket fails or connects. */
-static __always_inline int track_pending(void)
+/* A TCP connect() that returned EINPROGRESS, or that a signal interrupted
+ * (intr): kept as its event, by socket, until the socket fails or connects. */
+static __always_inline int track_pending(bool intr)
 {
 	struct net *task_net;
 	struct task_struct *task = kept_task(&task_net);
@@ -895,7 +895,7 @@ static __always_inline int track_pending(void)
 	record_cgroup(task, cgroup_id);
 	e->err = 0;
 	e->syscall = EADDR_SYS_CONNECT;
-	e->flags = 0;
+	e->flags = intr ? EADDR_F_INTERRUPTED : 0;
 	e->limit_id = 0;
 	e->async_ns = 0;
 	/* Not recorded in procs: most of these connects succeed, and the
@@ -916,12 +916,23 @@ static __always_inline int track_pending(void)
 	return 0;
 }
 
+/* A blocking connect() that a signal interrupted: its handshake goes on.
+ * The kernel restarts the call (SA_RESTART: the restarted call's failure
+ * is the one the socket reported, reported_async), or the program gets
+ * EINTR and may wait on the socket and read its error (Python does, PEP
+ * 475): either way its outcome is the socket's, followed as a pending
+ * connect's. ERESTARTSYS: no timeout was set; EINTR: SO_SNDTIMEO was. */
+static __always_inline bool interrupted(long ret)
+{
+	return ret == -EADDR_ERESTARTSYS || ret == -EADDR_EINTR;
+}
+
 SEC("tracepoint/syscalls/sys_exit_connect")
 int exit_connect(struct syscall_exit_ctx *ctx)
 {
 	long ret = ctx->ret;
-	if (async_on && ret == -EADDR_EINPROGRESS)
-		track_pending();
+	if (async_on && (ret == -EADDR_EINPROGRESS || interrupted(ret)))
+		track_pending(ret != -EADDR_EINPROGRESS);
 	if (nodeport_on && (ret == 0 || ret == -EADDR_EINPROGRESS))
 		return nodeport_check(ctx);
 	if (!wanted(ret) || !proto_wanted(ret) || reported_async(ret))

@@ -32,10 +32,18 @@ enum event_flag {
 	 * blocking connect's were recorded at its SYN_SENT -> CLOSE (struct
 	 * conn_end), a non-blocking one's at connect(). */
 	EADDR_F_RELEASED = 64,
+	/* A blocking connect() that a signal interrupted (ERESTARTSYS, EINTR)
+	 * and whose socket failed later: err is the socket's error, async_ns
+	 * how long after the call, the rest as at the call. Kept as a pending
+	 * connect is (EADDR_F_ASYNC), but not flagged async: the program got
+	 * the error from a connect() the kernel restarted, or by waiting on
+	 * the socket after EINTR (Python does), not from a non-blocking one. */
+	EADDR_F_INTERRUPTED = 128,
 };
 
 /* Errnos the programs test (Linux's values). */
 enum errno_id {
+	EADDR_EINTR = 4,
 	EADDR_EBADF = 9,
 	EADDR_ENOTSOCK = 88,
 	EADDR_EADDRINUSE = 98,
@@ -50,8 +58,9 @@ enum errno_id {
 	/* Never reported either: the kernel's restart codes (include/linux/errno.h),
 	 * which the exit tracepoint sees when a signal interrupts a call (a blocking
 	 * connect() waiting for its handshake). No program sees them: the call is
-	 * restarted (its outcome is reported then) or returns EINTR, with which a
-	 * connect() goes on in the background, as with EINPROGRESS. */
+	 * restarted or returns EINTR, with which a connect() goes on in the
+	 * background, as with EINPROGRESS; either way, with async_on, the socket
+	 * is followed to its outcome (EADDR_F_INTERRUPTED). */
 	EADDR_ERESTARTSYS = 512,
 	EADDR_ERESTART_RESTARTBLOCK = 516,
 };

@@ -132,6 +132,10 @@ type Event struct {
 	// call.
 	Async      bool
 	AsyncAfter time.Duration
+	// Interrupted: a blocking connect() that a signal interrupted, whose
+	// socket failed later with Errno, AsyncAfter after the call (the
+	// program got it from the restarted call, or by waiting on the socket).
+	Interrupted bool
 	// Attempt numbers the failures of one logical attempt of a thread
 	// (explain.Attempts): 1 for the first, 2 and up for its retries.
 	Attempt int
@@ -222,6 +226,7 @@ func (d *Decoder) Decode(raw *tracer.RawEvent, ev *Event) {
 	ev.Syscall = Syscall(raw.Syscall)
 	ev.NodePort = raw.Flags&tracer.FlagNodePort != 0
 	ev.Async = raw.Flags&tracer.FlagAsync != 0
+	ev.Interrupted = raw.Flags&tracer.FlagInterrupted != 0
 	ev.AsyncAfter = time.Duration(raw.AsyncNs)
 	ev.Errno = int(raw.Err)
 	ev.PID, ev.TID, ev.PPID, ev.UID = raw.Tgid, raw.Tid, raw.Ppid, raw.Uid

@@ -179,6 +179,9 @@ func AuditNetNS(inode uint64, pid int, o AuditOptions) NetNSReport {
 	}
 	p, err := readPorts(ns, o.Iter, false)
 	auditRange(&r, &sc, p, o.NodePortLo, o.NodePortHi)
+	if r.Host {
+		auditMasquerade(&r, readMasqState(ns), o.NodePortLo, o.NodePortHi) // auditmasq.go
+	}
 	if err != nil {
 		r.Error = err.Error()
 		r.Add(SevUnknown, "ports in use not known: cannot list the sockets: %v", err)

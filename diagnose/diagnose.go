@@ -52,6 +52,10 @@ type Diagnosis struct {
 	// the probed pod can be told. nil when none or not known.
 	RemotePod *decode.Pod
 
+	// Node is what the node did with a timed-out connect()'s SYNs, from
+	// its drops (nodelayer.go); nil when not asked.
+	Node *NodeLayer
+
 	Addresses   []string // bind EADDRNOTAVAIL: the addresses the netns has
 	HostNetwork bool     // the event was in the host's netns
 	At          time.Time
@@ -116,6 +120,10 @@ type Diagnoser struct {
 	// and the diagnosis says what that cannot see.
 	Iter          netdiag.SocketReader
 	NodePortRules NodePortRules // nil: the NodePort rules are not read (nodeport_timeout.go)
+	// NodeDrops are the node's drops of new flows' first packets; with
+	// them, a connect() that timed out is told which layer dropped its
+	// SYNs (nodelayer.go). nil: not watched.
+	NodeDrops *DropBook
 	// Pods names the pod of a destination address (kube.Resolver.PodByIP)
 	// and, when it has PodByNetNS (kube.Resolver does), the pod whose
 	// sandbox a netns is, for a netns in which no process runs in a pod's
@@ -234,8 +242,12 @@ func (d *Diagnoser) snapshot(ev *decode.Event, now time.Time) *Diagnosis {
 		d.nodePort(ev, g, now)
 		return g
 	}
-	if socketErrno(ev) {
+	if d.nodePortSuspect(ev) {
 		d.nodePortFailure(ev, g, now)
+		return g
+	}
+	if socketErrno(ev) {
+		d.nodeLayer(ev, g) // nodeLayerSuspect: KeyOf lets no other socket error through
 		return g
 	}
 	ns, err := d.openNetns(ev, now)

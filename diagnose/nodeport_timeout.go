@@ -54,11 +54,12 @@ func (d *Diagnoser) nodePortSuspect(ev *decode.Event) bool {
 }
 
 // KeyOf is the snapshot key of ev, as the package's KeyOf, but false for a
-// timed-out or refused connect that is no NodePort suspect. It reads only
-// the Diagnoser's settings, so it may be called beside Diagnose.
+// timed-out or refused connect that is no NodePort suspect, nor a timeout
+// whose node drops are watched (nodeLayerSuspect). It reads only the
+// Diagnoser's settings, so it may be called beside Diagnose.
 func (d *Diagnoser) KeyOf(ev *decode.Event) (Key, bool) {
 	key, ok := KeyOf(ev)
-	if !ok || (socketErrno(ev) && !d.nodePortSuspect(ev)) {
+	if !ok || (socketErrno(ev) && !d.nodePortSuspect(ev) && !d.nodeLayerSuspect(ev)) {
 		return key, false
 	}
 	return key, true

@@ -25,6 +25,12 @@ const (
 	// netns holding --warn percent or more of the ports a connect() toward
 	// one destination tries, before any connect() failed.
 	ReasonNearlyExhausted = "EphemeralPortsNearlyExhausted"
+	// ReasonNodeSNATNearlyExhausted is no failure either: the port sampler
+	// found the node's SNAT holding --warn percent or more of the ports
+	// MASQUERADE gives toward one destination, and this pod's address
+	// holding the most of them. Past all of them, new connections toward it
+	// time out (issue 37).
+	ReasonNodeSNATNearlyExhausted = "NodeSNATPortsNearlyExhausted"
 	// ReasonNodePortSource is on the pod a host process connected to from
 	// a source port in the NodePort range (a kubelet probe): the reply to
 	// it can be taken by a NodePort rule.

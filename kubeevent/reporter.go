@@ -9,8 +9,8 @@ import (
 )
 
 // Failure is one failure of a pod, as the trace hands it over, or a port
-// warning (Reason ReasonNearlyExhausted, from the port sampler: no failure
-// yet, Count 1 per sample). Its strings must not change afterwards (the
+// warning (Reason ReasonNearlyExhausted or ReasonNodeSNATNearlyExhausted,
+// from the port sampler: no failure yet, Count 1 per sample). Its strings must not change afterwards (the
 // pod's names come from the CRI cache, the note from the diagnosis: both are
 // never modified).
 type Failure struct {
@@ -60,7 +60,8 @@ type Stats struct {
 	Unnamed uint64
 	// WarningsDropped counts port warnings (ReasonNearlyExhausted: one per
 	// sample that found a pod's netns at or above --warn toward a
-	// destination) that reached no Event, for any of Dropped's reasons or
+	// destination; ReasonNodeSNATNearlyExhausted: one per sample that found
+	// the node's SNAT so) that reached no Event, for any of Dropped's reasons or
 	// because the pod's name was not known. They are no failures: not in
 	// Dropped or Unnamed.
 	WarningsDropped uint64
@@ -141,11 +142,17 @@ func (r *Reporter) Report(f Failure) bool {
 // lose counts n of f's kind that reached no Event: failures, or port
 // warnings.
 func (r *Reporter) lose(f *Failure, n int32) {
-	if f.Reason == ReasonNearlyExhausted {
+	if f.warning() {
 		r.warningsDropped.Add(uint64(n))
 		return
 	}
 	r.dropped.Add(uint64(n))
+}
+
+// warning: f is a port warning (of the pod's ports or of the node's SNAT),
+// no failure.
+func (f *Failure) warning() bool {
+	return f.Reason == ReasonNearlyExhausted || f.Reason == ReasonNodeSNATNearlyExhausted
 }
 
 // UnnamedWarning counts a port warning of a pod whose name is not known:

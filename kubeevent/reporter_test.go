@@ -180,8 +180,9 @@ func TestReporterAPIDown(t *testing.T) {
 // Port warnings that reach no Event are counted apart from failures: they
 // are samples, not failed calls, and eaddr_kube_events_dropped_total
 // counts failures only. With the API server down, 3 warnings of one pod and
-// 2 failures of another are 3 warnings and 2 failures dropped; a warning of
-// a pod whose name is not known is one more.
+// 2 failures of another are 3 warnings and 2 failures dropped; 2 node SNAT
+// warnings of a third pod are 2 more warnings; a warning of a pod whose
+// name is not known is one more.
 func TestReporterWarningsCountedApart(t *testing.T) {
 	f, c := newFake(t)
 	f.down = true
@@ -196,12 +197,17 @@ func TestReporterWarningsCountedApart(t *testing.T) {
 	}
 	r.Report(failure("b", time.Now()))
 	r.Report(failure("b", time.Now()))
+	for i := 0; i < 2; i++ {
+		w := failure("c", time.Now())
+		w.Reason, w.Action = ReasonNodeSNATNearlyExhausted, "SampleNodeSNAT"
+		r.Report(w)
+	}
 	r.UnnamedWarning()
-	waitFor(t, "both creates failed", func() bool { return r.Stats().Errors >= 2 })
+	waitFor(t, "the three creates failed", func() bool { return r.Stats().Errors >= 3 })
 	cancel()
 	<-done
-	if s := r.Stats(); s.Dropped != 2 || s.WarningsDropped != 4 || s.Unnamed != 0 {
-		t.Errorf("stats %+v: want 2 failures and 4 warnings dropped", s)
+	if s := r.Stats(); s.Dropped != 2 || s.WarningsDropped != 6 || s.Unnamed != 0 {
+		t.Errorf("stats %+v: want 2 failures and 6 warnings dropped", s)
 	}
 }
 

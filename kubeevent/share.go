@@ -30,7 +30,7 @@ func (r *Reporter) place(f *Failure) *entry {
 	}
 	k, fold := key{f.PodUID, f.Reason, f.Dest}, s.keys >= r.o.PodKeys
 	if fold {
-		if f.Reason == ReasonNearlyExhausted {
+		if f.warning() {
 			r.lose(f, max(f.Count, 1))
 			return nil
 		}

@@ -30,6 +30,7 @@ func AppendDiagnosisJSON(b []byte, g *diagnose.Diagnosis) []byte {
 		b = AppendString(b, p.Namespace)
 		b = append(b, '}')
 	}
+	b = appendNodeLayerJSON(b, g.Node) // nodelayer.go
 	if len(g.Addresses) > 0 {
 		b = appendStrings(b, "addresses", g.Addresses)
 	}

@@ -53,8 +53,13 @@ func appendEventFields(b []byte, ev *decode.Event, node string) []byte {
 		b = append(b, `,"suppressed":`...)
 		b = strconv.AppendUint(b, ev.Suppressed, 10)
 	}
-	if ev.Async {
-		b = append(b, `,"async":true,"async_after_ms":`...)
+	if ev.Async || ev.Interrupted {
+		if ev.Async {
+			b = append(b, `,"async":true`...)
+		} else {
+			b = append(b, `,"interrupted":true`...)
+		}
+		b = append(b, `,"async_after_ms":`...)
 		b = strconv.AppendFloat(b, float64(ev.AsyncAfter.Microseconds())/1000, 'f', -1, 64)
 	}
 	if ev.Attempt > 1 {

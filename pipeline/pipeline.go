@@ -43,7 +43,10 @@ type Config struct {
 	// PortsInterval (0: off), the PortsTop busiest destinations of every
 	// netns with a live process; at most PortsMaxSeries port series. With
 	// KubeEvents, a pod whose netns holds PortsWarn percent or more of the
-	// ports toward one of them gets an EphemeralPortsNearlyExhausted Event.
+	// ports toward one of them gets an EphemeralPortsNearlyExhausted Event,
+	// and the pod holding the most of the node's SNAT ports toward a
+	// destination at PortsWarn percent of its range a
+	// NodeSNATPortsNearlyExhausted one (nodebudget.go).
 	PortsInterval                       time.Duration
 	PortsTop, PortsMaxSeries, PortsWarn int
 	SummaryEvery                        time.Duration // 0: no summary records
@@ -71,6 +74,15 @@ type Config struct {
 	// KubeEvents, when set, gets each written failure of a named pod
 	// (--kube-events); Run runs it and stops it after the trace.
 	KubeEvents *kubeevent.Reporter
+	// NodeDrops: with timeouts reported and diagnosed, watch the node's
+	// drops of new flows' first packets (nodedrops.go), at most
+	// NodeDropRate a second per CPU (0: no limit), so that a timeout's
+	// diagnosis names the layer that dropped its SYNs (--node-drops).
+	NodeDrops    bool
+	NodeDropRate float64
+	// CloudNATLimit is the connections the cloud's NAT gives toward one
+	// destination (--cloud-nat-limit; eaddr_cloud_nat_limit); 0: not set.
+	CloudNATLimit float64
 }
 
 // defaults fills the waits left 0.
@@ -160,6 +172,9 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, hooks H
 		return Stats{}, err
 	}
 	defer r.close()
+	if r.nodeDrops != nil {
+		defer r.nodeDrops.start()() // stopped before r.close stops the diagnosis worker
+	}
 	if c.PortsInterval > 0 && (met != nil || c.KubeEvents != nil) {
 		defer r.startPorts(ctx)() // stopped before r.close closes the socket iterator
 	}
@@ -220,6 +235,7 @@ type traceRun struct {
 	diag      *diagWorker        // nil: --diagnose=false
 	quietDiag diagnose.Diagnosis // emit's copy of an expected failure's diagnosis, without its fix
 	sockIter  *tracer.SockIter   // the diagnosis's socket reader; nil: sock_diag only
+	nodeDrops *nodeDrops         // the node's drops, for timeouts' diagnoses; nil: not watched
 	diagHold  []diagHeld
 	held      *eventPool // the copies diagHold keeps
 	share     *diagShare
@@ -293,6 +309,9 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 			if r.sockIter != nil {
 				d.Iter = r.sockIter
 			}
+		}
+		if c.NodeDrops && wantsTimeouts(&c.Tracer) {
+			r.watchNodeDrops(d, host) // nodedrops.go
 		}
 		r.diag, r.seenNetNS, r.share = newDiagWorker(d), map[uint32]bool{}, newDiagShare(c.DiagnoseEvery)
 	}

@@ -168,6 +168,9 @@ func (r *traceRun) startPorts(ctx context.Context) (stop func()) {
 	if r.met != nil {
 		to = append(to, r.met.port.sampled)
 	}
+	if f := r.nodeBudgetSampler(); f != nil { // nodebudget.go: the node's SNAT and conntrack
+		to = append(to, f)
+	}
 	if r.c.KubeEvents != nil {
 		w := newPortWarnings(r.c.KubeEvents, r.c.PortsWarn, r.pods.HostNetNS, r.log)
 		to = append(to, w.sampled)

@@ -46,6 +46,7 @@ type eaddrConnEnd struct {
 type eaddrErrnoId uint32
 
 const (
+	eaddrErrnoIdEADDR_EINTR                 eaddrErrnoId = 4
 	eaddrErrnoIdEADDR_EBADF                 eaddrErrnoId = 9
 	eaddrErrnoIdEADDR_ENOTSOCK              eaddrErrnoId = 88
 	eaddrErrnoIdEADDR_EADDRINUSE            eaddrErrnoId = 98
@@ -100,13 +101,14 @@ type eaddrEvent struct {
 type eaddrEventFlag uint32
 
 const (
-	eaddrEventFlagEADDR_F_ADDR      eaddrEventFlag = 1
-	eaddrEventFlagEADDR_F_SOCKET    eaddrEventFlag = 2
-	eaddrEventFlagEADDR_F_NODEPORT  eaddrEventFlag = 4
-	eaddrEventFlagEADDR_F_LIMITED   eaddrEventFlag = 8
-	eaddrEventFlagEADDR_F_PROC_SENT eaddrEventFlag = 16
-	eaddrEventFlagEADDR_F_ASYNC     eaddrEventFlag = 32
-	eaddrEventFlagEADDR_F_RELEASED  eaddrEventFlag = 64
+	eaddrEventFlagEADDR_F_ADDR        eaddrEventFlag = 1
+	eaddrEventFlagEADDR_F_SOCKET      eaddrEventFlag = 2
+	eaddrEventFlagEADDR_F_NODEPORT    eaddrEventFlag = 4
+	eaddrEventFlagEADDR_F_LIMITED     eaddrEventFlag = 8
+	eaddrEventFlagEADDR_F_PROC_SENT   eaddrEventFlag = 16
+	eaddrEventFlagEADDR_F_ASYNC       eaddrEventFlag = 32
+	eaddrEventFlagEADDR_F_RELEASED    eaddrEventFlag = 64
+	eaddrEventFlagEADDR_F_INTERRUPTED eaddrEventFlag = 128
 )
 
 type eaddrLimitCpu struct {

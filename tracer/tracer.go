@@ -58,6 +58,9 @@ const (
 	// the failed connect had, which the kernel released when it failed (a
 	// blocking connect's recorded at its SYN_SENT -> CLOSE; see Ended).
 	FlagReleased = uint8(eaddrEventFlagEADDR_F_RELEASED)
+	// FlagInterrupted: a blocking connect() that a signal interrupted,
+	// whose socket failed later (Err); AsyncNs is how long after the call.
+	FlagInterrupted = uint8(eaddrEventFlagEADDR_F_INTERRUPTED)
 )
 
 // ErrnoInProgress (EINPROGRESS) is never reported, even with AllErrnos.

@@ -113,11 +113,12 @@ type jsonEvent struct {
 		RemotePod *struct {
 			UID, Name, Namespace string
 		} `json:"remote_pod"`
-		Addresses   []string `json:"addresses"`
-		Fix         []string `json:"fix"`
-		HostNetwork bool     `json:"host_network"`
-		Shared      bool     `json:"shared"`
-		Snapshot    string   `json:"snapshot_time"`
+		NodeLayer   json.RawMessage `json:"node_layer"` // nodelayer_test.go reads it
+		Addresses   []string        `json:"addresses"`
+		Fix         []string        `json:"fix"`
+		HostNetwork bool            `json:"host_network"`
+		Shared      bool            `json:"shared"`
+		Snapshot    string          `json:"snapshot_time"`
 	} `json:"diagnosis"`
 	Pod *struct {
 		UID         string            `json:"uid"`
@@ -138,6 +139,7 @@ type jsonEvent struct {
 	Suppressed    int     `json:"suppressed"`
 	Attempt       int     `json:"attempt"`
 	Async         bool    `json:"async"`
+	Interrupted   bool    `json:"interrupted"`
 	AsyncAfterMs  float64 `json:"async_after_ms"`
 	NetNS         uint64  `json:"netns"`
 	MntNS         uint64  `json:"mntns"`

@@ -46,6 +46,9 @@ type TraceFlags struct {
 	Diagnose         bool
 	DiagnoseInterval time.Duration
 	SocketIterators  bool
+	NodeDrops        bool
+	NodeDropRate     float64
+	CloudNATLimit    float64
 	DiagnoseWait     time.Duration
 	RetryWindow      time.Duration
 
@@ -99,6 +102,8 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.DiagnoseInterval, "diagnose-interval", time.Second, "at most one netns snapshot per netns, syscall, errno and address this often; failures within it share it")
 	fs.DurationVar(&f.DiagnoseWait, "diagnose-wait", pipeline.DefaultDiagnoseWait, "the longest a failure waits for its snapshot; then it goes out saying the cause is not ready (diagnoses_late)")
 	fs.BoolVar(&f.SocketIterators, "socket-iterators", true, "read sockets with BPF socket iterators, which show what sock_diag does not (a port taken by bind(), SO_REUSEADDR, TIME_WAIT age); false: sock_diag only")
+	fs.BoolVar(&f.NodeDrops, "node-drops", true, "with ETIMEDOUT reported (--errno ETIMEDOUT or all) and --diagnose: watch the node's drops of new connections' first packets (tracepoint skb:kfree_skb), so that a timeout's diagnosis names the layer that dropped its SYNs: the node's SNAT, conntrack, a firewall rule, or none (beyond the node)")
+	fs.Float64Var(&f.NodeDropRate, "node-drop-rate", pipeline.DefaultNodeDropRate, "with --node-drops: at most this many drops a second per CPU are read; the kernel counts the others (eaddr_node_drops_missed_total); 0: no limit")
 	fs.BoolVar(&f.Async, "async", true, "with --errno all, ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH or ENETUNREACH: also a non-blocking connect() that fails later (\"async\": true)")
 	fs.DurationVar(&f.RetryWindow, "retry-window", 50*time.Millisecond, "a failure this soon after the same thread's failure of the same call and address is its retry (\"attempt\": 2, 3, ...)")
 	fs.BoolVar(&f.NodePortCollisions, "nodeport-collisions", false, "also report a connect() in the host netns whose kernel-chosen source port is in the NodePort range (kind nodeport_collision), whose reply a NodePort rule can take")
@@ -116,10 +121,11 @@ func (f *TraceFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on /metrics and a health check on /healthz at this address, e.g. :9630")
 	fs.IntVar(&f.MetricsMaxSeries, "metrics-max-series", 1000, "at most this many syscall/errno/namespace/pod series; later pods count under \"other\"")
 	fs.BoolVar(&f.MetricsNoDest, "metrics-no-destination", false, "name no destination in eaddr_ephemeral_ports_in_use, which every scraper can read: one series per netns, its busiest destination's (docs/alerts.md)")
+	fs.Float64Var(&f.CloudNATLimit, "cloud-nat-limit", 0, "with --metrics-addr: the connections your cloud's NAT gives toward one destination (AWS NAT gateway: 55000), exported as eaddr_cloud_nat_limit for the alert that sums the nodes' SNAT entries toward a destination (0: not exported)")
 	fs.DurationVar(&f.PortsInterval, "ports-interval", pipeline.DefaultPortsInterval, "with --metrics-addr or --kube-events: sample every netns's port use this often, before any failure (0: off; docs/alerts.md)")
 	fs.IntVar(&f.PortsTop, "ports-top", pipeline.DefaultPortsTop, "the busiest destinations of each netns that the sampler gives a series")
 	fs.IntVar(&f.PortsMaxSeries, "ports-max-series", 3000, "at most this many eaddr_ephemeral_ports_* series (the rest counted in eaddr_port_series_cut_total)")
-	fs.IntVar(&f.PortsWarn, "warn", pipeline.DefaultPortsWarn, "with --kube-events: a Warning EphemeralPortsNearlyExhausted on a pod whose netns holds this percent of the ports toward one destination, before any connect() fails")
+	fs.IntVar(&f.PortsWarn, "warn", pipeline.DefaultPortsWarn, "with --kube-events: a Warning EphemeralPortsNearlyExhausted on a pod whose netns holds this percent of the ports toward one destination, before any connect() fails, and NodeSNATPortsNearlyExhausted on the pod holding the most of the node's SNAT ports toward a destination at this percent of its MASQUERADE range")
 	// Tuning.
 	fs.StringVar(&f.RateLimit, "rate-limit", "100/s", "at most this many events per second per cgroup, netns, syscall, errno and address, counted in the kernel; the next event says how many were held back (0 or off: no limit)")
 	fs.StringVar(&f.RateLimitCgroup, "rate-limit-cgroup", "10x", "and at most this many per cgroup, syscall and errno, whatever the address (a pod failing toward many), counted in the kernel apart (suppressed_cgroup); Nx: N times --rate-limit (0 or off: no limit per cgroup)")
@@ -147,9 +153,9 @@ containing 'attached' is logged.`,
 	groups: []flagGroup{
 		{"Filters", []string{"errno", "syscall", "pid", "comm", "netns", "cgroup", "namespace", "pod", "container", "selector"}},
 		{"Output", []string{"output", "explain", "node", "summary-interval"}},
-		{"Diagnosis", []string{"diagnose", "diagnose-interval", "diagnose-wait", "socket-iterators", "async", "retry-window", "nodeport-collisions", "node-port-range", "host-netns"}},
+		{"Diagnosis", []string{"diagnose", "diagnose-interval", "diagnose-wait", "socket-iterators", "node-drops", "node-drop-rate", "async", "retry-window", "nodeport-collisions", "node-port-range", "host-netns"}},
 		{"Kubernetes", []string{"cri-endpoint", "names-wait", "kube-events", "kubeconfig", "kube-events-qps", "kube-events-interval", "kube-events-update-interval"}},
-		{"Metrics and the port sampler", []string{"metrics-addr", "metrics-max-series", "metrics-no-destination", "ports-interval", "ports-top", "ports-max-series", "warn"}},
+		{"Metrics and the port sampler", []string{"metrics-addr", "metrics-max-series", "metrics-no-destination", "ports-interval", "ports-top", "ports-max-series", "warn", "cloud-nat-limit"}},
 		{"Tuning", []string{"rate-limit", "rate-limit-cgroup", "ring-size", "flush-interval"}},
 	},
 	footer: `Exit status: 0 on a clean stop (Ctrl-C, or a reader that closed stdout), 1 on a failure, 2 on bad usage,
@@ -315,6 +321,10 @@ func (f *TraceFlags) ports(c *pipeline.Config) error {
 		return usageErrorf("--warn must be a percent from 1 to 100, not %d", f.PortsWarn)
 	}
 	c.PortsInterval, c.PortsTop, c.PortsMaxSeries, c.PortsWarn = f.PortsInterval, f.PortsTop, f.PortsMaxSeries, f.PortsWarn
+	if f.CloudNATLimit < 0 {
+		return usageErrorf("--cloud-nat-limit must be 0 or more, not %v", f.CloudNATLimit)
+	}
+	c.CloudNATLimit = f.CloudNATLimit
 	return nil
 }
 
@@ -331,6 +341,10 @@ func (f *TraceFlags) diagnosis(c *pipeline.Config) error {
 		}
 		c.DiagnoseEvery = f.DiagnoseInterval
 		c.SocketIterators = f.SocketIterators
+		if f.NodeDropRate < 0 {
+			return usageErrorf("--node-drop-rate must be 0 or more, not %v", f.NodeDropRate)
+		}
+		c.NodeDrops, c.NodeDropRate = f.NodeDrops, f.NodeDropRate
 		if f.DiagnoseWait <= 0 || f.DiagnoseWait > maxWait {
 			return usageErrorf("--diagnose-wait must be from 1ns to %v, not %v", maxWait, f.DiagnoseWait)
 		}

@@ -82,25 +82,13 @@ type rule struct {
 // parseRule decodes one NFT_MSG_NEWRULE reply.
 func parseRule(b []byte) (rule, error) {
 	var r rule
-	var exprs []byte
-	comment := ""
-	err := attrs(b, func(typ uint16, data []byte) {
-		switch typ {
-		case unix.NFTA_RULE_TABLE:
-			r.table = cstring(data)
-		case unix.NFTA_RULE_CHAIN:
-			r.chain = cstring(data)
-		case unix.NFTA_RULE_EXPRESSIONS:
-			exprs = data
-		case unix.NFTA_RULE_USERDATA:
-			comment = udataString(data, udataRuleComment)
-		}
-	})
+	h, err := parseRuleHeader(b)
 	if err != nil {
 		return r, err
 	}
+	r.table, r.chain = h.table, h.chain
 	m := matcher{hit: Hit{Mode: ModeIPTables}}
-	err = attrs(exprs, func(typ uint16, e []byte) {
+	err = attrs(h.exprs, func(typ uint16, e []byte) {
 		if typ == unix.NFTA_LIST_ELEM {
 			m.expr(e)
 		}
@@ -110,7 +98,7 @@ func parseRule(b []byte) (rule, error) {
 	}
 	r.hit = m.hit
 	if r.hit.Service == "" {
-		r.hit.Service = comment
+		r.hit.Service = h.comment
 	}
 	r.ok = !m.bad && r.hit.Proto != 0 && r.hit.Port != 0
 	return r, nil
@@ -126,21 +114,11 @@ type matcher struct {
 
 // expr takes one NFTA_LIST_ELEM of the rule's expressions.
 func (m *matcher) expr(b []byte) {
-	name, data := "", []byte(nil)
-	attrs(b, func(typ uint16, d []byte) {
-		switch typ {
-		case unix.NFTA_EXPR_NAME:
-			name = cstring(d)
-		case unix.NFTA_EXPR_DATA:
-			data = d
-		}
-	})
+	name, a := exprAttrs(b)
 	if m.regs == nil {
 		m.regs = map[uint32]string{}
 	}
 	u32 := func(d []byte) uint32 { return binary.BigEndian.Uint32(d) }
-	a := map[uint16][]byte{}
-	attrs(data, func(typ uint16, d []byte) { a[typ] = d })
 	switch name {
 	case "meta":
 		if d, k := a[unix.NFTA_META_DREG], a[unix.NFTA_META_KEY]; len(d) == 4 && len(k) == 4 {
@@ -246,4 +224,44 @@ func (m *matcher) xtMatch(name string, info []byte) {
 			m.hit.Proto = unix.IPPROTO_UDP
 		}
 	}
+}
+
+// ruleHeader is what a rule says of itself: where it is, its comment (rule
+// user data), and its expressions, undecoded.
+type ruleHeader struct {
+	table, chain, comment string
+	exprs                 []byte
+}
+
+func parseRuleHeader(b []byte) (ruleHeader, error) {
+	var h ruleHeader
+	err := attrs(b, func(typ uint16, data []byte) {
+		switch typ {
+		case unix.NFTA_RULE_TABLE:
+			h.table = cstring(data)
+		case unix.NFTA_RULE_CHAIN:
+			h.chain = cstring(data)
+		case unix.NFTA_RULE_EXPRESSIONS:
+			h.exprs = data
+		case unix.NFTA_RULE_USERDATA:
+			h.comment = udataString(data, udataRuleComment)
+		}
+	})
+	return h, err
+}
+
+// exprAttrs is an expression's name and its attributes by type.
+func exprAttrs(b []byte) (string, map[uint16][]byte) {
+	name, data := "", []byte(nil)
+	attrs(b, func(typ uint16, d []byte) {
+		switch typ {
+		case unix.NFTA_EXPR_NAME:
+			name = cstring(d)
+		case unix.NFTA_EXPR_DATA:
+			data = d
+		}
+	})
+	a := map[uint16][]byte{}
+	attrs(data, func(typ uint16, d []byte) { a[typ] = d })
+	return name, a
 }

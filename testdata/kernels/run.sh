@@ -56,8 +56,8 @@ case $repo in *[[:space:]]*) die "the repository path must have no spaces (it go
 declare -A E_SUITE=([debian12-amd64]=bookworm [debian12-arm64]=bookworm [debian13-amd64]=trixie
 	[debian13-arm64]=trixie [debian11-amd64]=bullseye)
 declare -A E_KVER=([bookworm]='6\.1\.0-[0-9]+' [trixie]='6\.12\.[0-9]+\+deb13(\.[0-9]+)?' [bullseye]='5\.10\.0-[0-9]+')
-declare -A E_TAGS=([host]=all,amd64,host [host-scenario]=none [debian12-amd64]=all,amd64,ipvs [debian12-arm64]=all
-	[debian13-amd64]=all,amd64,ipvs [debian13-arm64]=all [debian11-amd64]=old)
+declare -A E_TAGS=([host]=all,amd64,host [host-scenario]=none [debian12-amd64]=all,amd64,ipvs,guest
+	[debian12-arm64]=all [debian13-amd64]=all,amd64,ipvs,guest [debian13-arm64]=all [debian11-amd64]=old)
 declare -A E_LACKS=([debian11-amd64]=bpf_get_current_task_btf,bpf_task_pt_regs)
 all_entries="host debian12-amd64 debian12-arm64 debian13-amd64 debian13-arm64 debian11-amd64"
 # shellcheck disable=SC2206

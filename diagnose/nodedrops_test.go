@@ -1,0 +1,66 @@
+package diagnose
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/diagnose/netdiag"
+	"github.com/eaddr/eaddr/diagnose/nodeport"
+	"github.com/eaddr/eaddr/internal/testenv"
+)
+
+// TestDropBook: drops kept by flow, at most max (the oldest go first);
+// the counters' moves summed over the drops read with a read before them
+// (the first drop in a netns has none); a v4-mapped address found as v4;
+// the missed drops' time; an unreachable netns not searched per drop.
+func TestDropBook(t *testing.T) {
+	testenv.RequireRoot(t)
+	host, err := netdiag.HostInode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := NewDropBook(2)
+	defer b.Close()
+	var reads uint64
+	b.Counters = func() (nodeport.ConntrackCounters, error) {
+		reads++
+		return nodeport.ConntrackCounters{InsertFailed: 10 * reads, Drop: 10 * reads}, nil
+	}
+	var missed uint64
+	b.Missed = func() uint64 { return missed }
+	flow := func(port uint16) decode.Flow {
+		return decode.Flow{Proto: 6, Src: netip.AddrPortFrom(netip.MustParseAddr("10.0.0.2"), port), Dst: netip.MustParseAddrPort("192.0.2.1:80")}
+	}
+	drop := func(f decode.Flow) decode.NodeDrop {
+		return decode.NodeDrop{Time: time.Now(), NetNS: uint32(host), Reason: "NETFILTER_DROP", Orig: f}
+	}
+	b.Add(drop(flow(1)))
+	b.Add(drop(flow(1)))
+	b.Add(drop(flow(2)))
+	b.Add(drop(flow(3)))
+	if _, ok := b.Lookup(flow(1)); ok {
+		t.Errorf("flow 1 kept past the bound of 2")
+	}
+	mapped := flow(2)
+	mapped.Src = netip.AddrPortFrom(netip.AddrFrom16(mapped.Src.Addr().As16()), 2)
+	f, ok := b.Lookup(mapped)
+	if !ok || f.N != 1 || f.Counted != 1 || f.InsertFailed != 10 || f.CTDrop != 10 {
+		t.Errorf("flow 2 (asked v4-mapped): %+v %v, want 1 drop with insert_failed and drop +10", f, ok)
+	}
+	before := time.Now()
+	if b.MissedSince(before) {
+		t.Errorf("missed drops with none held back")
+	}
+	missed = 3
+	if !b.MissedSince(before) {
+		t.Errorf("held back drops not seen")
+	}
+	n := reads
+	b.Add(decode.NodeDrop{NetNS: 1, Orig: flow(4)}) // no such netns
+	b.Add(decode.NodeDrop{NetNS: 1, Orig: flow(4)})
+	if f, _ := b.Lookup(flow(4)); f.CountersErr == "" || reads != n || len(b.unreach) != 1 {
+		t.Errorf("an unreachable netns: %+v, %d reads", f, reads-n)
+	}
+}
