@@ -147,7 +147,9 @@ clean:
 
 # Benchmarks, not timed tests (docs/performance.md): eaddr next to no tracer, an empty BPF
 # program on the same tracepoints and bench/eaddr.bt under bpftrace, alternating, medians.
-# Needs root; a few minutes. Flags: BENCH_FLAGS='-rounds 3 -micro 200ms' (./bin/eaddr-bench -h).
+# Then the Go benchmarks, among them the port sampler on 100 netns x 500 sockets and 250 x 200
+# (the node walk beside the per-netns reads: about 10 minutes more).
+# Needs root. Flags: BENCH_FLAGS='-rounds 3 -micro 200ms' (./bin/eaddr-bench -h).
 # BENCH_BASE=37cdb5e: the per-event section also measures bin/eaddr of that revision beside it.
 BENCH_BASE ?=
 .PHONY: bench

@@ -183,9 +183,19 @@ type traceProc struct {
 // its totals.
 func startTrace(t *testing.T, args ...string) *traceProc {
 	t.Helper()
+	return startTraceWith(t, nil, args...)
+}
+
+// startTraceWith is startTrace with setup run on the command before it
+// starts (nil: none).
+func startTraceWith(t *testing.T, setup func(*exec.Cmd), args ...string) *traceProc {
+	t.Helper()
 	testenv.RequireRoot(t)
 	p := &traceProc{t: t, done: make(chan struct{})}
 	p.cmd = exec.Command(eaddrBin, append([]string{"trace"}, args...)...)
+	if setup != nil {
+		setup(p.cmd)
+	}
 	// Our own pipe, not StdoutPipe: startLogged reaps the process, and Wait
 	// closes a StdoutPipe while lines may still wait in it to be read.
 	stdout, w, err := os.Pipe()
