@@ -39,10 +39,13 @@ deps:
 # once on 2 CPUs.
 # Printed as a plain go test prints, then every skipped test with its reason and one summary
 # line: how many skipped, why, and what installs the packages they need (internal/testing/testenv/cmd/gotest).
+# CGO_ENABLED=0: the eaddr that cmd/eaddr's TestMain builds, and the test binaries, are built as
+# every shipped eaddr is (make build, the image, the Dockerfile), and as make kernels builds them,
+# so the kernel tests on this kernel are the host entry's and share its Go build cache.
 test:
 	$(GO) vet ./...
 	$(GO) build -o bin/gotest ./internal/testing/testenv/cmd/gotest
-	GO='$(GO)' ./bin/gotest -p 1 -count=1 -timeout 20m ./...
+	CGO_ENABLED=0 GO='$(GO)' ./bin/gotest -p 1 -count=1 -timeout 20m ./...
 
 # One end-to-end tier alone (docs/testing.md "The test tree"); `make test` runs them with the rest.
 # As root, like make test. The kernel and containerd tiers are still cmd/eaddr's tests.
@@ -63,11 +66,19 @@ test-logagent:
 # it (the go command the tests run then needs no module cache). Tests that need root skip here:
 # EADDR_REQUIRE_BPF is unset for this tier; `make test` as root runs them (docs/testing.md).
 # The eaddr binary that cmd/eaddr's TestMain builds is not itself built with -race.
+# As root the copy is always RACE_ROOT_WORK (one run at a time, an flock): Go's build cache keys a
+# package built without -trimpath by its directory, so a new temporary directory compiled every
+# package and every vendored module again with -race at each run (docs/testing.md "CI").
 RACE_PKGS ?= ./...
 RACE_UID  ?= 65534
+RACE_ROOT_WORK ?= /var/cache/eaddr-race/tree
 test-race:
 	@set -eu; \
-	work=$$(mktemp -d "$${TMPDIR:-/tmp}/eaddr-race-XXXXXX"); trap 'rm -rf "$$work"' EXIT; \
+	if [ "$$(id -u)" = 0 ]; then \
+		work='$(RACE_ROOT_WORK)'; mkdir -p "$$(dirname "$$work")"; exec 9>"$$work.lock"; flock 9; \
+		rm -rf "$$work"; mkdir -m 700 "$$work"; \
+	else work=$$(mktemp -d "$${TMPDIR:-/tmp}/eaddr-race-XXXXXX"); fi; \
+	trap 'rm -rf "$$work"' EXIT; \
 	git ls-files -z | tar -c --null -T - -f - | tar -x -C "$$work"; \
 	(cd "$$work" && $(GO) mod vendor); \
 	chmod -R a+rX "$$work"; \
@@ -148,7 +159,9 @@ clean:
 
 # Benchmarks, not timed tests (docs/performance.md): eaddr next to no tracer, an empty BPF
 # program on the same tracepoints and bench/eaddr.bt under bpftrace, alternating, medians.
-# Needs root; a few minutes. Flags: BENCH_FLAGS='-rounds 3 -micro 200ms' (./bin/eaddr-bench -h).
+# Then the Go benchmarks, among them the port sampler on 100 netns x 500 sockets and 250 x 200
+# (the node walk beside the per-netns reads: about 10 minutes more).
+# Needs root. Flags: BENCH_FLAGS='-rounds 3 -micro 200ms' (./bin/eaddr-bench -h).
 # BENCH_BASE=37cdb5e: the per-event section also measures bin/eaddr of that revision beside it.
 BENCH_BASE ?=
 .PHONY: bench
@@ -173,6 +186,8 @@ image:
 # Other kernels (docs/testing.md "Other kernels"): the kernel matrix. One line per kernel,
 # `kernel <release> <arch>: N passed, M failed`, and a non-zero exit on any failure:
 #   host            this machine's kernel, no VM
+#   host-scenario   the host entry's scenario without its Go tests (make test's own): CI's; not in
+#                   the default list
 #   debian12-amd64  Debian 12's newest Linux 6.1 amd64 package, qemu-system-x86_64 (TCG)
 #   debian12-arm64  Debian 12's newest Linux 6.1 arm64 package, qemu-system-aarch64 (TCG), GOARCH=arm64
 #   debian13-amd64  Debian 13's newest Linux 6.12 amd64 package, as debian12-amd64
@@ -184,12 +199,13 @@ image:
 # busybox-static, cpio, kmod, xz-utils, python3 (sudo make deps) and Debian's archive: the packages
 # come through a private apt setup per release in KERNELS_CACHE (/var/cache/eaddr-kernels), which
 # also keeps them; the host's apt sources are not used. KERNELS='host debian13-arm64' picks
-# entries. About 10 minutes warm on a 2-core VM, 17 cold (docs/testing.md); one VM at a time, each
-# bounded by a timeout.
+# entries. KERNELS_JOBS VMs at a time (default 1; each is one host thread), each bounded by a
+# timeout (KERNELS_TIMEOUT_AMD64, KERNELS_TIMEOUT_ARM64, seconds). Figures: docs/testing.md.
 KERNELS ?= host debian12-amd64 debian12-arm64 debian13-amd64 debian13-arm64 debian11-amd64
+KERNELS_JOBS ?= 1
 .PHONY: kernels test-kernels
 kernels:
-	KERNELS='$(KERNELS)' ./testdata/kernels/run.sh
+	KERNELS='$(KERNELS)' KERNELS_JOBS='$(KERNELS_JOBS)' ./testdata/kernels/run.sh
 
 # The old name of the Debian 6.1 amd64 check, now one entry of the matrix.
 test-kernels:

@@ -12,6 +12,14 @@ enum sockiter_source {
 	SOCKITER_SRC_TCP = 1,  /* iter/tcp: the netns's ehash and listening hash */
 	SOCKITER_SRC_UDP = 2,  /* iter/udp: the netns's UDP sockets (bound ones) */
 	SOCKITER_SRC_FILE = 3, /* iter/task_file: a TCP socket that is only bound (CLOSE, holding a port) */
+	/* Not a socket: the node walk (nodewalk.bpf.c) left buckets of the
+	 * TCP hash tables unread: inode of them, from bucket netns. */
+	SOCKITER_SRC_CUT = 4,
+	/* Not a socket: the node walk read chunk inode of the hash tables. */
+	SOCKITER_SRC_CHUNK = 5,
+	/* Not a socket: the node walk is past the last bucket (inode: how
+	 * many buckets the tables have). */
+	SOCKITER_SRC_END = 6,
 };
 
 /* sock_rec.flags */

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/eaddr/eaddr/diagnose/netdiag"
+	"github.com/eaddr/eaddr/diagnose/portmodel"
 )
 
 // Severity of a finding; the worst one sets the exit status. SevUnknown:
@@ -88,9 +88,13 @@ type NetNSReport struct {
 	Source           string        `json:"sockets_from,omitempty"`
 	Destinations     []Destination `json:"top_destinations,omitempty"`
 	Listeners        []string      `json:"listeners_in_range,omitempty"`
-	Findings         []Finding     `json:"findings,omitempty"`
-	Worst            Severity      `json:"worst"`
-	Error            string        `json:"error,omitempty"`
+	// DestinationsCut: sockets not counted toward their destination, the
+	// netns having more destinations than are counted apart
+	// (AuditOptions.MaxDests): the busiest list may miss one.
+	DestinationsCut int       `json:"destinations_cut,omitempty"`
+	Findings        []Finding `json:"findings,omitempty"`
+	Worst           Severity  `json:"worst"`
+	Error           string    `json:"error,omitempty"`
 }
 
 // CheckPod names the pod that owns a netns.
@@ -147,20 +151,26 @@ type AuditOptions struct {
 	Warn, Crit             int                  // percent of the usable range toward one destination
 	Top                    int                  // destinations listed
 	Iter                   netdiag.SocketReader // the BPF socket iterator; nil: sock_diag only
+	// Findings: check's findings (the range, the NodePort overlap with the
+	// host's fixes, the budget against Warn and Crit, the listeners); top
+	// and the trace's sampler use the counts only.
+	Findings bool
+	// MaxDests bounds the destinations of a netns counted apart
+	// (portmodel.Tally; 0: portmodel.DefaultMaxDests).
+	MaxDests int
 	// Open enters the netns (nil: netdiag.OpenNetns); tests make it fail
 	// as when the last process in the netns exits before it is entered.
 	Open func(inode uint64, pid int) (*netdiag.Netns, error)
 }
 
 // AuditNetNS reads one netns through pid (or another process in it) and
-// reports its port range, budget and findings: what `eaddr check` prints.
+// reports its port range, budget and findings: its sockets counted into a
+// Tally as they are read (EachPortSocket), none kept. The port sampler
+// reads every netns at once with the node walk and audits each with
+// AuditTally; this is its way for a netns the walk cannot read.
 func AuditNetNS(inode uint64, pid int, o AuditOptions) NetNSReport {
 	r := NetNSReport{Inode: inode, PID: pid, Host: inode == o.HostNetNS}
-	open := o.Open
-	if open == nil {
-		open = func(inode uint64, pid int) (*netdiag.Netns, error) { return netdiag.OpenNetns(inode, pid) }
-	}
-	ns, err := open(inode, pid)
+	ns, err := o.open(inode, pid)
 	if err != nil {
 		r.Error = err.Error()
 		r.Add(SevUnknown, "not audited: cannot enter the network namespace: %v", err)
@@ -168,38 +178,98 @@ func AuditNetNS(inode uint64, pid int, o AuditOptions) NetNSReport {
 	}
 	defer ns.Close()
 	r.PID = ns.PID()
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", r.PID)); err == nil {
-		r.Comm = strings.TrimSpace(string(b))
+	r.Comm = ProcComm(r.PID)
+	sys, ps, err := ns.PortSettings()
+	if err == nil {
+		sys.NowSec, sys.NowMS, err = portmodel.KernelClock()
 	}
-	sc, err := ns.Sysctls()
 	if err != nil {
 		r.Error = err.Error()
 		r.Add(SevUnknown, "not audited: cannot read the port sysctls: %v", err)
 		return r
 	}
-	p, err := readPorts(ns, o.Iter, false)
-	auditRange(&r, &sc, p, o.NodePortLo, o.NodePortHi)
-	if r.Host {
-		auditMasquerade(&r, readMasqState(ns), o.NodePortLo, o.NodePortHi) // auditmasq.go
-	}
+	t := portmodel.NewTally(sys, o.MaxDests)
+	src, err := ns.EachPortSocket(o.Iter, false, t.Add)
 	if err != nil {
+		auditRange(&r, &ps, nil, o)
 		r.Error = err.Error()
 		r.Add(SevUnknown, "ports in use not known: cannot list the sockets: %v", err)
 		return r
 	}
-	auditPorts(&r, p, o)
-	auditBudget(&r, p, o)
+	AuditTally(&r, t, &ps, string(src), o)
 	return r
 }
 
-// auditRange: the range's shape, and its overlap with the NodePort range,
-// with the host's fixes checked against its sockets (p; nil when they
-// could not be listed).
-func auditRange(r *NetNSReport, sc *netdiag.PortSysctls, p *portScene, npLo, npHi int) {
+// open enters a netns with o.Open, else netdiag.OpenNetns.
+func (o AuditOptions) open(inode uint64, pid int) (*netdiag.Netns, error) {
+	if o.Open != nil {
+		return o.Open(inode, pid)
+	}
+	return netdiag.OpenNetns(inode, pid)
+}
+
+// ProcComm is the name of process pid (/proc/PID/comm), "" when it cannot
+// be read.
+func ProcComm(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// AuditTally fills r, the report of a netns with its Inode, PID, Host and
+// Comm set, from the tally of its sockets (read from source) and its port
+// sysctls ps: its budget, its busiest destinations by the port model, and
+// with o.Findings check's findings.
+func AuditTally(r *NetNSReport, t *portmodel.Tally, ps *netdiag.PortSysctls, source string, o AuditOptions) {
+	auditRange(r, ps, func() []string { return hostNodePortFixes(r, o) }, o)
+	if r.Host && o.Findings {
+		auditHostMasquerade(r, o) // auditmasq.go
+	}
+	tallyPorts(r, t, source, o)
+	if !o.Findings {
+		return
+	}
+	var ports []int
+	ls, _ := t.Listeners()
+	for _, l := range ls {
+		if p := int(l.Port()); !slices.Contains(ports, p) {
+			ports = append(ports, p)
+		}
+	}
+	slices.Sort(ports)
+	auditBudget(r, o, t.Sysctls(), ports)
+}
+
+// hostNodePortFixes are the fixes for a host range that overlaps the
+// NodePort range, checked against the host's sockets (a snapshot of the
+// host's netns); nil when they cannot be read.
+func hostNodePortFixes(r *NetNSReport, o AuditOptions) []string {
+	ns, err := netdiag.OpenNetns(r.Inode, r.PID)
+	if err != nil {
+		return nil
+	}
+	defer ns.Close()
+	p, err := readPorts(ns, o.Iter, false, focus{}) // the ports it serves on
+	if err != nil {
+		return nil
+	}
+	return nodePortRangeFixes(p, o.NodePortLo, o.NodePortHi)
+}
+
+// auditRange: the range's shape, and with o.Findings its findings: parity,
+// privileged ports, and its overlap with the NodePort range, with the
+// host's fixes (hostFixes: checked against its sockets; nil or none when
+// they could not be listed).
+func auditRange(r *NetNSReport, sc *netdiag.PortSysctls, hostFixes func() []string, o AuditOptions) {
 	r.PortRange = fmt.Sprintf("%d-%d", sc.RangeLo, sc.RangeHi)
 	r.Reserved = netdiag.FormatSpans(sc.Reserved)
 	r.UnprivilegedPort = sc.UnprivilegedStart
 	r.Usable = sc.Usable()
+	if !o.Findings {
+		return
+	}
 	if sc.RangeLo%2 == sc.RangeHi%2 {
 		r.Add(SevInfo, "ip_local_port_range %d %d: ip-sysctl.txt advises numbers of different parity (one even, one odd), as in the default 32768 60999", sc.RangeLo, sc.RangeHi)
 	}
@@ -209,6 +279,7 @@ func auditRange(r *NetNSReport, sc *netdiag.PortSysctls, p *portScene, npLo, npH
 	// NodePorts live in the host's netns: there, a source port taken from
 	// the NodePort range breaks replies to that connection. Elsewhere it
 	// is harmless, and no fix is offered for it.
+	npLo, npHi := o.NodePortLo, o.NodePortHi
 	overlap := NodePortOverlap(sc, npLo, npHi)
 	switch {
 	case overlap == 0:
@@ -217,26 +288,25 @@ func auditRange(r *NetNSReport, sc *netdiag.PortSysctls, p *portScene, npLo, npH
 			sc.RangeLo, sc.RangeHi, npLo, npHi, overlap)
 	default:
 		fix := "keep net.ipv4.ip_local_port_range clear of the NodePort range and of the node's listeners (eaddr could not list the sockets to check a range against them)"
-		if p != nil {
-			fix = strings.Join(nodePortRangeFixes(p, npLo, npHi), "; ")
+		if fixes := callOrNil(hostFixes); len(fixes) > 0 {
+			fix = strings.Join(fixes, "; ")
 		}
 		r.Add(SevWarning, "ip_local_port_range %d-%d overlaps the NodePort range %d-%d in %d unreserved ports; this is the host network namespace: the kernel can hand out NodePorts as source ports, and since Kubernetes 1.22 replies to them (kubelet health checks) can be captured by NodePort rules. Fix: %s",
 			sc.RangeLo, sc.RangeHi, npLo, npHi, overlap, fix)
 	}
 }
 
-// auditBudget: the busiest destinations against --warn/--crit, and the
-// listeners inside the range.
-func auditBudget(r *NetNSReport, p *portScene, o AuditOptions) {
-	sort.Slice(r.Destinations, func(i, j int) bool {
-		if r.Destinations[i].Ports != r.Destinations[j].Ports {
-			return r.Destinations[i].Ports > r.Destinations[j].Ports
-		}
-		return r.Destinations[i].Remote < r.Destinations[j].Remote
-	})
-	if len(r.Destinations) > o.Top {
-		r.Destinations = r.Destinations[:o.Top]
+func callOrNil(f func() []string) []string {
+	if f == nil {
+		return nil
 	}
+	return f()
+}
+
+// auditBudget: the busiest destination against --warn/--crit, the ports
+// held for all or not judged, and the listeners inside the range (their
+// ports: listenerPorts) with the reserve that keeps them clear.
+func auditBudget(r *NetNSReport, o AuditOptions, sc portmodel.Sysctls, listenerPorts []int) {
 	if len(r.Destinations) > 0 {
 		d := r.Destinations[0]
 		switch {
@@ -254,10 +324,20 @@ func auditBudget(r *NetNSReport, p *portScene, o AuditOptions) {
 	if r.Unsure > 0 {
 		r.Add(SevInfo, "%d ports are held by sockets whose bind bucket could not be read (%s): counted as taken toward their own destination only", r.Unsure, r.Source)
 	}
+	if r.DestinationsCut > 0 {
+		r.Add(SevInfo, "%d sockets toward more than %d destinations were not counted per destination: the busiest destinations listed may miss one", r.DestinationsCut, o.maxDests())
+	}
 	if len(r.Listeners) > 0 {
 		r.Add(SevInfo, "%d listening socket(s) inside the ephemeral range (%s): an outgoing connection can take the port while the listener restarts; %s",
-			len(r.Listeners), strings.Join(r.Listeners, ", "), reserveListeners(p))
+			len(r.Listeners), strings.Join(r.Listeners, ", "), reserveListeners(sc, listenerPorts))
 	}
+}
+
+func (o AuditOptions) maxDests() int {
+	if o.MaxDests <= 0 {
+		return portmodel.DefaultMaxDests
+	}
+	return o.MaxDests
 }
 
 func percent(n, of int) int {
@@ -268,17 +348,10 @@ func percent(n, of int) int {
 }
 
 // reserveListeners: reserve the ports of the listeners inside the range
-// when that leaves ports, else move them.
-func reserveListeners(p *portScene) string {
-	var ports []int
-	for _, s := range p.socks {
-		if port := int(s.Local.Port()); s.State == netdiag.StateListen && p.inRange(port) && !slices.Contains(ports, port) {
-			ports = append(ports, port)
-		}
-	}
-	slices.Sort(ports)
-	set := portSettings{reserved: withPorts(p.sc.Reserved, ports), reserve: true}
-	if left := set.ports(p.sc); left > 0 {
+// (ports, sorted) when that leaves ports, else move them.
+func reserveListeners(sc portmodel.Sysctls, ports []int) string {
+	set := portSettings{reserved: withPorts(sc.Reserved, ports), reserve: true}
+	if left := set.ports(sc); left > 0 {
 		return fmt.Sprintf("reserve them: net.ipv4.ip_local_reserved_ports=%s (the list replaces the current one, leaving %s of the range usable)", spansString(set.reserved), portCount(left))
 	}
 	return "move them out of the range: reserving them would leave no port"

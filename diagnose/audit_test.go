@@ -40,14 +40,14 @@ func TestAuditUnknownWhenNotEntered(t *testing.T) {
 	gone := func(inode uint64, pid int) (*netdiag.Netns, error) {
 		return nil, fmt.Errorf("netdiag: OpenNetns net:[%d]: %w", inode, netdiag.ErrNoProcess)
 	}
-	r := AuditNetNS(st.Ino, os.Getpid(), AuditOptions{Open: gone, NodePortLo: 30000, NodePortHi: 32767, Warn: 70, Crit: 90, Top: 3})
+	r := AuditNetNS(st.Ino, os.Getpid(), AuditOptions{Open: gone, NodePortLo: 30000, NodePortHi: 32767, Warn: 70, Crit: 90, Top: 3, Findings: true})
 	if r.Worst != SevUnknown || !strings.Contains(r.Error, "no live process") || len(r.Findings) != 1 ||
 		!strings.Contains(r.Findings[0].Message, "not audited") {
 		t.Errorf("netns not entered: worst %v, error %q, findings %+v; want unknown, with why", r.Worst, r.Error, r.Findings)
 	}
 
 	testenv.RequireRoot(t)
-	r = AuditNetNS(st.Ino, os.Getpid(), AuditOptions{NodePortLo: 30000, NodePortHi: 32767, Warn: 70, Crit: 90, Top: 3})
+	r = AuditNetNS(st.Ino, os.Getpid(), AuditOptions{NodePortLo: 30000, NodePortHi: 32767, Warn: 70, Crit: 90, Top: 3, Findings: true})
 	if r.Worst == SevUnknown || r.Error != "" || r.PortRange == "" {
 		t.Errorf("own netns: worst %v, error %q, range %q; want it audited", r.Worst, r.Error, r.PortRange)
 	}

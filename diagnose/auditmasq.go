@@ -29,6 +29,18 @@ func readMasqState(ns *netdiag.Netns) masqState {
 	return s
 }
 
+// auditHostMasquerade audits the MASQUERADE rules of r, the host's netns,
+// entered again (the node walk reads its sockets without entering it).
+func auditHostMasquerade(r *NetNSReport, o AuditOptions) {
+	ns, err := o.open(r.Inode, r.PID)
+	if err != nil {
+		r.Add(SevInfo, "the node's MASQUERADE rules could not be read: cannot enter the netns: %v", err)
+		return
+	}
+	defer ns.Close()
+	auditMasquerade(r, readMasqState(ns), o.NodePortLo, o.NodePortHi)
+}
+
 // auditMasquerade: the host's MASQUERADE rules against the NodePort range
 // and the hostPorts, as auditRange audits ip_local_port_range. MASQUERADE
 // picks a source port from its range (1024-65535 without --to-ports)

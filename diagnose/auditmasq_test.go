@@ -12,7 +12,7 @@ import (
 func masqFindings(t *testing.T, l *snatlab.Lab) []Finding {
 	t.Helper()
 	l.Sandbox(t)
-	r := AuditNetNS(l.Node.Inode(), 0, AuditOptions{HostNetNS: l.Node.Inode(), NodePortLo: 30000, NodePortHi: 32767, Warn: 80, Crit: 95, Top: 3})
+	r := AuditNetNS(l.Node.Inode(), 0, AuditOptions{HostNetNS: l.Node.Inode(), NodePortLo: 30000, NodePortHi: 32767, Warn: 80, Crit: 95, Top: 3, Findings: true})
 	var out []Finding
 	for _, f := range r.Findings {
 		if strings.Contains(f.Message, "MASQUERADE") {

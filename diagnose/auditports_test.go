@@ -19,7 +19,7 @@ func TestAuditUsesTheModel(t *testing.T) {
 		testenv.Skip(t, "no BPF socket iterator: "+err.Error())
 	}
 	t.Cleanup(func() { it.Close() })
-	o := AuditOptions{Iter: it, Top: 3, Warn: 70, Crit: 90, NodePortLo: 30000, NodePortHi: 32767}
+	o := AuditOptions{Iter: it, Top: 3, Warn: 70, Crit: 90, NodePortLo: 30000, NodePortHi: 32767, Findings: true}
 
 	bound := sockscene.Build(t, "bound-only")
 	startIn(t, bound.NS)

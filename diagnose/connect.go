@@ -64,8 +64,8 @@ func (d *Diagnoser) portVerdict(g *Diagnosis, p *portScene, r portmodel.Result, 
 	case r.Exhausted:
 		g.Cause = groups[0].cause
 		g.Holders = d.holders(p.ns, p.inodesOf(groups[0].socks))
-		g.Verdict = fmt.Sprintf("ephemeral ports exhausted %s: none of the %d ports %s is free: %s%s",
-			what, r.Tried, rng, groupsString(groups), holderWords(g))
+		g.Verdict = fmt.Sprintf("ephemeral ports exhausted %s: none of the %d ports %s is free: %s%s%s",
+			what, r.Tried, rng, groupsString(groups), holderWords(g), cutWords(p))
 		d.fixes(g, p, groups)
 	case r.Free == 0 && r.SomeCalls == 0 && r.Unsure == 0 && r.TWReusable > 0:
 		d.youngTimeWait(g, p, r, groups, what, rng)
@@ -73,6 +73,11 @@ func (d *Diagnoser) portVerdict(g *Diagnosis, p *portScene, r portmodel.Result, 
 		g.Cause = CauseUnsure
 		g.Verdict = fmt.Sprintf("cannot tell whether the ports ran out %s: no port of the %d %s is free by the sockets seen, but %d are held by sockets whose bind bucket could not be read (%s): if they were bound by connect(), they are free toward this destination",
 			what, r.Tried, rng, r.Unsure, p.source)
+	case p.cut > 0:
+		g.Cause = CauseUnsure
+		g.Verdict = fmt.Sprintf("cannot tell whether the ports ran out %s: %d of the %d ports %s are free by the sockets read, but the netns holds more sockets that matter here than eaddr keeps (it read %d and left %d)",
+			what, g.Free, r.Tried, rng, len(p.socks), p.cut)
+		return
 	default:
 		g.Cause = CauseNotExhausted
 		g.Verdict = fmt.Sprintf("not exhausted %s now: %d of the %d ports %s are free (%s); the failure was real, so the sockets changed between it and this look, or the port was taken by a bind() meanwhile",

@@ -14,7 +14,7 @@ import (
 func TestCulprits(t *testing.T) {
 	s := newNearlyScene(t)
 	s.dial(t, 9)
-	o := AuditOptions{Top: 3, Warn: 70, Crit: 90, NodePortLo: 30000, NodePortHi: 32767}
+	o := AuditOptions{Top: 3, Warn: 70, Crit: 90, NodePortLo: 30000, NodePortHi: 32767, Findings: true}
 	d := AuditDiagnoser(o)
 	r := AuditNetNS(s.ns.Inode(), s.pid, o)
 	if len(r.Destinations) != 1 {

@@ -59,7 +59,7 @@ type Diagnosis struct {
 	Addresses   []string // bind EADDRNOTAVAIL: the addresses the netns has
 	HostNetwork bool     // the event was in the host's netns
 	At          time.Time
-	Shared      bool   // reused from an earlier event in the same second
+	Shared      bool   // reused from an earlier event of its key (the trace's diagnosis stage)
 	Err         string // why no snapshot could be taken
 }
 
@@ -80,11 +80,6 @@ type Holder struct {
 	ContainerID string
 }
 
-type diagEntry struct {
-	g     *Diagnosis
-	tried time.Time // last snapshot attempt, successful or not
-}
-
 // Key identifies the snapshot an event shares with the others of its
 // interval: netns, syscall, errno and address (unix: path and mount namespace).
 type Key = diagKey
@@ -102,12 +97,11 @@ type diagKey struct {
 	mnt  uint32
 }
 
-// Diagnoser takes netns snapshots for events. At most one snapshot per
-// netns, syscall, errno and address is taken per Interval; events inside
-// the interval share it, so a storm of failures is not a storm of netlink
-// dumps. Not safe for concurrent use.
+// Diagnoser takes netns snapshots for events: one per call of Diagnose.
+// Sharing a snapshot among the events of one interval is its caller's (the
+// trace's diagnosis stage keeps the one cache, per Key: a storm of failures
+// is not a storm of netlink dumps). Not safe for concurrent use.
 type Diagnoser struct {
-	Interval    time.Duration
 	HoldersWait time.Duration // time budget to find the processes holding sockets
 	// ElsewhereWait is the time budget to search the other netns for the
 	// sockets bound to a unix socket file that none of the event's netns is.
@@ -131,21 +125,19 @@ type Diagnoser struct {
 	Pods interface {
 		PodByIP(netip.Addr) (*decode.Pod, bool)
 	}
-	cache        map[diagKey]*diagEntry
 	pidByNetNS   map[uint32]int       // a process last seen in each netns: the handle to reach it
 	gone         map[uint32]time.Time // netns found without a live process, and when
 	now          func() time.Time
 	Snapshots    uint64 // snapshots taken (each is one sock_diag dump per family)
-	Shared       uint64 // events answered from a snapshot of the same interval
 	Unreachable  uint64 // events whose netns had no live process left
 	maxCacheSize int
 }
 
-// NewDiagnoser returns a Diagnoser with one snapshot per second and key.
+// NewDiagnoser returns a Diagnoser.
 func NewDiagnoser() *Diagnoser {
 	host, _ := netdiag.HostInode()
-	return &Diagnoser{Interval: time.Second, HoldersWait: 300 * time.Millisecond, ElsewhereWait: 300 * time.Millisecond, NodePortLo: 30000, NodePortHi: 32767,
-		HostNetNS: host, cache: map[diagKey]*diagEntry{}, gone: map[uint32]time.Time{}, pidByNetNS: map[uint32]int{}, now: time.Now, maxCacheSize: 4096}
+	return &Diagnoser{HoldersWait: 300 * time.Millisecond, ElsewhereWait: 300 * time.Millisecond, NodePortLo: 30000, NodePortHi: 32767,
+		HostNetNS: host, gone: map[uint32]time.Time{}, pidByNetNS: map[uint32]int{}, now: time.Now, maxCacheSize: 4096}
 }
 
 // Seen remembers that pid lives in netns, so the netns stays reachable
@@ -170,42 +162,19 @@ const goneFor = 10 * time.Second
 
 var errNetNSGone = errors.New("no live process was in it at the last look")
 
-// CacheSizes reports the entries of each cache and their bound.
-func (d *Diagnoser) CacheSizes() (snapshots, netnsHandles, bound int) {
-	return len(d.cache), len(d.pidByNetNS), d.maxCacheSize
+// CacheSizes reports the netns handles kept and their bound.
+func (d *Diagnoser) CacheSizes() (netnsHandles, bound int) {
+	return len(d.pidByNetNS), d.maxCacheSize
 }
 
 // Diagnose returns the diagnosis of ev, or nil for failures it has nothing
-// to say about.
+// to say about (d.KeyOf is false). A caller that worked the key out already
+// calls Snapshot.
 func (d *Diagnoser) Diagnose(ev *decode.Event) *Diagnosis {
-	key, ok := d.KeyOf(ev)
-	if !ok {
+	if _, ok := d.KeyOf(ev); !ok {
 		return nil
 	}
-	now := d.now()
-	e := d.cache[key]
-	if e != nil && now.Sub(e.tried) < d.Interval {
-		d.Shared++
-		e.g.Shared = true
-		return e.g
-	}
-	g := d.snapshot(ev, now)
-	if e != nil && g.Err != "" && e.g.Err == "" {
-		// The netns cannot be read any more (its last process exited): the
-		// last snapshot is the best there is; try again next interval.
-		e.tried = now
-		e.g.Shared = true
-		return e.g
-	}
-	if e == nil {
-		if len(d.cache) >= d.maxCacheSize {
-			clear(d.cache)
-		}
-		e = &diagEntry{}
-		d.cache[key] = e
-	}
-	e.g, e.tried = g, now
-	return g
+	return d.Snapshot(ev)
 }
 
 // KeyOf is the snapshot key of ev; false when there is nothing to diagnose.
@@ -232,7 +201,10 @@ func KeyOf(ev *decode.Event) (Key, bool) {
 	return key, true
 }
 
-func (d *Diagnoser) snapshot(ev *decode.Event, now time.Time) *Diagnosis {
+// Snapshot takes a snapshot of ev's netns and diagnoses ev, whose key
+// (KeyOf) is known to be diagnosable.
+func (d *Diagnoser) Snapshot(ev *decode.Event) *Diagnosis {
+	now := d.now()
 	g := &Diagnosis{At: now, HostNetwork: d.HostNetNS != 0 && uint64(ev.NetNS) == d.HostNetNS}
 	if unixFailure(ev) {
 		d.unixSnapshot(ev, g, now)
@@ -256,7 +228,7 @@ func (d *Diagnoser) snapshot(ev *decode.Event, now time.Time) *Diagnosis {
 		return g
 	}
 	defer ns.Close()
-	p, err := readPorts(ns, d.Iter, ev.Protocol == unix.IPPROTO_UDP)
+	p, err := readPorts(ns, d.Iter, ev.Protocol == unix.IPPROTO_UDP, focusOf(ev))
 	if err != nil {
 		g.Err = err.Error()
 		g.Verdict = "no diagnosis: reading the netns's ports: " + err.Error()
@@ -276,6 +248,15 @@ func (d *Diagnoser) snapshot(ev *decode.Event, now time.Time) *Diagnosis {
 		d.bindNotAvail(ev, g, p)
 	}
 	return g
+}
+
+// focusOf is the sockets ev's diagnosis needs kept: a connect()'s toward
+// its destination (and those that hold a port for all), a bind()'s all.
+func focusOf(ev *decode.Event) focus {
+	if ev.Syscall == decode.Connect && ev.Errno != int(unix.EAGAIN) && ev.Remote.Valid {
+		return focus{dst: ev.Remote.IP}
+	}
+	return focus{all: ev.Syscall == decode.Bind}
 }
 
 // openNetns opens the netns of ev through the failing process, its parent

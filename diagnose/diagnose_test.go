@@ -37,31 +37,25 @@ func TestDiagnosisStrings(t *testing.T) {
 	}
 }
 
-// Events inside one interval share a snapshot, per netns and destination;
-// a netns with no live process is reported as unreachable, once per interval.
-func TestDiagnoserRateLimit(t *testing.T) {
+// The Diagnoser takes a snapshot per call (sharing one among the events of
+// an interval is the trace's diagnosis stage's, its one cache); a netns with
+// no live process is reported as unreachable; what it has nothing to say
+// about gets no diagnosis.
+func TestDiagnoserSnapshotPerCall(t *testing.T) {
 	d := NewDiagnoser()
 	now := time.Unix(1000, 0)
 	d.now = func() time.Time { return now }
 	dst := netip.MustParseAddrPort("10.96.0.10:80")
 	ev := &decode.Event{Syscall: decode.Connect, Errno: decode.EADDRNOTAVAIL, NetNS: 1, PID: 1 << 30, PPID: 1 << 30,
 		Remote: decode.Addr{Valid: true, Family: decode.AFInet, IP: dst}}
-	for range 1000 {
+	for range 3 {
 		g := d.Diagnose(ev)
-		if g == nil || !strings.HasPrefix(g.Verdict, "no diagnosis") {
+		if g == nil || !strings.HasPrefix(g.Verdict, "no diagnosis") || g.Shared {
 			t.Fatalf("unreachable netns: %+v", g)
 		}
 	}
-	if d.Unreachable != 1 || d.Shared != 999 || d.Snapshots != 0 {
-		t.Errorf("unreachable %d shared %d snapshots %d, want 1, 999, 0", d.Unreachable, d.Shared, d.Snapshots)
-	}
-	other := *ev
-	other.Remote.IP = netip.MustParseAddrPort("10.96.0.11:80")
-	d.Diagnose(&other) // another destination: its own snapshot
-	now = now.Add(1100 * time.Millisecond)
-	d.Diagnose(ev) // a new interval
-	if d.Unreachable != 3 {
-		t.Errorf("unreachable %d, want 3", d.Unreachable)
+	if d.Unreachable != 3 || d.Snapshots != 0 {
+		t.Errorf("unreachable %d snapshots %d, want 3, 0", d.Unreachable, d.Snapshots)
 	}
 	if g := d.Diagnose(&decode.Event{Syscall: decode.Connect, Errno: 111}); g != nil {
 		t.Errorf("ECONNREFUSED diagnosed: %+v", g)
@@ -207,10 +201,6 @@ func TestDiagnoseUnix(t *testing.T) {
 		netdiag.TestingNoSockDiag.Store(fallback)
 		t.Cleanup(func() { netdiag.TestingNoSockDiag.Store(false) })
 		d := patientDiagnoser()
-		// One interval for the whole table, whatever the snapshots take here:
-		// the repeated failure below is inside it.
-		now := time.Now()
-		d.now = func() time.Time { return now }
 		for _, tc := range cases {
 			g := d.Diagnose(s.event(t, tc.c))
 			if g == nil {
@@ -228,13 +218,9 @@ func TestDiagnoseUnix(t *testing.T) {
 				t.Errorf("%s (fallback %v): port words or a shared snapshot in a unix diagnosis: %+v", tc.c, fallback, g)
 			}
 		}
-		// Seven failures, seven names or errnos: seven snapshots; the same
-		// failure again shares one.
-		if d.Snapshots != 7 || d.Shared != 0 {
-			t.Errorf("fallback %v: %d snapshots, %d shared, want 7 and 0", fallback, d.Snapshots, d.Shared)
-		}
-		if g := d.Diagnose(s.event(t, "bind-live")); !g.Shared || d.Shared != 1 {
-			t.Errorf("fallback %v: a repeated failure did not share the snapshot: %+v", fallback, g)
+		// Seven failures, seven names or errnos: seven snapshots.
+		if d.Snapshots != 7 {
+			t.Errorf("fallback %v: %d snapshots, want 7", fallback, d.Snapshots)
 		}
 	}
 }
@@ -319,7 +305,6 @@ time.sleep(600)
 			b.Run(strings.TrimSuffix(file, ".sock")+"/"+mode, func(b *testing.B) {
 				netdiag.TestingNoSockDiag.Store(mode == "procnet")
 				d := NewDiagnoser()
-				d.Interval = 0 // a snapshot per call
 				d.ElsewhereWait = time.Minute
 				for b.Loop() {
 					if g := d.Diagnose(ev); (len(g.Holders) == 1) != (file == "s11.sock") {

@@ -107,11 +107,11 @@ func TestReserveLeavesPorts(t *testing.T) {
 	if got := d.listenerFix(p, portGroup{cause: CauseListener, ports: 2, socks: []int{0, 1}}); got != "move the listeners on ports 40000, 40001 out of the range: reserving them would leave no port" {
 		t.Errorf("listenerFix: %q", got)
 	}
-	if got := reserveListeners(p); got != "move them out of the range: reserving them would leave no port" {
+	if got := reserveListeners(p.sc, []int{40000, 40001}); got != "move them out of the range: reserving them would leave no port" {
 		t.Errorf("check: %q", got)
 	}
 	p.sc.Hi = 40002
-	if got := reserveListeners(p); !strings.Contains(got, "net.ipv4.ip_local_reserved_ports=40000-40001 (the list replaces the current one, leaving 1 port of the range usable)") {
+	if got := reserveListeners(p.sc, []int{40000, 40001}); !strings.Contains(got, "net.ipv4.ip_local_reserved_ports=40000-40001 (the list replaces the current one, leaving 1 port of the range usable)") {
 		t.Errorf("check: %q", got)
 	}
 }
@@ -134,7 +134,11 @@ func TestCheckNodePortFix(t *testing.T) {
 		{false, p, "harmless outside the host network namespace", "Fix"},
 	} {
 		r := &NetNSReport{Host: c.host}
-		auditRange(r, sc, c.p, 30000, 32767)
+		fixes := func() []string { return nil }
+		if c.p != nil {
+			fixes = func() []string { return nodePortRangeFixes(c.p, 30000, 32767) }
+		}
+		auditRange(r, sc, fixes, AuditOptions{NodePortLo: 30000, NodePortHi: 32767, Findings: true})
 		msg := ""
 		for _, f := range r.Findings {
 			if strings.Contains(f.Message, "NodePort") {

@@ -26,7 +26,7 @@ func (d *Diagnoser) Nearly(inode uint64, pid int, dst netip.AddrPort, warn int) 
 		return nil, err
 	}
 	defer ns.Close()
-	p, err := readPorts(ns, d.Iter, false)
+	p, err := readPorts(ns, d.Iter, false, focus{dst: dst})
 	if err != nil {
 		return nil, err
 	}
@@ -47,8 +47,8 @@ func (d *Diagnoser) Nearly(inode uint64, pid int, dst netip.AddrPort, warn int) 
 	}
 	g.Cause = groups[0].cause
 	g.Holders = d.holders(p.ns, p.inodesOf(groups[0].socks))
-	g.Verdict = fmt.Sprintf("ephemeral ports nearly exhausted %s: %d of the %d ports %s are taken (%d%%): %s%s; %s",
-		what, taken, r.Tried, rangeWords(p, r), pct, groupsString(groups), holderWords(g), leftWords(r))
+	g.Verdict = fmt.Sprintf("ephemeral ports nearly exhausted %s: %d of the %d ports %s are taken (%d%%): %s%s; %s%s",
+		what, taken, r.Tried, rangeWords(p, r), pct, groupsString(groups), holderWords(g), leftWords(r), cutWords(p))
 	d.fixes(g, p, groups)
 	return g, nil
 }

@@ -98,7 +98,7 @@ func (d *Diagnoser) nodePortFixes(ev *decode.Event, g *Diagnosis, now time.Time)
 		return
 	}
 	defer ns.Close()
-	p, err := readPorts(ns, d.Iter, false)
+	p, err := readPorts(ns, d.Iter, false, focus{}) // the ports it serves on
 	if err != nil {
 		g.Err = err.Error()
 		g.Fix = append(g.Fix, "keep net.ipv4.ip_local_port_range clear of the NodePort range "+rng+" and of the node's listeners (eaddr could not read the netns's sysctls and sockets to check a fix: "+err.Error()+")")

@@ -68,7 +68,7 @@ func rangeFixIn(t *testing.T, d *Diagnoser, inode uint64, pid int) string {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	p, err := readPorts(n, nil, false)
+	p, err := readPorts(n, nil, false, focus{all: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"fmt"
 	"net/netip"
 
 	"github.com/eaddr/eaddr/decode"
@@ -22,14 +23,72 @@ type portScene struct {
 	served []int
 	pod    *decode.Pod // the failing process's pod, if any: a hint to whose the netns is
 	own    *owner      // whose the netns is, once a fix asked (Diagnoser.owner)
+	cut    int         // sockets the snapshot did not keep, past MaxSnapshotSockets
+}
+
+// MaxSnapshotSockets bounds the sockets one snapshot keeps (about 120
+// bytes each): past it the rest are counted (portScene.cut) and the
+// diagnosis says it read part of the netns.
+const MaxSnapshotSockets = 1 << 17
+
+// focus says which sockets of a netns a snapshot keeps, so that a netns of
+// any size costs a diagnosis what its verdict needs, not all its sockets.
+type focus struct {
+	// dst: a connect() toward it: the sockets toward it, the listeners,
+	// and of the others one socket a port for each thing the model tells
+	// apart on a port (its bucket made by bind(), by connect(), or not
+	// read): the port's verdict toward dst is the same, and who holds it
+	// is named from the sockets kept. Invalid: see all.
+	dst netip.AddrPort
+	// all: every socket (bind(): every socket on a port can conflict).
+	// Neither dst nor all: the ports the netns serves on only
+	// (servedPorts: listeners, bound UDP sockets).
+	all bool
+}
+
+// keeper is the filter of f, with the ports it kept a socket of.
+func (f focus) keeper() func(*portmodel.Socket) bool {
+	var held, connected, unknown, udp portmodel.PortSet
+	dst := netip.AddrPortFrom(f.dst.Addr().Unmap(), f.dst.Port())
+	first := func(set *portmodel.PortSet, port uint16) bool {
+		if set.Has(port) {
+			return false
+		}
+		set.Add(port)
+		return true
+	}
+	return func(s *portmodel.Socket) bool {
+		port := s.Local.Port()
+		switch {
+		case f.all, s.Proto == portmodel.TCP && s.State == netdiag.StateListen:
+			return true
+		case s.Proto == portmodel.UDP:
+			return first(&udp, port) // served ports: one socket a port
+		case !f.dst.IsValid():
+			return false
+		case netip.AddrPortFrom(s.Remote.Addr().Unmap(), s.Remote.Port()) == dst:
+			return true
+		case s.Bucket == portmodel.BucketByBind || s.State == netdiag.StateClose:
+			return first(&held, port)
+		case s.Bucket == portmodel.BucketByConnect:
+			return first(&connected, port)
+		}
+		return first(&unknown, port)
+	}
 }
 
 // readPorts reads the netns's sockets (the BPF socket iterator when there
-// is one, else sock_diag) and sysctls. The UDP sockets are read in any
-// case, for the ports the netns serves on; the model gets them only with
-// udp.
-func readPorts(ns *netdiag.Netns, it netdiag.SocketReader, udp bool) (*portScene, error) {
-	sc, socks, src, err := ns.PortSnapshot(it, true)
+// is one, else sock_diag) and sysctls, keeping the sockets f wants, at most
+// MaxSnapshotSockets. The UDP sockets are read in any case, for the ports
+// the netns serves on; the model gets them only with udp (then all of
+// them: a UDP autobind's verdict is theirs).
+func readPorts(ns *netdiag.Netns, it netdiag.SocketReader, udp bool, f focus) (*portScene, error) {
+	keep := f.keeper()
+	if udp {
+		tcp := keep
+		keep = func(s *portmodel.Socket) bool { return s.Proto == portmodel.UDP || tcp(s) }
+	}
+	sc, socks, src, cut, err := ns.PortSnapshot(it, true, keep, MaxSnapshotSockets)
 	if err != nil {
 		return nil, err
 	}
@@ -37,11 +96,19 @@ func readPorts(ns *netdiag.Netns, it netdiag.SocketReader, udp bool) (*portScene
 	if !udp {
 		socks = netdiag.OnlyTCP(socks)
 	}
-	p := &portScene{ns: ns, sc: sc, socks: socks, source: string(src), served: served}
+	p := &portScene{ns: ns, sc: sc, socks: socks, source: string(src), served: served, cut: cut}
 	if p.tcp, err = ns.TCPSysctls(); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// cutWords is what a verdict adds when the snapshot left sockets out.
+func cutWords(p *portScene) string {
+	if p.cut == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (the netns holds more sockets that matter here than eaddr keeps: it read %d and left %d, so the counts are the least there are)", len(p.socks), p.cut)
 }
 
 // usable is the number of ports of the range that are not reserved.

@@ -82,7 +82,7 @@ func testNodeRangeInsideNodePorts(t *testing.T) {
 	timedOut.Local = decode.Addr{Valid: true, Family: decode.AFInet, IP: netip.MustParseAddrPort("10.9.0.1:30105")}
 	move := fixWith(t, d.Diagnose(timedOut).Fix, "move the range instead")
 	wantIn(t, move, `would leave no usable port: the range 30100-30109 lies inside the NodePort range 30000-32767: move the range instead: sysctl -w net.ipv4.ip_local_port_range="32768 60999" net.ipv4.ip_local_reserved_ports=35000 (also in /etc/sysctl.d) gives 28231 ports (now 10)`)
-	r := AuditNetNS(f.ns.Inode(), f.pid, AuditOptions{HostNetNS: f.ns.Inode(), NodePortLo: 30000, NodePortHi: 32767, Warn: 70, Crit: 90, Top: 3})
+	r := AuditNetNS(f.ns.Inode(), f.pid, AuditOptions{HostNetNS: f.ns.Inode(), NodePortLo: 30000, NodePortHi: 32767, Warn: 70, Crit: 90, Top: 3, Findings: true})
 	var check string
 	for _, x := range r.Findings {
 		if strings.Contains(x.Message, "overlaps the NodePort range") {

@@ -53,3 +53,42 @@ func TestDiagPrefetch(t *testing.T) {
 	var none *diagShare
 	none.unref(w, 7) // without diagnosis there is no share: no panic
 }
+
+// The stage's one cache: the events of a key share its snapshot, counted
+// once each as shared; when a later snapshot of the key cannot be taken
+// (the netns's last process exited), its events get the key's last good
+// snapshot, marked shared, and the next interval asks again.
+func TestDiagShareKeepsTheLastGood(t *testing.T) {
+	w := &diagWorker{pool: newEventPool(4), reqs: make(chan diagReq, 4), results: map[uint64]*diagnose.Diagnosis{}, abandoned: map[uint64]bool{}}
+	s := newDiagShare(time.Second)
+	var ev decode.Event
+	k, _ := diagnose.KeyOf(&decode.Event{NetNS: 1, Syscall: decode.Connect, Errno: decode.EADDRNOTAVAIL})
+	now := time.Unix(1000, 0)
+	ask := func() uint64 {
+		tk := s.prefetch(w, &ev, k, now)
+		s.waiting[tk].refs++ // a second event of the key
+		return tk
+	}
+	good := &diagnose.Diagnosis{Verdict: "ephemeral ports exhausted"}
+	tk := ask()
+	if g := s.answered(w, tk, good, now); g != good || g.Shared {
+		t.Fatalf("the first event: %+v, want the snapshot as taken", g)
+	}
+	if g := s.answered(w, tk, good, now); !g.Shared || g.Verdict != good.Verdict || s.shared != 1 {
+		t.Fatalf("the second event: %+v (shared %d), want it shared, counted once", g, s.shared)
+	}
+	now = now.Add(2 * time.Second)
+	gone := &diagnose.Diagnosis{Err: "no live process", Verdict: "no diagnosis: network namespace 1 is gone"}
+	tk = ask()
+	for i := range 2 {
+		if g := s.answered(w, tk, gone, now); g.Err != "" || !g.Shared || g.Verdict != good.Verdict {
+			t.Fatalf("event %d after the netns went: %+v, want the last good snapshot, shared", i, g)
+		}
+	}
+	if s.shared != 3 {
+		t.Errorf("shared %d, want 3", s.shared)
+	}
+	if tk := s.prefetch(w, &ev, k, now.Add(time.Second)); tk == 0 {
+		t.Errorf("the next interval did not ask again")
+	}
+}

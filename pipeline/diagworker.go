@@ -18,6 +18,9 @@ const (
 	DefaultDiagnoseWait = 300 * time.Millisecond
 	// diagQueue bounds the requests waiting for the diagnosis goroutine.
 	diagQueue = 1024
+	// recentMax bounds the keys whose last snapshot the stage keeps; past
+	// it they are all forgotten.
+	recentMax = 4096
 )
 
 // diagWorker runs the Diagnoser on its own goroutine: a snapshot reads the
@@ -36,8 +39,8 @@ type diagWorker struct {
 	next      uint64
 
 	// Published for the reader (the Diagnoser itself is the worker's).
-	snapshots, shared, unreachable, cacheSnaps, cacheHandles, cacheBound atomic.Int64
-	full                                                                 uint64 // requests refused, queue full (reader's)
+	snapshots, unreachable, cacheHandles, cacheBound atomic.Int64
+	full                                             uint64 // requests refused, queue full (reader's)
 }
 
 type diagReq struct {
@@ -61,18 +64,13 @@ func (w *diagWorker) run() {
 			w.pool.put(req.ev)
 			continue
 		}
-		var c *diagnose.Diagnosis
-		g := w.d.Diagnose(req.ev)
+		g := w.d.Snapshot(req.ev) // the reader worked its key out: it is diagnosable
 		w.pool.put(req.ev)
-		if g != nil {
-			cp := *g // the Diagnoser updates its own copy when later events share it
-			c = &cp
-		}
 		w.mu.Lock()
 		if w.abandoned[req.ticket] {
 			delete(w.abandoned, req.ticket)
 		} else {
-			w.results[req.ticket] = c
+			w.results[req.ticket] = g
 		}
 		w.mu.Unlock()
 		w.publish()
@@ -81,10 +79,8 @@ func (w *diagWorker) run() {
 
 func (w *diagWorker) publish() {
 	w.snapshots.Store(int64(w.d.Snapshots))
-	w.shared.Store(int64(w.d.Shared))
 	w.unreachable.Store(int64(w.d.Unreachable))
-	s, h, b := w.d.CacheSizes()
-	w.cacheSnaps.Store(int64(s))
+	h, b := w.d.CacheSizes()
 	w.cacheHandles.Store(int64(h))
 	w.cacheBound.Store(int64(b))
 }
@@ -155,9 +151,11 @@ type diagHeld struct {
 	at, until time.Time // asked; the longest it waits
 }
 
-// diagShare is the reader's side of the sharing: the events of one key in
+// diagShare is the diagnosis stage's one cache: the events of one key in
 // one interval share one snapshot, asked of the worker once, so a storm sends
-// the worker one request per key and interval, not one per event.
+// the worker one request per key and interval, not one per event. The key is
+// worked out once, by the reader (diagnose.KeyOf); the worker only takes
+// snapshots.
 type diagShare struct {
 	interval time.Duration
 	recent   map[diagnose.Key]recentDiag // the last snapshot of each key
@@ -207,11 +205,17 @@ func (s *diagShare) answered(w *diagWorker, ticket uint64, g *diagnose.Diagnosis
 	out := g
 	switch {
 	case g == nil:
+	case !st.used && g.Err != "" && s.lastGood(st.key, now) != nil:
+		// The netns cannot be read any more (its last process exited): the
+		// key's last snapshot is the best there is; asked again next interval.
+		s.shared++
+		out = s.lastGood(st.key, now)
+		st.shared = out
 	case !st.used:
 		cp := *g
 		cp.Shared = true
 		st.shared = &cp
-		if len(s.recent) >= 4096 {
+		if len(s.recent) >= recentMax {
 			clear(s.recent)
 		}
 		s.recent[st.key] = recentDiag{shared: st.shared, at: now}
@@ -222,6 +226,17 @@ func (s *diagShare) answered(w *diagWorker, ticket uint64, g *diagnose.Diagnosis
 	st.used = true
 	s.done(w, ticket, st)
 	return out
+}
+
+// lastGood is k's last snapshot when it was taken (not an error), marked
+// as of now so that the next interval asks again; nil when there is none.
+func (s *diagShare) lastGood(k diagnose.Key, now time.Time) *diagnose.Diagnosis {
+	r, ok := s.recent[k]
+	if !ok || r.shared.Err != "" {
+		return nil
+	}
+	s.recent[k] = recentDiag{shared: r.shared, at: now}
+	return r.shared
 }
 
 // prefetch asks for k's snapshot unless one is asked or the key's last one

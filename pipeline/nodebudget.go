@@ -12,6 +12,7 @@ import (
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/kubeevent"
+	"github.com/eaddr/eaddr/ports"
 )
 
 // The node's SNAT and conntrack budgets before a failure (issue 37): at
@@ -70,7 +71,7 @@ func newNodeBudget(host uint64, cloudNATLimit float64, log *slog.Logger) *nodeBu
 // nodeBudgetSampler returns the call the port sampler makes per sample for
 // the node's budgets, its gauges registered with --metrics-addr and its
 // warnings sent with --kube-events; nil with neither.
-func (r *traceRun) nodeBudgetSampler() func(*PortSample) {
+func (r *traceRun) nodeBudgetSampler() func(*ports.Sample) {
 	if r.met == nil && r.c.KubeEvents == nil {
 		return nil
 	}
@@ -96,7 +97,7 @@ func (b *nodeBudget) collectors() []prometheus.Collector {
 
 // sampled takes one sample of the node's budgets (the port sample itself
 // is not used: the sampler calls it once per sample).
-func (b *nodeBudget) sampled(*PortSample) {
+func (b *nodeBudget) sampled(*ports.Sample) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	nb, err := b.read(b.host, nodeBudgetTop, b.podOf)

@@ -294,7 +294,7 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 	if c.DiagnoseEvery > 0 {
 		d := diagnose.NewDiagnoser()
 		netdiag.SetLogger(log) // says once if sock_diag cannot dump sockets and /proc/net is read instead
-		d.Interval, d.NodePortLo, d.NodePortHi = c.DiagnoseEvery, c.NodePortLo, c.NodePortHi
+		d.NodePortLo, d.NodePortHi = c.NodePortLo, c.NodePortHi
 		// The searches inside a snapshot (holders, a unix file's netns) get
 		// the time the event waits for it.
 		d.HoldersWait, d.ElsewhereWait = c.DiagnoseWait, c.DiagnoseWait

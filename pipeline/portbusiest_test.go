@@ -12,6 +12,7 @@ import (
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose"
+	"github.com/eaddr/eaddr/ports"
 )
 
 // With --metrics-no-destination a scrape of /metrics names no destination:
@@ -28,10 +29,10 @@ func TestMetricsNoDestination(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sample := &PortSample{NetNS: []NetNSPorts{
-		{Inode: 1, Host: true, Usable: 100, Top: dests(30, 20)},
-		{Inode: 2, Namespace: "ns", Pod: "web", Usable: 50, Top: dests(5)}}}
-	m.port.sampled(sample)
+	sample := &ports.Sample{NetNS: []diagnose.NetNSReport{
+		{Inode: 1, Host: true, Usable: 100, Destinations: dests(30, 20)},
+		{Inode: 2, Pod: &diagnose.CheckPod{Namespace: "ns", Name: "web"}, Usable: 50, Destinations: dests(5)}}}
+	m.port.sampled(sample, 0)
 	bind := &decode.Event{Syscall: decode.Bind, NetNS: 2, Pod: &decode.Pod{Namespace: "ns", Name: "web"}}
 	m.port.diagnosed(bind, &diagnose.Diagnosis{Counted: true, Usable: 50, InUse: 7})
 	want := []string{
@@ -47,7 +48,7 @@ func TestMetricsNoDestination(t *testing.T) {
 	want[0] = strings.Replace(want[0], "} 30", "} 40", 1)
 	inUse(t, addr, want...)
 
-	m.port.sampled(sample) // 10.0.0.9:443 and the bind()'s are out of the top again
+	m.port.sampled(sample, 0) // 10.0.0.9:443 and the bind()'s are out of the top again
 	want[0] = strings.Replace(want[0], "} 40", "} 30", 1)
 	inUse(t, addr, want[:2]...)
 }

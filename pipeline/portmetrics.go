@@ -2,11 +2,13 @@ package pipeline
 
 import (
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose"
+	"github.com/eaddr/eaddr/ports"
 )
 
 // portMetrics are the port gauges, per netns: set by the sampler for its
@@ -97,45 +99,57 @@ func (p *portMetrics) diagnosed(ev *decode.Event, g *diagnose.Diagnosis) {
 	}
 }
 
-// sampled sets the gauges of every netns of s and removes the series of
-// the netns not in it and of the destinations out of its top.
-func (p *portMetrics) sampled(s *PortSample) {
+// sampled sets the gauges of every netns of s (next: the wait before the
+// next sample) and removes the series of the netns not in it and of the
+// destinations out of its top.
+func (p *portMetrics) sampled(s *ports.Sample, next time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.skipped.Add(float64(s.Skipped))
 	p.took.Set(s.Took.Seconds())
-	p.interval.Set(s.Next.Seconds())
+	p.interval.Set(next.Seconds())
 	seen := make(map[uint64]bool, len(s.NetNS))
 	for i := range s.NetNS {
 		n := &s.NetNS[i]
+		if n.Error != "" {
+			continue // not read: its series go
+		}
 		seen[n.Inode] = true
-		ns, pod := n.Namespace, n.Pod
+		var ns, pod string
+		if n.Pod != nil {
+			ns, pod = n.Pod.Namespace, n.Pod.Name
+		}
 		if old := p.byNetNS[n.Inode]; old != nil && pod == "" && !n.Host {
 			ns, pod = old.namespace, old.pod // named by an event's attribution; the sampler does not know better
 		}
-		e := p.entry(n.Inode, ns, pod)
-		p.gauge(&e.usable, p.usable, e).Set(float64(n.Usable))
-		p.gauge(&e.all, p.all, e).Set(float64(n.HeldForAll))
-		top := make(map[string]bool, len(n.Top))
-		for _, d := range n.Top {
-			top[d.Remote] = true
-		}
-		for dest := range e.dests {
-			if !top[dest] {
-				p.inUse.DeleteLabelValues(e.netns, e.namespace, e.pod, dest)
-				delete(e.dests, dest)
-				p.series--
-			}
-		}
-		for _, d := range n.Top {
-			if g := p.dest(e, d.Remote); g != nil {
-				g.Set(float64(d.Ports))
-			}
-		}
+		p.netnsSampled(p.entry(n.Inode, ns, pod), n)
 	}
 	for inode, e := range p.byNetNS {
 		if !seen[inode] {
 			p.drop(inode, e)
+		}
+	}
+}
+
+// netnsSampled sets one netns's gauges and removes its destinations out of
+// its top.
+func (p *portMetrics) netnsSampled(e *netnsSeries, n *diagnose.NetNSReport) {
+	p.gauge(&e.usable, p.usable, e).Set(float64(n.Usable))
+	p.gauge(&e.all, p.all, e).Set(float64(n.HeldForAll))
+	top := make(map[string]bool, len(n.Destinations))
+	for _, d := range n.Destinations {
+		top[d.Remote] = true
+	}
+	for dest := range e.dests {
+		if !top[dest] {
+			p.inUse.DeleteLabelValues(e.netns, e.namespace, e.pod, dest)
+			delete(e.dests, dest)
+			p.series--
+		}
+	}
+	for _, d := range n.Destinations {
+		if g := p.dest(e, d.Remote); g != nil {
+			g.Set(float64(d.Ports))
 		}
 	}
 }

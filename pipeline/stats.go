@@ -69,8 +69,8 @@ func (r *traceRun) cacheSizes(st tracer.Stats) *Caches {
 		c.Binaries = Size{n, b}
 	}
 	if w := r.diag; w != nil {
-		b := int(w.cacheBound.Load())
-		c.Diagnoses, c.NetNSHandles = Size{int(w.cacheSnaps.Load()), b}, Size{int(w.cacheHandles.Load()), b}
+		c.Diagnoses = Size{len(r.share.recent), recentMax}
+		c.NetNSHandles = Size{int(w.cacheHandles.Load()), int(w.cacheBound.Load())}
 	}
 	c.RateLimitKeys = Size{r.limits.entries, r.limits.max}
 	c.CRIIDs = Size{r.names.Len(), r.names.MaxEntries}
@@ -151,7 +151,7 @@ func (r *traceRun) stats() Stats {
 		s.BinariesStuck, s.BinariesMismatched = uint64(b.stuck(r.now())), r.explainer.Detector.BinariesMismatched()
 	}
 	if w := r.diag; w != nil {
-		s.Snapshots, s.Shared, s.Unreachable = uint64(w.snapshots.Load()), uint64(w.shared.Load())+r.share.shared, uint64(w.unreachable.Load())
+		s.Snapshots, s.Shared, s.Unreachable = uint64(w.snapshots.Load()), r.share.shared, uint64(w.unreachable.Load())
 		s.DiagnosesLate, s.DiagnosesSkipped, s.DiagnosisWaitMax = r.share.late, w.full, r.share.waitMax
 	}
 	return s

@@ -5,6 +5,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/eaddr/eaddr/ports"
 )
 
 // Key is what a key press does in the interactive view.
@@ -101,7 +103,7 @@ func handleKey(k Key, m *Model, paused *atomic.Bool) {
 	}
 }
 
-// sampleEvery samples, then waits Pace(interval, the sample's time) with
+// sampleEvery samples, then waits ports.Pace(interval, the sample's time) with
 // sleep (tests pass their own), but does not sample while paused, until
 // ctx is done.
 func sampleEvery(ctx context.Context, s *Sampler, interval time.Duration, paused *atomic.Bool, out chan<- result,
@@ -118,7 +120,7 @@ func sampleEvery(ctx context.Context, s *Sampler, interval time.Duration, paused
 			if err != nil {
 				return
 			}
-			wait = Pace(interval, smp.Took)
+			wait = ports.Pace(interval, smp.Took, ports.TopShare)
 		}
 		if !sleep(ctx, wait) {
 			return

@@ -11,19 +11,6 @@ import (
 	"github.com/eaddr/eaddr/diagnose"
 )
 
-func TestPace(t *testing.T) {
-	for _, c := range []struct{ interval, took, want time.Duration }{
-		{2 * time.Second, 0, 2 * time.Second},
-		{2 * time.Second, 200 * time.Millisecond, 2 * time.Second}, // a tenth: not stretched
-		{2 * time.Second, 201 * time.Millisecond, 2010 * time.Millisecond},
-		{2 * time.Second, 3 * time.Second, 30 * time.Second}, // 100 netns × 500 sockets
-	} {
-		if got := Pace(c.interval, c.took); got != c.want {
-			t.Errorf("Pace(%s, %s) = %s, want %s", c.interval, c.took, got, c.want)
-		}
-	}
-}
-
 // slowSampler's audits take took on its clock, which only it moves.
 func slowSampler(took time.Duration) *Sampler {
 	now := t0

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/eaddr/eaddr/ports"
 )
 
 // Once writes one snapshot to w, a table of lines at most width columns
@@ -47,8 +49,8 @@ func render(m *Model, h Header, wait time.Duration, asJSON bool) (string, error)
 
 // Plain writes a table of lines at most width columns (or, asJSON, a line
 // of JSON) every interval until ctx is done: for a pipe or a file, no
-// escape codes, a blank line between tables. The wait after a sample is Pace's: interval, or longer after a
-// sample that took more than 1/MaxShare of it.
+// escape codes, a blank line between tables. The wait after a sample is ports.Pace's: interval, or longer after
+// a sample that took more than 1/ports.TopShare of it.
 func Plain(ctx context.Context, s *Sampler, m *Model, interval time.Duration, asJSON bool, width int, w io.Writer) error {
 	for wait := time.Duration(0); ; {
 		if wait > 0 && !sleep(ctx, wait) {
@@ -60,7 +62,7 @@ func Plain(ctx context.Context, s *Sampler, m *Model, interval time.Duration, as
 		}
 		m.Add(smp)
 		first := wait == 0
-		wait = Pace(interval, smp.Took)
+		wait = ports.Pace(interval, smp.Took, ports.TopShare)
 		text, err := render(m, Header{Interval: interval, Paced: true, Width: width}, wait, asJSON)
 		if err != nil {
 			return err

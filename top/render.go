@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/output"
+	"github.com/eaddr/eaddr/ports"
 )
 
 // BarWidth is the cells of the usage bar between its brackets.
@@ -38,13 +39,13 @@ func (h Header) width() int {
 }
 
 // every is the header's "every ...": the wait before the next sample, and
-// why when Pace stretched it.
+// why when the pacing (ports.Pace) stretched it.
 func (h Header) every(took time.Duration) string {
-	if !h.Paced || Pace(h.Interval, took) == h.Interval {
+	if !h.Paced || ports.Pace(h.Interval, took, ports.TopShare) == h.Interval {
 		return "every " + h.Interval.String()
 	}
 	return fmt.Sprintf("every %s (not %s: a sample took %s, and top samples at most 1/%d of the time)",
-		Pace(h.Interval, took).Round(time.Millisecond), h.Interval, took.Round(time.Millisecond), MaxShare)
+		ports.Pace(h.Interval, took, ports.TopShare).Round(time.Millisecond), h.Interval, took.Round(time.Millisecond), ports.TopShare)
 }
 
 // legend says what TAKEN counts (docs/top.md has every column).

@@ -5,7 +5,6 @@ package tracer
 import (
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"runtime"
@@ -37,7 +36,8 @@ var sockIterTargets = []struct{ fn, what, version string }{
 type SockIter struct {
 	mu    sync.Mutex
 	objs  sockiterObjects
-	links []*link.Iter // tcp, udp, task_file: in reading order
+	links []*link.Iter // task_file, tcp, udp: in reading order
+	rbuf  []byte
 }
 
 // NewSockIter loads and attaches the socket iterators. It needs root (or
@@ -63,7 +63,7 @@ func NewSockIter() (*SockIter, error) {
 		}
 		return nil, fmt.Errorf("loading eaddr's socket iterators: %w", err)
 	}
-	for _, p := range []*ebpf.Program{s.objs.SockiterTcp, s.objs.SockiterUdp, s.objs.SockiterFile} {
+	for _, p := range []*ebpf.Program{s.objs.SockiterFile, s.objs.SockiterTcp, s.objs.SockiterUdp} {
 		l, err := link.AttachIter(link.IterOptions{Program: p})
 		if err != nil {
 			s.Close()
@@ -107,9 +107,11 @@ func (s *SockIter) Close() error {
 }
 
 // Read returns every TCP and UDP socket of the network namespace netnsInode:
-// those of its hash tables (iter/tcp, iter/udp: every state, TIME_WAIT and
-// request sockets too) and the TCP sockets that are only bound (found in the
-// files of every task, iter/task_file, one per inode).
+// the TCP sockets that are only bound (found in the files of every task,
+// iter/task_file, one per inode), then those of its hash tables (iter/tcp,
+// iter/udp: every state, TIME_WAIT and request sockets too). A socket seen
+// twice (only bound, then connected or listening by the time iter/tcp
+// reads it) is kept once, as first seen.
 //
 // The caller must be on an OS thread inside that netns (e.g. in a function
 // that netns.NS.Do runs): the kernel walks the tables of the netns of the
@@ -118,61 +120,113 @@ func (s *SockIter) Close() error {
 // sockets of another netns. Sockets of tasks outside eaddr's pid namespace
 // are not seen by iter/task_file.
 func (s *SockIter) Read(netnsInode uint64) ([]portmodel.Socket, error) {
+	var socks []portmodel.Socket
+	err := s.Each(netnsInode, func(sk *portmodel.Socket) { socks = append(socks, *sk) })
+	if err != nil {
+		return nil, err
+	}
+	return socks, nil
+}
+
+// maxBoundSeen bounds the inodes Each remembers of the sockets that are only
+// bound, to give each once however many fds hold it, and not again from
+// the hash tables: past it, such a socket may come twice (a tally counts
+// its port once anyway).
+const maxBoundSeen = 1 << 16
+
+// Each is Read handing each socket to fn as it is read, nothing kept but
+// the inodes of sockets that are only bound: its memory does not grow with
+// the netns's sockets. fn's Socket is valid during the call only.
+func (s *SockIter) Each(netnsInode uint64, fn func(*portmodel.Socket)) error {
 	if s == nil { // e.g. NewSockIter failed, and its nil was passed on as an interface
-		return nil, errors.New("socket iterator: not loaded")
+		return errors.New("socket iterator: not loaded")
 	}
 	if netnsInode == 0 || netnsInode > math.MaxUint32 {
-		return nil, fmt.Errorf("socket iterator: netns inode %d is not a netns inode", netnsInode)
+		return fmt.Errorf("socket iterator: netns inode %d is not a netns inode", netnsInode)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.links == nil {
-		return nil, errors.New("socket iterator: closed")
+		return errors.New("socket iterator: closed")
 	}
 	runtime.LockOSThread() // nests: a caller's lock (netns.NS.Do) stays
 	defer runtime.UnlockOSThread()
 	var st unix.Stat_t
 	if err := unix.Stat("/proc/thread-self/ns/net", &st); err != nil {
-		return nil, fmt.Errorf("socket iterator: stat /proc/thread-self/ns/net: %w", err)
+		return fmt.Errorf("socket iterator: stat /proc/thread-self/ns/net: %w", err)
 	}
 	if st.Ino != netnsInode {
-		return nil, fmt.Errorf("socket iterator: Read(net:[%d]) on a thread in net:[%d]: call it from a thread inside that netns", netnsInode, st.Ino)
+		return fmt.Errorf("socket iterator: Read(net:[%d]) on a thread in net:[%d]: call it from a thread inside that netns", netnsInode, st.Ino)
 	}
 	if err := s.objs.TargetNetns.Set(uint32(netnsInode)); err != nil {
-		return nil, fmt.Errorf("socket iterator: setting the target netns: %w", err)
-	}
-	var recs []SockRec
-	for _, l := range s.links {
-		var err error
-		if recs, err = readIter(l, recs); err != nil {
-			return nil, err
-		}
+		return fmt.Errorf("socket iterator: setting the target netns: %w", err)
 	}
 	var now unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
-		return nil, fmt.Errorf("socket iterator: clock_gettime(CLOCK_MONOTONIC): %w", err)
+		return fmt.Errorf("socket iterator: clock_gettime(CLOCK_MONOTONIC): %w", err)
 	}
-	return Sockets(recs, uint32(netnsInode), now.Nano()/1e6)
+	h := recHandler{netns: uint32(netnsInode), nowMS: now.Nano() / 1e6, fn: fn, seen: map[uint64]bool{}}
+	for _, l := range s.links {
+		if err := readIter(l, s.buf(), h.record); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// readIter runs one iterator to its end and appends its records.
-func readIter(l *link.Iter, recs []SockRec) ([]SockRec, error) {
+// buf is the reading buffer, kept between reads.
+func (s *SockIter) buf() []byte {
+	if s.rbuf == nil {
+		s.rbuf = make([]byte, 64<<10)
+	}
+	return s.rbuf
+}
+
+// recHandler turns the records of one Each into sockets for fn.
+type recHandler struct {
+	netns uint32
+	nowMS int64
+	fn    func(*portmodel.Socket)
+	seen  map[uint64]bool // inodes of the sockets only bound, given once
+}
+
+// record is one record: a record of another netns, or of a family or
+// protocol the programs never write, is an error: the filter failed, and no
+// answer is better than a wrong one.
+func (h *recHandler) record(r *SockRec) error {
+	if r.Netns != h.netns {
+		return fmt.Errorf("socket iterator: a socket of net:[%d] (%s) in the read of net:[%d]", r.Netns, fmtRec(r), h.netns)
+	}
+	if r.Inode != 0 && h.seen[r.Inode] {
+		return nil
+	}
+	if r.Source == SockSrcFile && r.Inode != 0 && len(h.seen) < maxBoundSeen {
+		h.seen[r.Inode] = true
+	}
+	sk, err := socket(r, h.nowMS)
+	if err != nil {
+		return err
+	}
+	h.fn(&sk)
+	return nil
+}
+
+// readIter runs one iterator to its end, handing each record to rec as
+// it is read, in buf.
+func readIter(l *link.Iter, buf []byte, rec func(*SockRec) error) error {
 	rc, err := l.Open()
 	if err != nil {
-		return recs, fmt.Errorf("socket iterator: creating the iterator: %w", err)
+		return fmt.Errorf("socket iterator: creating the iterator: %w", err)
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(rc)
+	err = readRecords(rc, buf, func(b []byte) (int, error) {
+		if len(b) < SockRecSize {
+			return 0, nil
+		}
+		return SockRecSize, rec((*SockRec)(unsafe.Pointer(&b[0])))
+	})
 	if err != nil {
-		return recs, fmt.Errorf("socket iterator: reading: %w", err)
+		return fmt.Errorf("socket iterator: reading: %w", err)
 	}
-	if len(b)%SockRecSize != 0 {
-		return recs, fmt.Errorf("socket iterator: read %d bytes, not a whole number of %d-byte records", len(b), SockRecSize)
-	}
-	for off := 0; off < len(b); off += SockRecSize {
-		var r SockRec
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), SockRecSize), b[off:])
-		recs = append(recs, r)
-	}
-	return recs, nil
+	return nil
 }

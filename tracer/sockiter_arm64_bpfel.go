@@ -13,6 +13,11 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type sockiterSockCopy struct {
+	_ structs.HostLayout
+	B [512]uint8
+}
+
 type sockiterSockRec struct {
 	_               structs.HostLayout
 	Saddr           [16]uint8
@@ -51,15 +56,19 @@ const (
 type sockiterSockiterSource uint32
 
 const (
-	sockiterSockiterSourceSOCKITER_SRC_TCP  sockiterSockiterSource = 1
-	sockiterSockiterSourceSOCKITER_SRC_UDP  sockiterSockiterSource = 2
-	sockiterSockiterSourceSOCKITER_SRC_FILE sockiterSockiterSource = 3
+	sockiterSockiterSourceSOCKITER_SRC_TCP   sockiterSockiterSource = 1
+	sockiterSockiterSourceSOCKITER_SRC_UDP   sockiterSockiterSource = 2
+	sockiterSockiterSourceSOCKITER_SRC_FILE  sockiterSockiterSource = 3
+	sockiterSockiterSourceSOCKITER_SRC_CUT   sockiterSockiterSource = 4
+	sockiterSockiterSourceSOCKITER_SRC_CHUNK sockiterSockiterSource = 5
+	sockiterSockiterSourceSOCKITER_SRC_END   sockiterSockiterSource = 6
 )
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	sockiterMapSockreadCopy        = "sockread_copy"
 	sockiterProgSockiterFile       = "sockiter_file"
 	sockiterProgSockiterTcp        = "sockiter_tcp"
 	sockiterProgSockiterUdp        = "sockiter_udp"
@@ -119,6 +128,7 @@ type sockiterProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockiterMapSpecs struct {
+	SockreadCopy *ebpf.MapSpec `ebpf:"sockread_copy"`
 }
 
 // sockiterVariableSpecs contains global variables before they are loaded into the kernel.
@@ -150,10 +160,13 @@ func (o *sockiterObjects) Close() error {
 //
 // It can be passed to loadSockiterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockiterMaps struct {
+	SockreadCopy *ebpf.Map `ebpf:"sockread_copy"`
 }
 
 func (m *sockiterMaps) Close() error {
-	return _SockiterClose()
+	return _SockiterClose(
+		m.SockreadCopy,
+	)
 }
 
 // sockiterVariables contains all global variables after they have been loaded into the kernel.

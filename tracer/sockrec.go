@@ -19,6 +19,10 @@ const (
 	SockSrcTCP  = uint8(sockiterSockiterSourceSOCKITER_SRC_TCP)
 	SockSrcUDP  = uint8(sockiterSockiterSourceSOCKITER_SRC_UDP)
 	SockSrcFile = uint8(sockiterSockiterSourceSOCKITER_SRC_FILE)
+	// Not sockets: the node walk's markers (bpf/sockiter.h).
+	SockSrcCut   = uint8(sockiterSockiterSourceSOCKITER_SRC_CUT)
+	SockSrcChunk = uint8(sockiterSockiterSourceSOCKITER_SRC_CHUNK)
+	SockSrcEnd   = uint8(sockiterSockiterSourceSOCKITER_SRC_END)
 )
 
 // Flags in SockRec.Flags (bpf/sockiter.h enum sockiter_flag).
@@ -39,35 +43,26 @@ const (
 )
 
 // Sockets turns the records of one read of the iterators of netns into the
-// port model's sockets, one per socket: a socket seen twice (by iter/tcp and
-// iter/task_file, as it changed state between them, or through several
-// fds) is kept once, as first seen. nowMS is CLOCK_MONOTONIC in ms at the
-// end of the read, against which the kernel's u32 tw_entry_stamp is
-// widened. A record of another netns, or of a family or protocol the
-// programs never write, is an error: the filter failed, and no answer is
-// better than a wrong one.
+// port model's sockets, as Each hands them on: a socket only bound that
+// several fds hold is kept once, and a socket seen only bound and then
+// again in the hash tables (it connected or listened between the two
+// reads) is kept as first seen. nowMS is CLOCK_MONOTONIC in ms at the read,
+// against which the kernel's u32 tw_entry_stamp is widened. A record of
+// another netns, or of a family or protocol the programs never write, is
+// an error: the filter failed, and no answer is better than a wrong one.
 func Sockets(recs []SockRec, netns uint32, nowMS int64) ([]portmodel.Socket, error) {
 	socks := make([]portmodel.Socket, 0, len(recs))
-	seen := make(map[uint64]bool, len(recs))
+	h := recHandler{netns: netns, nowMS: nowMS, fn: func(s *portmodel.Socket) { socks = append(socks, *s) }, seen: map[uint64]bool{}}
 	for i := range recs {
-		r := &recs[i]
-		if r.Netns != netns {
-			return nil, fmt.Errorf("socket iterator: a socket of net:[%d] (%s) in the read of net:[%d]", r.Netns, fmtRec(r), netns)
-		}
-		if r.Inode != 0 {
-			if seen[r.Inode] {
-				continue
-			}
-			seen[r.Inode] = true
-		}
-		s, err := socket(r, nowMS)
-		if err != nil {
+		if err := h.record(&recs[i]); err != nil {
 			return nil, err
 		}
-		socks = append(socks, s)
 	}
 	return socks, nil
 }
+
+// Socket is one record in the port model's terms; nowMS as for Sockets.
+func Socket(r *SockRec, nowMS int64) (portmodel.Socket, error) { return socket(r, nowMS) }
 
 // socket is one record in the port model's terms.
 func socket(r *SockRec, nowMS int64) (portmodel.Socket, error) {

@@ -85,15 +85,15 @@ func TestSocketsDecode(t *testing.T) {
 }
 
 func TestSocketsOnePerInode(t *testing.T) {
-	a := rec4(SockSrcTCP, 1, "127.0.0.1:40000", "127.0.0.1:80")
-	a.Inode = 5
-	b := rec4(SockSrcFile, 7, "127.0.0.1:40000", "0.0.0.0:0") // the same socket, seen before it connected
+	b := rec4(SockSrcFile, 7, "127.0.0.1:40000", "0.0.0.0:0") // only bound, behind two fds
 	b.Inode = 5
+	a := rec4(SockSrcTCP, 1, "127.0.0.1:40000", "127.0.0.1:80") // the same socket, connected by the time iter/tcp ran
+	a.Inode = 5
 	tw1 := rec4(SockSrcTCP, 6, "127.0.0.1:40001", "127.0.0.1:80")
 	tw2 := rec4(SockSrcTCP, 6, "127.0.0.1:40002", "127.0.0.1:80")
-	got, err := Sockets([]SockRec{a, b, b, tw1, tw2}, 7, 0)
-	if err != nil || len(got) != 3 || got[0].State != 1 || got[1].Local.Port() != 40001 || got[2].Local.Port() != 40002 {
-		t.Errorf("got %+v, %v; want the ESTABLISHED socket once and both TIME_WAITs (inode 0)", got, err)
+	got, err := Sockets([]SockRec{b, b, a, tw1, tw2}, 7, 0)
+	if err != nil || len(got) != 3 || got[0].State != 7 || got[1].Local.Port() != 40001 || got[2].Local.Port() != 40002 {
+		t.Errorf("got %+v, %v; want the bound socket once, as first seen, and both TIME_WAITs (inode 0)", got, err)
 	}
 }
 

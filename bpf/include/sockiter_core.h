@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * The kernel types the socket iterators (sockiter.bpf.c) read, written by
+ * The kernel types the socket iterators (sockiter.bpf.c) and the node walk
+ * (nodewalk.bpf.c) read, written by
  * hand as eaddr_core.h is, and kept apart from it: eaddr.bpf.c never includes
  * this file, nor sockiter.bpf.c that one. Every struct carries
  * preserve_access_index, so each field access is relocated against the
@@ -29,10 +30,16 @@ typedef _Bool bool;
 /* From include/uapi/linux/bpf.h: ABI values, never changed. */
 enum bpf_map_type {
 	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_LRU_HASH = 9,
+};
+
+enum {
+	BPF_ANY = 0,
 };
 
 struct seq_file;
-struct task_struct;
+struct sock;
 
 struct bpf_iter_meta {
 	struct seq_file *seq;
@@ -44,9 +51,7 @@ struct ns_common {
 	unsigned int inum;
 } __attribute__((preserve_access_index));
 
-struct net {
-	struct ns_common ns;
-} __attribute__((preserve_access_index));
+struct net; /* below, with what the node walk reads of it */
 
 typedef struct {
 	struct net *net;
@@ -58,7 +63,18 @@ struct in6_addr {
 	} in6_u;
 } __attribute__((preserve_access_index));
 
+/* include/linux/list_nulls.h: a chain of the TCP hash tables ends in a
+ * "nulls" pointer (bit 0 set) that carries the bucket's number. */
+struct hlist_nulls_node {
+	struct hlist_nulls_node *next;
+} __attribute__((preserve_access_index));
+
+struct hlist_nulls_head {
+	struct hlist_nulls_node *first;
+} __attribute__((preserve_access_index));
+
 struct sock_common {
+	struct hlist_nulls_node skc_nulls_node; /* in a union with skc_node */
 	__be32 skc_daddr;
 	__be32 skc_rcv_saddr;
 	__be16 skc_dport;
@@ -71,7 +87,10 @@ struct sock_common {
 	possible_net_t skc_net;
 	struct in6_addr skc_v6_daddr;
 	struct in6_addr skc_v6_rcv_saddr;
-	unsigned long skc_flags; /* full sockets only: a union with skc_tw_dr and skc_listener */
+	union {
+		unsigned long skc_flags; /* full sockets */
+		struct sock *skc_listener; /* request sockets: their listener */
+	};
 } __attribute__((preserve_access_index));
 
 /* include/net/sock.h; the value is relocated against the kernel's enum. */
@@ -163,6 +182,98 @@ struct bpf_iter__task_file {
 	__u32 fd __attribute__((aligned(8)));
 	union {
 		struct file *file;
+	};
+} __attribute__((preserve_access_index));
+
+/* What the node walk (nodewalk.bpf.c) reads besides the sockets: the TCP
+ * hash tables (include/net/inet_hashtables.h), a netns's port settings
+ * (include/net/netns/ipv4.h), and the tasks. */
+struct inet_ehash_bucket {
+	struct hlist_nulls_head chain;
+} __attribute__((preserve_access_index));
+
+struct inet_listen_hashbucket {
+	struct hlist_nulls_head nulls_head;
+} __attribute__((preserve_access_index));
+
+struct inet_hashinfo {
+	struct inet_ehash_bucket *ehash;
+	unsigned int ehash_mask;
+	unsigned int lhash2_mask;
+	struct inet_listen_hashbucket *lhash2;
+} __attribute__((preserve_access_index));
+
+struct inet_timewait_death_row {
+	struct inet_hashinfo *hashinfo;
+} __attribute__((preserve_access_index));
+
+/* int range[2] under a seqlock up to 6.7, one u32 (high << 16 | low) from
+ * 6.8: the walk tells them apart by the field's size. */
+struct local_ports {
+	__u32 range;
+} __attribute__((preserve_access_index));
+
+struct netns_ipv4 {
+	struct inet_timewait_death_row tcp_death_row;
+	struct local_ports ip_local_ports;
+	unsigned long *sysctl_local_reserved_ports;
+	int sysctl_ip_prot_sock;
+	__u8 sysctl_tcp_tw_reuse;
+	unsigned int sysctl_tcp_tw_reuse_delay; /* 6.13+ */
+} __attribute__((preserve_access_index));
+
+struct net {
+	struct ns_common ns;
+	struct netns_ipv4 ipv4;
+} __attribute__((preserve_access_index));
+
+struct nsproxy {
+	struct net *net_ns;
+} __attribute__((preserve_access_index));
+
+struct pid_namespace;
+
+struct upid {
+	int nr;
+	struct pid_namespace *ns;
+} __attribute__((preserve_access_index));
+
+struct pid {
+	unsigned int level;
+	struct upid numbers[1];
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+	int pid;
+	int tgid;
+	unsigned int flags;
+	struct nsproxy *nsproxy;
+	struct pid *thread_pid;
+} __attribute__((preserve_access_index));
+
+struct bpf_map;
+
+struct bpf_iter__task {
+	union {
+		struct bpf_iter_meta *meta;
+	};
+	union {
+		struct task_struct *task;
+	};
+} __attribute__((preserve_access_index));
+
+struct bpf_iter__bpf_map_elem {
+	union {
+		struct bpf_iter_meta *meta;
+	};
+	union {
+		struct bpf_map *map;
+	};
+	union {
+		void *key;
+	};
+	union {
+		void *value;
 	};
 } __attribute__((preserve_access_index));
 

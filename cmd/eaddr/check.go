@@ -17,6 +17,7 @@ import (
 	"github.com/eaddr/eaddr/pipeline"
 	"github.com/eaddr/eaddr/pod"
 	"github.com/eaddr/eaddr/pod/kube"
+	"github.com/eaddr/eaddr/ports"
 )
 
 // CheckFlags are the flags of `eaddr check`.
@@ -149,12 +150,11 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer, log *s
 		}
 	}
 	netdiag.SetLogger(log) // says once if sock_diag cannot dump sockets and /proc/net is read instead
-	found, err := listNetNS()
+	o := diagnose.AuditOptions{HostNetNS: f.HostNetNS, NodePortLo: npLo, NodePortHi: npHi, Warn: f.Warn, Crit: f.Crit, Top: f.Top, Findings: true}
+	rep, err := auditNode(&f, o, log)
 	if err != nil {
 		return err
 	}
-	o := diagnose.AuditOptions{HostNetNS: f.HostNetNS, NodePortLo: npLo, NodePortHi: npHi, Warn: f.Warn, Crit: f.Crit, Top: f.Top}
-	rep := auditNode(&f, o, found, log)
 	rep.NodePortRange = fmt.Sprintf("%d-%d", npLo, npHi)
 	if f.json {
 		if _, err := stdout.Write(append(output.AppendCheckReport(nil, &rep), '\n')); err != nil {
@@ -175,88 +175,76 @@ func termWidth(w io.Writer) int {
 	return output.DefaultWidth
 }
 
-// nodeNetNS are the netns on the node: by a live process in each
-// (diagnose.NetNSMembers) and by their mounts (ip netns add: a netns with
-// no process in it is audited through its mount).
-type nodeNetNS struct {
-	pids   map[uint64]int
-	mounts map[uint64]string
-}
-
-func listNetNS() (nodeNetNS, error) {
-	pids, err := diagnose.NetNSMembers()
-	if err != nil {
-		return nodeNetNS{}, err
-	}
-	mounts, err := netdiag.NetNSMounts()
-	if err != nil {
-		return nodeNetNS{}, fmt.Errorf("listing the mounted network namespaces: %w", err)
-	}
-	return nodeNetNS{pids, mounts}, nil
-}
-
-// auditNode audits the netns f selects, with their pods' names and the
-// socket iterators when they load, and the holders and fix of each
-// destination at --warn or above.
-func auditNode(f *CheckFlags, o diagnose.AuditOptions, found nodeNetNS, log *slog.Logger) checkReport {
+// auditNode audits the netns f selects (every netns with a process in it
+// or mounted, the host's first), with their pods' names, and the holders
+// and fix of each destination at --warn or above.
+func auditNode(f *CheckFlags, o diagnose.AuditOptions, log *slog.Logger) (checkReport, error) {
 	var rep checkReport
 	a := openNodeAudit(f, o, f.Top, log)
 	defer a.close()
-	for _, r := range a.audit(found) {
+	reps, err := a.audit()
+	if err != nil {
+		return rep, err
+	}
+	for _, r := range reps {
 		if r.Worst > rep.Worst {
 			rep.Worst = r.Worst
 		}
 		rep.NetNS = append(rep.NetNS, r)
 	}
-	return rep
+	return rep, nil
 }
 
 // nodeAudit is what auditing the node's netns needs open: the pod names
-// (CRI), the BPF socket iterators and the diagnoser of the culprits. check
-// audits once; top each interval.
+// (CRI), the BPF socket iterators for a netns read on its own, and the
+// port sampler (ports: one node walk a sample, the same as eaddr trace's
+// and top's). check audits once; top each interval.
 type nodeAudit struct {
-	f        *CheckFlags
-	o        diagnose.AuditOptions
-	cri      *kube.Resolver
-	iter     interface{ Close() error }
-	d        *diagnose.Diagnoser
-	culprits int // the destinations of a netns whose holders and fix are looked for, at o.Warn or above
+	f    *CheckFlags
+	cri  *kube.Resolver
+	iter interface{ Close() error }
+	s    *ports.Sampler
 }
 
 // openNodeAudit opens the resolver of pod names and, with
-// f.SocketIterators, the socket iterators when they load (else it says why
-// and sock_diag alone is read); the first culprits destinations of each
-// netns at o.Warn or above get their holders and fix.
+// f.SocketIterators, the BPF readers when they load (else it says why and
+// sock_diag alone is read); the first culprits destinations of each netns
+// at o.Warn or above get their holders and fix.
 func openNodeAudit(f *CheckFlags, o diagnose.AuditOptions, culprits int, log *slog.Logger) *nodeAudit {
 	_, pods := pod.PodCgroups()
-	a := &nodeAudit{f: f, o: o, cri: kube.NewResolver(f.CRIEndpoint, pods, log), culprits: culprits}
+	a := &nodeAudit{f: f, cri: kube.NewResolver(f.CRIEndpoint, pods, log)}
 	if f.SocketIterators {
 		if it := pipeline.OpenSockIter(log); it != nil {
-			a.iter, a.o.Iter = it, it
+			a.iter, o.Iter = it, it
 		}
 	}
-	a.d = diagnose.AuditDiagnoser(a.o)
+	a.s = ports.New(ports.Config{Audit: o, Mounts: true, Only: f.netns, Comm: true, Culprits: culprits, NoWalk: !f.SocketIterators, Log: log,
+		PodOf: func(inode uint64) *checkPod {
+			if p, ok := a.cri.PodByNetNS(inode); ok {
+				return &checkPod{Name: p.Name, Namespace: p.Namespace, UID: p.UID}
+			}
+			return nil
+		}})
 	return a
 }
 
-// audit audits the netns f selects among those found, the host's first,
-// each with its pod's name when the runtime knows it, its mount, and the
-// holders (with their pods) and fix of its warned destinations.
-func (a *nodeAudit) audit(found nodeNetNS) []netnsReport {
-	var out []netnsReport
-	for _, inode := range checkedNetNS(*a.f, found) {
-		r := diagnose.AuditNetNS(inode, found.pids[inode], a.o)
-		r.Mount = found.mounts[inode]
-		if p, ok := a.cri.PodByNetNS(inode); ok && !r.Host {
-			r.Pod = &checkPod{Name: p.Name, Namespace: p.Namespace, UID: p.UID}
-		}
-		if r.Error == "" {
-			a.d.Culprits(&r, a.o.Warn, a.culprits)
-			a.nameHolders(&r)
-		}
-		out = append(out, r)
+// audit samples the netns f selects, the host's first, and names the pods
+// of their warned destinations' holders.
+func (a *nodeAudit) audit() ([]netnsReport, error) {
+	smp, err := a.s.Sample()
+	if err != nil {
+		return nil, err
 	}
-	return out
+	if smp.Cut > 0 {
+		slog.Warn("the node walk could not read part of the TCP hash tables (chains changing under it): counts may be low", "cut", smp.Cut)
+	}
+	out := smp.NetNS
+	for i := range out {
+		a.nameHolders(&out[i])
+	}
+	host := a.f.HostNetNS
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Inode == host && out[j].Inode != host })
+	return out, nil
 }
 
 // nameHolders names the pod of each holder whose cgroup gives its UID,
@@ -277,6 +265,7 @@ func (a *nodeAudit) nameHolders(r *netnsReport) {
 }
 
 func (a *nodeAudit) close() {
+	a.s.Close()
 	if a.iter != nil {
 		a.iter.Close()
 	}
@@ -335,28 +324,4 @@ func needPrivilege(cmd string) error {
 		return nil
 	}
 	return privilegeError{fmt.Errorf("%s needs root, or CAP_SYS_ADMIN and CAP_SYS_PTRACE, to see every network namespace; missing %s: nothing was audited (exit 3)", cmd, strings.Join(missing, " and "))}
-}
-
-// checkedNetNS are the netns to audit (--netns, else all found), the
-// host's first.
-func checkedNetNS(f CheckFlags, found nodeNetNS) []uint64 {
-	var inodes []uint64
-	inodes = append(inodes, f.netns...)
-	if len(inodes) == 0 {
-		for inode := range found.pids {
-			inodes = append(inodes, inode)
-		}
-		for inode := range found.mounts {
-			if _, ok := found.pids[inode]; !ok {
-				inodes = append(inodes, inode)
-			}
-		}
-	}
-	sort.Slice(inodes, func(i, j int) bool {
-		if (inodes[i] == f.HostNetNS) != (inodes[j] == f.HostNetNS) {
-			return inodes[i] == f.HostNetNS
-		}
-		return inodes[i] < inodes[j]
-	})
-	return inodes
 }

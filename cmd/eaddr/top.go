@@ -82,13 +82,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 	netdiag.SetLogger(log)
 	a := openNodeAudit(&f.Check, o, 1, log) // a row is its busiest destination: its holders and fix
 	defer a.close()
-	s := &top.Sampler{Audit: func() ([]diagnose.NetNSReport, error) {
-		found, err := listNetNS()
-		if err != nil {
-			return nil, err
-		}
-		return a.audit(found), nil
-	}}
+	s := &top.Sampler{Audit: a.audit}
 	stopCounting := startCounting(&f, s, log)
 	defer stopCounting()
 	m := top.NewModel()

@@ -109,15 +109,18 @@ func cannotDump(kind int, what string, err error) {
 	})
 }
 
-// dumpInet appends the sockets of one family and protocol: by sock_diag,
-// or from /proc/net when the kernel cannot dump them (d is nil when it has
-// no sock_diag at all). It runs on a thread inside the netns.
-func dumpInet(d *sockDiag, family, proto uint8, socks []Socket) ([]Socket, error) {
+// eachInet calls each for the sockets of one family and protocol: by
+// sock_diag, or from /proc/net when the kernel cannot dump them (d is nil
+// when it has no sock_diag at all). It runs on a thread inside the netns.
+// A dump that fails after it handed sockets on is not done again from
+// /proc/net: that would hand them on twice.
+func eachInet(d *sockDiag, family, proto uint8, each func(*Socket)) error {
 	kind := inetKind(family, proto)
 	if useNetlink(d, kind) {
-		out, err := d.dumpInetNetlink(family, proto, socks)
-		if err == nil || !noHandler(err) {
-			return out, err
+		n := 0
+		err := d.eachInetNetlink(family, proto, func(s *Socket) { n++; each(s) })
+		if err == nil || n > 0 || !noHandler(err) {
+			return err
 		}
 		cannotDump(kind, famName(family)+" "+protoName(proto), err)
 	} else if TestingNoSockDiag.Load() {
@@ -128,12 +131,11 @@ func dumpInet(d *sockDiag, family, proto uint8, socks []Socket) ([]Socket, error
 	name := procNetFile(family, proto)
 	f, err := os.Open(name)
 	if err != nil {
-		return socks, fmt.Errorf("sock_diag cannot dump it and %w", err)
+		return fmt.Errorf("sock_diag cannot dump it and %w", err)
 	}
 	defer f.Close()
-	socks, err = ParseProcNetInet(f, family, proto, socks)
-	if err != nil {
-		return socks, fmt.Errorf("%s: %w", name, err)
+	if err := eachProcNetInet(f, family, proto, each); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
 	}
-	return socks, nil
+	return nil
 }

@@ -164,7 +164,7 @@ func TestPortSnapshotIterator(t *testing.T) {
 	s := newPortScene(t)
 	it := newSockIter(t)
 	before := kernelClock(t)
-	sys, socks, src, err := s.n.PortSnapshot(it, false)
+	sys, socks, src, err := s.n.PortSnapshotAll(it, false)
 	if err != nil || src != SourceIterator {
 		t.Fatalf("PortSnapshot: source %q, err %v; want %q", src, err, SourceIterator)
 	}
@@ -178,7 +178,7 @@ func TestPortSnapshotIterator(t *testing.T) {
 	if slices.ContainsFunc(socks, func(x portmodel.Socket) bool { return x.Proto != portmodel.TCP }) {
 		t.Errorf("udp=false, but UDP sockets:%v", socks)
 	}
-	_, socks, src, err = s.n.PortSnapshot(it, true)
+	_, socks, src, err = s.n.PortSnapshotAll(it, true)
 	if _, ok := findLocal(socks, portmodel.UDP, s.udp, StateClose); err != nil || src != SourceIterator || !ok {
 		t.Errorf("udp=true: source %q, err %v, UDP socket %v found %v", src, err, s.udp, ok)
 	}
@@ -190,12 +190,12 @@ func TestPortSnapshotIterator(t *testing.T) {
 func TestPortSnapshotFallback(t *testing.T) {
 	s := newPortScene(t)
 	it := newSockIter(t)
-	_, viaIter, _, err := s.n.PortSnapshot(it, true)
+	_, viaIter, _, err := s.n.PortSnapshotAll(it, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := kernelClock(t)
-	sys, socks, src, err := s.n.PortSnapshot(nil, true)
+	sys, socks, src, err := s.n.PortSnapshotAll(nil, true)
 	if err != nil || src != "sock_diag: no socket iterator" {
 		t.Fatalf("PortSnapshot(nil): source %q, err %v", src, err)
 	}
@@ -233,8 +233,39 @@ func TestPortSnapshotFallback(t *testing.T) {
 	}
 
 	it.Close() // a reader that fails
-	_, socks, src, err = s.n.PortSnapshot(it, false)
+	_, socks, src, err = s.n.PortSnapshotAll(it, false)
 	if err != nil || !strings.HasPrefix(string(src), "sock_diag: the socket iterator failed: ") || !strings.Contains(string(src), "closed") || len(socks) == 0 {
 		t.Errorf("PortSnapshot(closed iterator): source %q, err %v, %d sockets; want sock_diag's, saying why", src, err, len(socks))
+	}
+}
+
+// PortSnapshotAll is PortSnapshot keeping every socket.
+func (n *Netns) PortSnapshotAll(it SocketReader, udp bool) (portmodel.Sysctls, []portmodel.Socket, Source, error) {
+	sys, socks, src, _, err := n.PortSnapshot(it, udp, nil, 0)
+	return sys, socks, src, err
+}
+
+// A snapshot keeps what its filter takes, at most max of them, and counts
+// the rest it would have kept: memory bounded whatever the netns holds.
+func TestPortSnapshotKeepsAtMost(t *testing.T) {
+	s := newPortScene(t)
+	_, all, _, err := s.n.PortSnapshotAll(nil, false)
+	if err != nil || len(all) < 3 {
+		t.Fatalf("%d sockets, %v", len(all), err)
+	}
+	listen := func(sk *portmodel.Socket) bool { return sk.State == StateListen }
+	_, kept, _, cut, err := s.n.PortSnapshot(nil, false, listen, 0)
+	listeners := 0
+	for _, sk := range all {
+		if sk.State == StateListen {
+			listeners++
+		}
+	}
+	if err != nil || len(kept) != listeners || cut != 0 {
+		t.Errorf("listeners only: %d kept, %d cut, %v; want %d and 0", len(kept), cut, err, listeners)
+	}
+	_, kept, _, cut, err = s.n.PortSnapshot(nil, false, nil, 2)
+	if err != nil || len(kept) != 2 || cut != len(all)-2 {
+		t.Errorf("at most 2: %d kept, %d cut, %v; want 2 and %d", len(kept), cut, err, len(all)-2)
 	}
 }

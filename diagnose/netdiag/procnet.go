@@ -32,6 +32,13 @@ func procNetFile(family, proto uint8) string {
 // say which) into Sockets, as sock_diag would report them: v4-mapped
 // addresses unmapped, TIME_WAIT with Inode 0. The header line is skipped.
 func ParseProcNetInet(r io.Reader, family, proto uint8, socks []Socket) ([]Socket, error) {
+	err := eachProcNetInet(r, family, proto, func(s *Socket) { socks = append(socks, *s) })
+	return socks, err
+}
+
+// eachProcNetInet is ParseProcNetInet handing each socket on as it is
+// read.
+func eachProcNetInet(r io.Reader, family, proto uint8, each func(*Socket)) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 1<<16)
 	first := true
@@ -42,11 +49,11 @@ func ParseProcNetInet(r io.Reader, family, proto uint8, socks []Socket) ([]Socke
 		}
 		s, err := parseProcNetLine(sc.Bytes(), family, proto)
 		if err != nil {
-			return socks, err
+			return err
 		}
-		socks = append(socks, s)
+		each(&s)
 	}
-	return socks, sc.Err()
+	return sc.Err()
 }
 
 // parseProcNetLine parses one line such as

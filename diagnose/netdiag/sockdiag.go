@@ -90,6 +90,16 @@ const (
 // read instead, with the same fields; that is logged once (see SetLogger).
 func (n *Netns) DumpSockets(udp bool) ([]Socket, error) {
 	var socks []Socket
+	if err := n.EachSocket(udp, func(s *Socket) { socks = append(socks, *s) }); err != nil {
+		return nil, err
+	}
+	return socks, nil
+}
+
+// EachSocket is DumpSockets handing each socket to each as it is read,
+// nothing kept: its memory does not grow with the netns's sockets. each
+// runs on the thread inside the netns; its Socket is valid during the call.
+func (n *Netns) EachSocket(udp bool, each func(*Socket)) error {
 	err := n.ns.Do(func() error {
 		d, err := openSockDiag()
 		if err != nil && !noHandler(err) {
@@ -104,8 +114,7 @@ func (n *Netns) DumpSockets(udp bool) ([]Socket, error) {
 		}
 		for _, proto := range protos {
 			for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
-				socks, err = dumpInet(d, family, proto, socks)
-				if err != nil {
+				if err := eachInet(d, family, proto, each); err != nil {
 					return fmt.Errorf("dump %s %s: %w", famName(family), protoName(proto), err)
 				}
 			}
@@ -113,9 +122,9 @@ func (n *Netns) DumpSockets(udp bool) ([]Socket, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("netdiag: DumpSockets in %s: %w", nsLink(n.inode), err)
+		return fmt.Errorf("netdiag: DumpSockets in %s: %w", nsLink(n.inode), err)
 	}
-	return socks, nil
+	return nil
 }
 
 // sockDiag is a NETLINK_SOCK_DIAG socket and its receive buffer.
@@ -142,9 +151,9 @@ func openSockDiag() (*sockDiag, error) {
 
 func (d *sockDiag) close() { unix.Close(d.fd) }
 
-// dumpInetNetlink appends the sockets of one family and protocol as
-// sock_diag reports them; on an error it appends nothing.
-func (d *sockDiag) dumpInetNetlink(family, proto uint8, socks []Socket) ([]Socket, error) {
+// eachInetNetlink calls each for the sockets of one family and protocol as
+// sock_diag reports them.
+func (d *sockDiag) eachInetNetlink(family, proto uint8, each func(*Socket)) error {
 	var req [unix.SizeofNlMsghdr + sizeofInetDiagReqV2]byte
 	r := req[unix.SizeofNlMsghdr:]
 	r[0] = family // sdiag_family
@@ -152,16 +161,11 @@ func (d *sockDiag) dumpInetNetlink(family, proto uint8, socks []Socket) ([]Socke
 	r[2] = 0      // idiag_ext: no attributes wanted
 	binary.NativeEndian.PutUint32(r[4:], allStates)
 	// id left zero: no filter.
-	n := len(socks)
-	err := d.dump(req[:], func(payload []byte) {
+	return d.dump(req[:], func(payload []byte) {
 		if s, ok := parseInetDiagMsg(payload, proto); ok {
-			socks = append(socks, s)
+			each(&s)
 		}
 	})
-	if err != nil {
-		return socks[:n], err
-	}
-	return socks, nil
 }
 
 // dump sends one SOCK_DIAG_BY_FAMILY dump request (req: room for the

@@ -1,5 +1,7 @@
 package portmodel
 
+import "slices"
+
 // The kernel scans a range [low, high] two ports at a time, starting at a
 // random offset, once per parity, and rounds the count of ports down to an
 // even number first (__inet_hash_connect, inet_csk_find_open_port):
@@ -36,24 +38,28 @@ type scan struct {
 // __inet_hash_connect and inet_csk_find_open_port walk it.
 func scanOf(lo, hi int) scan {
 	sc := scan{every: map[int]bool{}}
-	if lo > hi {
-		return sc
-	}
-	n := hi - lo + 1
+	sc.some, sc.never = scanEdges(lo, hi)
 	for p := lo; p <= hi; p++ {
-		sc.every[p] = true
-	}
-	switch {
-	case n%2 == 0 || n == 1:
-	case n == 3:
-		delete(sc.every, hi)
-		sc.never = []int{hi}
-	default:
-		delete(sc.every, lo)
-		delete(sc.every, hi)
-		sc.some = []int{lo, hi}
+		if !slices.Contains(sc.some, p) && !slices.Contains(sc.never, p) {
+			sc.every[p] = true
+		}
 	}
 	return sc
+}
+
+// scanEdges is the ports of [lo, hi] that not every scan tries: some (the
+// edges of an odd count of 5 or more), never (the highest of 3). Without
+// scanOf's map of every port, which a Tally does not need (a sample made
+// one a netns: 1.7 MB of a 28,232-port range, most of its time).
+func scanEdges(lo, hi int) (some, never []int) {
+	switch n := hi - lo + 1; {
+	case lo > hi || n%2 == 0 || n == 1:
+	case n == 3:
+		never = []int{hi}
+	default:
+		some = []int{lo, hi}
+	}
+	return some, never
 }
 
 // reserved says whether port is in net.ipv4.ip_local_reserved_ports, which

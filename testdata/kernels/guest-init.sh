@@ -11,7 +11,7 @@
 # names what it lacks) the scenario is only eaddr's refusal: with BTF hidden, then as it is.
 # Everything is printed between ==== markers for check.py; in a guest it then powers off.
 # Parameters come from the kernel command line (KERNELS_PARAMS on the host): mode= (vm|host), kdir=
-# (binaries), repo=, cgbase=, pod1=, cid1=, pod2=, cid2=, lacks= (optional). Every wait has a deadline.
+# (the binaries of the architecture), edir= (the entry's own: its gotests list and modprobe), repo=, cgbase=, pod1=, cid1=, pod2=, cid2=, lacks= (optional). Every wait has a deadline.
 B=/bin/busybox
 if [ $$ = 1 ]; then
 	# a guest's PID 1: its own /proc first (until then /proc is the host's, over 9p)
@@ -24,7 +24,7 @@ else
 fi
 for a in $params; do
 	case $a in
-	mode=*) MODE=${a#mode=} ;; kdir=*) K=${a#kdir=} ;; repo=*) REPO=${a#repo=} ;; cgbase=*) CGB=${a#cgbase=} ;;
+	mode=*) MODE=${a#mode=} ;; kdir=*) K=${a#kdir=} ;; edir=*) EDIR=${a#edir=} ;; repo=*) REPO=${a#repo=} ;; cgbase=*) CGB=${a#cgbase=} ;;
 	pod1=*) POD1=${a#pod1=} ;; cid1=*) CID1=${a#cid1=} ;;
 	pod2=*) POD2=${a#pod2=} ;; cid2=*) CID2=${a#cid2=} ;;
 	lacks=*) LACKS=${a#lacks=} ;;
@@ -51,7 +51,7 @@ fi
 HOSTPATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 [ -d /run/bb ] && export PATH=/run/bb:$HOSTPATH || export PATH=$HOSTPATH
 
-if [ -z "$MODE" ] || [ -z "$K" ] || [ -z "$REPO" ] || [ -z "$CGB" ] || [ -z "$POD1" ] || [ -z "$CID1" ] || [ -z "$POD2" ] || [ -z "$CID2" ]; then
+if [ -z "$MODE" ] || [ -z "$K" ] || [ -z "$EDIR" ] || [ -z "$REPO" ] || [ -z "$CGB" ] || [ -z "$POD1" ] || [ -z "$CID1" ] || [ -z "$POD2" ] || [ -z "$CID2" ]; then
 	echo "==== guest: missing parameters: $params"
 	off
 fi
@@ -70,7 +70,7 @@ if [ $$ = 1 ]; then
 	mount -t bpf bpf /sys/fs/bpf
 	# the kernel runs this to load a module (inet_diag, tcp_diag, ... for sock_diag): the
 	# kernel package's own tree, depmod-ed on the host (run.sh writes the script per arch)
-	echo "$K/modprobe" > /proc/sys/kernel/modprobe
+	echo "$EDIR/modprobe" > /proc/sys/kernel/modprobe
 	# the CNI plugins of the containerd test keep their results in /var/lib/cni: writable here
 	# (the share is read-only), on /var/lib when the host has no /var/lib/cni to mount on
 	if [ -d /var/lib/cni ]; then mount -t tmpfs cni /var/lib/cni
@@ -199,7 +199,7 @@ scenario() {
 	echo "==== scenario done at $(up) s uptime"
 }
 
-# gotests: each line of $K/gotests is `PKGDIR TESTBIN REGEX`; the binary runs in its package's
+# gotests: each line of $EDIR/gotests is `PKGDIR TESTBIN REGEX`; the binary runs in its package's
 # directory, as go test runs it, with cmd/eaddr's `go build` answered by $K/bin/go.
 gotests() {
 	# the tests look their clients up by name: the host's (GNU wget, OpenBSD nc), not the
@@ -215,7 +215,7 @@ gotests() {
 		(cd "$REPO/$pkg" && EADDR_REQUIRE_BPF=1 EADDR_KERNEL_LACKS=$LACKS "$K/tests/$bin" -test.v -test.count=1 \
 			-test.timeout=20m -test.run "$re" 2>&1)
 		echo "==== END gotest $pkg rc=$? $t0 -> $(up) s uptime"
-	done < "$K/gotests"
+	done < "$EDIR/gotests"
 	kv modules "$(cut -d' ' -f1 /proc/modules | sort | tr '\n' ' ')"
 	echo "==== gotests done at $(up) s uptime"
 }

@@ -4,6 +4,10 @@
 #
 #   host             the machine's own kernel, no VM: the scenario of guest-init.sh in its own mount,
 #                    net and UTS namespaces, then the Go kernel tests directly on the host
+#   host-scenario    the host entry's scenario alone, no Go test: for CI, whose `make test` runs every
+#                    one of the host's Go kernel tests (tests.txt's all, amd64 and host rows) already,
+#                    as root with EADDR_REQUIRE_BPF=1 and the same CGO_ENABLED=0 build; not in the
+#                    default list
 #   debian12-amd64   Debian 12 (bookworm): the newest linux-image-6.1.0-N-amd64-unsigned, qemu-system-x86_64
 #   debian12-arm64   the newest linux-image-6.1.0-N-arm64-unsigned, qemu-system-aarch64 (-M virt),
 #                    with GOARCH=arm64 binaries: the committed arm64 BPF objects are loaded there
@@ -14,7 +18,8 @@
 #                    entry checks that eaddr refuses in one line naming the first, and that the real
 #                    feature probes say what that kernel lacks (tracer's TestProbeThisKernel)
 #
-# The VMs run under TCG (no KVM) with no network device; one VM at a time. The guest sees the host
+# The VMs run under TCG (no KVM) with no network device, KERNELS_JOBS of them at a time (default 1;
+# each is one host thread: thread=single TCG). The guest sees the host
 # root read-only over 9p: the amd64 guests switch_root into it, the arm64 guests (which cannot run
 # the host's x86 programs) stay in their busybox-static:arm64 initramfs and bind-mount from the
 # share only what is arch-independent or built for them (the repository, the work directory, /etc,
@@ -29,8 +34,13 @@
 # changed), with `apt-get update` at each run (nothing is fetched when the lists are current; when
 # it fails, the lists there are used) and `apt-get download`. The .debs are kept in KERNELS_CACHE with
 # their unpacked, depmod-ed module trees, so a second run downloads no package.
+# Every kernel package is found and fetched first, then the binaries built, then the entries run.
+# KERNELS_FETCHED names a file to create once that is done: CI starts its tests, which trace every
+# connect() of the machine, only after it, so that no apt connection happens beside them.
 # KERNELS_TIMEOUT_AMD64 / KERNELS_TIMEOUT_ARM64 bound each VM (seconds). KERNELS_TESTS names another
-# test list than testdata/kernels/tests.txt (to try a test on the matrix).
+# test list than testdata/kernels/tests.txt (to try a test on the matrix). With KERNELS_JOBS above 1,
+# each entry's output is printed whole as it ends (not the console live); the last lines, one per
+# kernel, are in the list's order.
 set -euo pipefail
 
 die() { echo "kernels: $*" >&2; exit 2; }
@@ -46,8 +56,8 @@ case $repo in *[[:space:]]*) die "the repository path must have no spaces (it go
 declare -A E_SUITE=([debian12-amd64]=bookworm [debian12-arm64]=bookworm [debian13-amd64]=trixie
 	[debian13-arm64]=trixie [debian11-amd64]=bullseye)
 declare -A E_KVER=([bookworm]='6\.1\.0-[0-9]+' [trixie]='6\.12\.[0-9]+\+deb13(\.[0-9]+)?' [bullseye]='5\.10\.0-[0-9]+')
-declare -A E_TAGS=([host]=all,amd64,host [debian12-amd64]=all,amd64,ipvs,guest [debian12-arm64]=all
-	[debian13-amd64]=all,amd64,ipvs,guest [debian13-arm64]=all [debian11-amd64]=old)
+declare -A E_TAGS=([host]=all,amd64,host [host-scenario]=none [debian12-amd64]=all,amd64,ipvs,guest
+	[debian12-arm64]=all [debian13-amd64]=all,amd64,ipvs,guest [debian13-arm64]=all [debian11-amd64]=old)
 declare -A E_LACKS=([debian11-amd64]=bpf_get_current_task_btf,bpf_task_pt_regs)
 all_entries="host debian12-amd64 debian12-arm64 debian13-amd64 debian13-arm64 debian11-amd64"
 # shellcheck disable=SC2206
@@ -55,14 +65,18 @@ entries=(${*:-${KERNELS:-$all_entries}})
 cache=${KERNELS_CACHE:-/var/cache/eaddr-kernels}
 t_amd64=${KERNELS_TIMEOUT_AMD64:-900}
 t_arm64=${KERNELS_TIMEOUT_ARM64:-1800}
+jobs=${KERNELS_JOBS:-1}
+case $jobs in [1-9]|[1-9][0-9]) ;; *) die "KERNELS_JOBS=$jobs: a number of VMs at a time, 1 or more" ;; esac
 want_amd64= want_arm64= want_vm_amd64=
+declare -A arch_tags=()   # ARCH -> the tests.txt tags of its entries (comma-separated): what to build
 for e in "${entries[@]}"; do
-	[ -n "${E_TAGS[$e]+x}" ] || die "unknown entry $e ($all_entries)"
+	[ -n "${E_TAGS[$e]+x}" ] || die "unknown entry $e ($all_entries host-scenario)"
 	case $e in
-	host) want_amd64=1 ;;
-	*-amd64) want_amd64=1 want_vm_amd64=1 ;;
-	*-arm64) want_arm64=1 ;;
+	host | host-scenario) want_amd64=1; a=amd64 ;;
+	*-amd64) want_amd64=1 want_vm_amd64=1; a=amd64 ;;
+	*-arm64) want_arm64=1; a=arm64 ;;
 	esac
+	arch_tags[$a]=${arch_tags[$a]:+${arch_tags[$a]},}${E_TAGS[$e]}
 done
 
 missing=
@@ -86,11 +100,14 @@ need xz xz-utils   # trixie's modules are .ko.xz
 
 work=$(mktemp -d /tmp/eaddr-kernels.XXXXXX)
 qpid= tpid=
-cleanup() { # stops qemu (timeout passes the signal on) and the console tail, removes $work
+declare -A running=()   # pid of an entry run in the background (KERNELS_JOBS > 1) -> entry
+cleanup() { # stops qemu (timeout passes the signal on), the console tail and running entries, removes $work
 	set +e
 	[ -z "$qpid" ] || kill "$qpid" 2>/dev/null
 	[ -z "$tpid" ] || kill "$tpid" 2>/dev/null
 	[ -z "$qpid" ] || wait "$qpid" 2>/dev/null
+	for p in "${!running[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${!running[@]}"; do wait "$p" 2>/dev/null; done
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -196,16 +213,28 @@ kernel() {
 # kernels too old for eaddr), ipvs (the amd64 guests: their kernels ship ip_vs, the host's has none).
 tests=${KERNELS_TESTS:-testdata/kernels/tests.txt}
 [ -f "$tests" ] || die "no test list $tests"
+# selpkgs TAGS: the packages with a test whose WHERE shares a tag with TAGS (comma-separated)
+selpkgs() {
+	awk -v tags="$1" 'BEGIN { n = split(tags, t, ","); for (i = 1; i <= n; i++) want[t[i]] = 1 }
+		!/^#/ && NF { m = split($3, w, ","); for (i = 1; i <= m; i++) if (w[i] in want) { print $1; next } }' "$tests" | sort -u
+}
 pkgs=$(awk '!/^#/ && NF {print $1}' "$tests" | sort -u)
-build() { # ARCH
-	local d=$work/$1 p
-	echo "== build for $1: eaddr, bindfail, go test -c of $(echo $pkgs)"
+build() { # ARCH: eaddr, bindfail and, in one go command (it compiles them side by side), the test
+	# binaries of the packages this run's entries of ARCH select tests from
+	local d=$work/$1 p bp=() sel
+	sel=$(selpkgs "${arch_tags[$1]}")
+	echo "== build for $1: eaddr, bindfail, go test -c of ${sel//$'\n'/ }"
 	mkdir -p "$d/tests" "$d/bin"
 	GOARCH=$1 CGO_ENABLED=0 go build -trimpath -o "$d/eaddr" ./cmd/eaddr
 	GOARCH=$1 CGO_ENABLED=0 go build -trimpath -o "$d/bindfail" ./testdata/kernels/bindfail
-	for p in $pkgs; do
-		GOARCH=$1 CGO_ENABLED=0 go test -c -o "$d/tests/${p//\//_}.test" "./$p"
-	done
+	for p in $sel; do bp+=("./$p"); done
+	if [ ${#bp[@]} -gt 0 ]; then
+		# go test -c -o DIR/ names each binary after its package's last element; they differ here
+		GOARCH=$1 CGO_ENABLED=0 go test -c -o "$d/tests/" "${bp[@]}"
+		for p in $sel; do
+			[ "${p##*/}.test" = "${p//\//_}.test" ] || mv "$d/tests/${p##*/}.test" "$d/tests/${p//\//_}.test"
+		done
+	fi
 	# cmd/eaddr's TestMain runs `go build -o OUT .`; in the guests this stands in for it with the
 	# eaddr just built here (compiling eaddr under TCG takes most of 15 minutes).
 	cat > "$d/bin/go" <<EOF
@@ -229,6 +258,17 @@ gotests() {
 		[ -z "$sel" ] || echo "$p ${p//\//_}.test ^($sel)\$" >> "$2"
 	done
 }
+# every kernel package (and busybox-static:arm64) first: a failed download stops the run before
+# anything is built or booted
+declare -A K_PKG=() K_VER=() K_ROOT=() BB_DEB=()
+for e in "${entries[@]}"; do
+	case $e in host | host-scenario) continue ;; esac
+	kernel "$e"
+	K_PKG[$e]=$kpkg K_VER[$e]=$kver K_ROOT[$e]=$kroot
+	[ "${e##*-}" != arm64 ] || BB_DEB[$e]=$(fetch "${E_SUITE[$e]}" busybox-static:arm64)
+done
+echo "== kernels fetched in $(secs "$start") s"
+[ -z "${KERNELS_FETCHED:-}" ] || : >"$KERNELS_FETCHED"
 # the guests run a copy: an edit of the checkout during a run does not reach a running guest
 cp testdata/kernels/guest-init.sh "$work/guest-init.sh"
 schemacheck=$work/schemacheck
@@ -266,7 +306,7 @@ modorder() {
 # the directories named by binds= (a:b:c) from the share onto the same paths in the initramfs and
 # the kernel's module tree (modules=) onto /lib/modules (arm64). Then it runs the script guest_init=.
 mkinitramfs() {
-	local d=$work/initramfs m
+	local d=${3%/*}/initramfs m
 	rm -rf "$d"
 	mkdir -p "$d/bin" "$d/mods" "$d/proc" "$d/sys" "$d/dev" "$d/newroot" "$d/host" "$d/etc" "$d/lib/modules" "$d/tmp" "$d/run"
 	cp "$1" "$d/bin/busybox"
@@ -324,28 +364,30 @@ hex64() { echo "$(uuid)$(uuid)" | tr -d '-'; }
 results=()
 failed=0
 
-# judge MODE ENTRY LOG RC KVER ARCH PARAMS...: check.py on one entry's output
+# judge MODE ENTRY LOG RC KVER ARCH PARAMS...: check.py on one entry's output; its summary (the
+# `kernel ...` line and the failed checks) goes to $work/ENTRY.result for the run's last lines
 judge() {
 	local mode=$1 e=$2; shift 2
 	local out rc=0
 	out=$(python3 testdata/kernels/check.py --schemacheck "$schemacheck" --schema docs/event.schema.json \
 		--tests "$tests" --mode "$mode" --tags "${E_TAGS[$e]}" --lacks "${E_LACKS[$e]:-}" "$@") || rc=$?
 	echo "$out"
-	results+=("$(echo "$out" | sed -n '/^kernel .*passed.*failed$/,$p')")
-	[ "$rc" = 0 ] || failed=1
+	echo "$out" | sed -n '/^kernel .*passed.*failed$/,$p' > "$work/$e.result"
+	return "$rc"
 }
 
-# ---- host: the machine's kernel, no VM
-run_host() {
-	local t0 d=$work/host rc=0 pod1 cid1 pod2 cid2 cgbase params
+# ---- host: the machine's kernel, no VM (host-scenario: the scenario only, no Go test)
+run_host() { # ENTRY
+	local e=$1 t0 d=$work/$1 rc=0 pod1 cid1 pod2 cid2 cgbase params what=", then the Go kernel tests"
 	t0=$(date +%s)
+	[ "$e" = host ] || what=" only; no Go test: make test runs them on this kernel"
 	# the Go tests keep TMPDIR (/tmp): cmd/eaddr's C clients are found again by argv[0] after they
 	# exit, and eaddr keeps 64 bytes of it (EADDR_ARGS_MAX): a longer TMPDIR cuts their path
 	mkdir -p "$d"
 	pod1=$(uuid) cid1=$(hex64) pod2=$(uuid) cid2=$(hex64) cgbase=eaddr-k$(uuid | cut -c1-8)
-	gotests "${E_TAGS[host]}" "$work/amd64/gotests"
-	params="mode=host kdir=$work/amd64 repo=$repo cgbase=$cgbase pod1=$pod1 cid1=$cid1 pod2=$pod2 cid2=$cid2"
-	echo "== host: kernel $(uname -r) $(uname -m), no VM: the scenario in its own mount/net/UTS namespaces, then the Go kernel tests"
+	gotests "${E_TAGS[$e]}" "$d/gotests"
+	params="mode=host kdir=$work/amd64 edir=$d repo=$repo cgbase=$cgbase pod1=$pod1 cid1=$cid1 pod2=$pod2 cid2=$cid2"
+	echo "== $e: kernel $(uname -r) $(uname -m), no VM: the scenario in its own mount/net/UTS namespaces$what"
 	# the scenario mounts its own proc, sysfs, cgroup2, tracefs, tmpfs on /run: private mounts
 	KERNELS_PARAMS="$params" KERNELS_PHASE=scenario timeout "$t_amd64" \
 		unshare --mount --net --uts --propagation private /bin/sh "$work/guest-init.sh" >"$d/console.log" 2>&1 || rc=$?
@@ -353,33 +395,32 @@ run_host() {
 	KERNELS_PARAMS="$params" KERNELS_PHASE=gotests timeout "$t_amd64" \
 		/bin/sh "$work/guest-init.sh" >>"$d/console.log" 2>&1 || rc=$?
 	cat "$d/console.log"
-	echo "== host: $(secs "$t0") s"
-	judge host host "$d/console.log" "$rc" "$(uname -r)" "$(uname -m | sed 's/x86_64/amd64/;s/aarch64/arm64/')" "$cgbase" "$pod1" "$cid1" "$pod2" "$cid2"
+	echo "== $e: $(secs "$t0") s"
+	judge host "$e" "$d/console.log" "$rc" "$(uname -r)" "$(uname -m | sed 's/x86_64/amd64/;s/aarch64/arm64/')" "$cgbase" "$pod1" "$cid1" "$pod2" "$cid2"
 }
 
 # ---- a Debian kernel under qemu
 run_vm() { # ENTRY
 	local e=$1 arch=${1##*-} t0 d=$work/vm-$1 rc=0 pod1 cid1 pod2 cid2 cgbase timeout bb append qemu
+	local kver=${K_VER[$e]} kroot=${K_ROOT[$e]}
 	t0=$(date +%s)
-	kernel "$e"
+	echo "== $e: kernel ${K_PKG[$e]} (unpacked in $kroot)"
 	mkdir -p "$d"
-	gotests "${E_TAGS[$e]}" "$work/$arch/gotests"
+	gotests "${E_TAGS[$e]}" "$d/gotests"
 	# the kernel runs this when it wants a module (request_module): inet_diag, tcp_diag, ...
 	if [ "$arch" = amd64 ]; then
 		bb=/bin/busybox
-		printf '#!/bin/sh\nexec /usr/sbin/modprobe -d %s "$@"\n' "$kroot" > "$work/$arch/modprobe"
+		printf '#!/bin/sh\nexec /usr/sbin/modprobe -d %s "$@"\n' "$kroot" > "$d/modprobe"
 	else
-		local bbdeb
-		bbdeb=$(fetch "${E_SUITE[$e]}" busybox-static:arm64)
-		rm -rf "$work/bb-arm64" && dpkg -x "$bbdeb" "$work/bb-arm64"
-		bb=$work/bb-arm64/bin/busybox
-		[ -f "$bb" ] || bb=$work/bb-arm64/usr/bin/busybox   # Debian 13: merged /usr
-		printf '#!/bin/busybox sh\nexec /bin/busybox modprobe "$@"\n' > "$work/$arch/modprobe"
+		rm -rf "$d/bb" && dpkg -x "${BB_DEB[$e]}" "$d/bb"
+		bb=$d/bb/bin/busybox
+		[ -f "$bb" ] || bb=$d/bb/usr/bin/busybox   # Debian 13: merged /usr
+		printf '#!/bin/busybox sh\nexec /bin/busybox modprobe "$@"\n' > "$d/modprobe"
 	fi
-	chmod 755 "$work/$arch/modprobe"
+	chmod 755 "$d/modprobe"
 	mkinitramfs "$bb" "$kroot/lib/modules/$kver/kernel" "$d/initramfs.cpio.gz"
 	pod1=$(uuid) cid1=$(hex64) pod2=$(uuid) cid2=$(hex64) cgbase=eaddr-k$(uuid | cut -c1-8)
-	append="panic=-1 quiet loglevel=4 guest_init=$work/guest-init.sh mode=vm kdir=$work/$arch repo=$repo cgbase=$cgbase pod1=$pod1 cid1=$cid1 pod2=$pod2 cid2=$cid2"
+	append="panic=-1 quiet loglevel=4 guest_init=$work/guest-init.sh mode=vm kdir=$work/$arch edir=$d repo=$repo cgbase=$cgbase pod1=$pod1 cid1=$cid1 pod2=$pod2 cid2=$cid2"
 	[ -z "${E_LACKS[$e]:-}" ] || append="$append lacks=${E_LACKS[$e]}"
 	if [ "$arch" = amd64 ]; then
 		timeout=$t_amd64
@@ -416,9 +457,45 @@ run_vm() { # ENTRY
 	judge vm "$e" "$d/console.log" "$rc" "$kver" "$arch" "$cgbase" "$pod1" "$cid1" "$pod2" "$cid2"
 }
 
+# run_entry ENTRY: one entry, in a subshell of its own (started with &): its EXIT trap stops its
+# qemu and console tail, as TERM from cleanup above makes it exit
+run_entry() {
+	trap 'set +e; [ -z "$qpid" ] || kill "$qpid" 2>/dev/null; [ -z "$tpid" ] || kill "$tpid" 2>/dev/null; [ -z "$qpid" ] || wait "$qpid" 2>/dev/null' EXIT
+	trap 'exit 143' TERM
+	case $1 in
+	host | host-scenario) run_host "$1" ;;
+	*) run_vm "$1" ;;
+	esac
+}
+start_entry() { # ENTRY
+	if [ "$jobs" = 1 ]; then
+		run_entry "$1" &
+	else
+		echo "== $1: started at $(secs "$start") s; its output follows when it ends"
+		run_entry "$1" >"$work/$1.log" 2>&1 &
+	fi
+	running[$!]=$1
+}
+reap() { # waits for one running entry and records its result; a wait, so INT/TERM act at once
+	local pid='' rc=0 e
+	wait -n -p pid "${!running[@]}" || rc=$?
+	[ -n "$pid" ] || die "wait -n returned $rc and no entry"
+	e=${running[$pid]}
+	unset "running[$pid]"
+	[ "$jobs" = 1 ] || { cat "$work/$e.log"; echo "== $e: ended at $(secs "$start") s, status $rc"; }
+	if [ -s "$work/$e.result" ]; then
+		results+=("$(cat "$work/$e.result")")
+	else
+		results+=("kernel entry $e: FAILED, it stopped (status $rc) before check.py judged it; its output is above")
+	fi
+	[ "$rc" = 0 ] || failed=1
+}
+[ "$jobs" = 1 ] || echo "== ${#entries[@]} entries, $jobs at a time"
 for e in "${entries[@]}"; do
-	if [ "$e" = host ]; then run_host; else run_vm "$e"; fi
+	while [ ${#running[@]} -ge "$jobs" ]; do reap; done
+	start_entry "$e"
 done
+while [ ${#running[@]} -gt 0 ]; do reap; done
 
 echo
 echo "== make kernels: ${#entries[@]} kernels in $(secs "$start") s"

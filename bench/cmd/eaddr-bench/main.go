@@ -93,7 +93,7 @@ func main() {
 	flag.StringVar(&o.bpftrace, "bpftrace", "bpftrace", "the bpftrace binary; its column says 'bpftrace not installed' when it is not found")
 	flag.StringVar(&o.script, "script", "bench/eaddr.bt", "the bpftrace script equivalent to eaddr's kernel side")
 	flag.StringVar(&o.goTool, "go", "go", "the go command, for the per-event user-space benchmark (empty: skip it)")
-	flag.BoolVar(&o.goBench, "gobench", true, "run the Go benchmarks: user-space cost per event (./output BenchmarkEventJSON, ./pipeline BenchmarkSteadyEvent), and what naming a cgroup costs (./decode BenchmarkCgroupPath, ./tracer BenchmarkCgroupRecord and BenchmarkLookupCgroup)")
+	flag.BoolVar(&o.goBench, "gobench", true, "run the Go benchmarks: user-space cost per event (./output BenchmarkEventJSON, ./pipeline BenchmarkSteadyEvent), what naming a cgroup costs (./decode BenchmarkCgroupPath, ./tracer BenchmarkCgroupRecord and BenchmarkLookupCgroup), and one port sample (./ports BenchmarkPortSample, and BenchmarkPortSampleNode: 100 netns x 500 sockets and 250 x 200, the node walk beside each netns read on its own)")
 	flag.BoolVar(&o.storm, "storm", true, "after the rounds, the storm section: eaddr at default flags (trace) against no tracer and the floor while two threads fail connect() flat out, -rounds times, with its own targets table")
 	flag.BoolVar(&o.latency, "latency", true, "after the storm, the latency section: how long after its failure an event's line reaches eaddr's stdout, with a CRI socket that never answers and a storm from a pod cgroup, -rounds times, with eaddr's own record of its waits")
 	flag.DurationVar(&o.stormTime, "storm-time", 3*time.Second, "how long each storm measurement runs per configuration and round")

@@ -49,6 +49,7 @@ type goBenchLine struct {
 	name                string
 	nsPerOp, bytesPerOp float64
 	allocs              float64
+	metrics             map[string]float64 // the benchmark's own (b.ReportMetric), by unit
 }
 
 // cpuSample is a tracer's CPU use at one failure rate, in % of a core.
@@ -305,9 +306,15 @@ func (b *bench) report(w io.Writer) {
 		case strings.HasPrefix(g.name, "BenchmarkCgroupPath"), strings.HasPrefix(g.name, "BenchmarkLookupCgroup"):
 			label = "user space per new cgroup: "
 		}
+		if strings.HasPrefix(g.name, "BenchmarkPortSample") {
+			label = "port sampler, one sample: "
+		}
 		row(label+strings.TrimPrefix(g.name, "Benchmark"), func(c int) string {
 			if c != cfgEaddr {
 				return "-"
+			}
+			if pct, ok := g.metrics["%core@15s"]; ok {
+				return fmt.Sprintf("%.2f%% of a core at 15 s, %.0f ns/socket", pct, g.metrics["cpu-ns/socket"])
 			}
 			return fmt.Sprintf("%.0f ns, %.0f allocs", g.nsPerOp, g.allocs)
 		})
@@ -554,15 +561,21 @@ func (b *bench) targets(w io.Writer) {
 // dropped/op) may stand between ns/op and B/op.
 var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(?:\s+[\d.e+-]+ \S+)*?\s+([\d.]+) B/op\s+([\d.]+) allocs/op`)
 
+// benchMetric is one "value unit" pair of a benchmark's result line.
+var benchMetric = regexp.MustCompile(`\s([\d.e+-]+) (\S+)`)
+
 // goBenches are the Go benchmarks `make bench` runs: user space per event
 // (the record alone, and pipeline's whole steady path: decode, attribution,
 // explanation, the shared snapshot, JSON into the sink), and what naming a
 // cgroup costs in user space and in the BPF program; and one sample of the
-// port sampler (--ports-interval), per netns and per socket.
+// port sampler (./ports: the node walk beside each netns read on its own),
+// per netns and per socket, and on two node-like setups (100 netns x 500
+// sockets, 250 x 200) side by side with the sampler before the walk.
 var goBenches = [][]string{
 	{"-bench", "BenchmarkEventJSON", "-benchmem", "./output"},
 	{"-bench", "BenchmarkSteadyEvent", "-benchmem", "./pipeline"},
-	{"-bench", "BenchmarkPortSample$", "-benchtime", "20x", "-benchmem", "./pipeline"},
+	{"-bench", "BenchmarkPortSample$", "-benchtime", "20x", "-benchmem", "./ports"},
+	{"-bench", "BenchmarkPortSampleNode$", "-benchtime", "3x", "-benchmem", "-timeout", "30m", "./ports"},
 	{"-bench", "BenchmarkCgroupPath", "-benchmem", "./pod"},
 	{"-bench", "BenchmarkCgroupRecord|BenchmarkLookupCgroup", "-benchtime", "5x", "-benchmem", "./tracer"},
 }
@@ -590,21 +603,31 @@ func runSteadyTest(ctx context.Context, goTool string) string {
 	return ""
 }
 
+// parseBenchLine reads one result line of go test -bench.
+func parseBenchLine(line string) (goBenchLine, bool) {
+	m := benchLine.FindStringSubmatch(line)
+	if m == nil {
+		return goBenchLine{}, false
+	}
+	g := goBenchLine{name: m[1], metrics: map[string]float64{}}
+	g.nsPerOp, _ = strconv.ParseFloat(m[2], 64)
+	g.bytesPerOp, _ = strconv.ParseFloat(m[3], 64)
+	g.allocs, _ = strconv.ParseFloat(m[4], 64)
+	for _, mm := range benchMetric.FindAllStringSubmatch(line, -1) {
+		g.metrics[mm[2]], _ = strconv.ParseFloat(mm[1], 64)
+	}
+	return g, true
+}
+
 func runGoBench1(ctx context.Context, goTool string, args []string) ([]goBenchLine, error) {
 	cmd := exec.CommandContext(ctx, goTool, append([]string{"test", "-run", "XXX"}, args...)...)
 	out, err := combinedOutput(cmd)
 	var res []goBenchLine
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
-		m := benchLine.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
+		if g, ok := parseBenchLine(sc.Text()); ok {
+			res = append(res, g)
 		}
-		g := goBenchLine{name: m[1]}
-		g.nsPerOp, _ = strconv.ParseFloat(m[2], 64)
-		g.bytesPerOp, _ = strconv.ParseFloat(m[3], 64)
-		g.allocs, _ = strconv.ParseFloat(m[4], 64)
-		res = append(res, g)
 	}
 	if err != nil {
 		return res, fmt.Errorf("%v: %s", err, lastLines(string(out), 10))

@@ -49,9 +49,19 @@ type TraceProc struct {
 // its totals.
 func StartTrace(t *testing.T, args ...string) *TraceProc {
 	t.Helper()
+	return StartTraceWith(t, nil, args...)
+}
+
+// StartTraceWith is StartTrace with setup run on the command before it
+// starts (nil: none).
+func StartTraceWith(t *testing.T, setup func(*exec.Cmd), args ...string) *TraceProc {
+	t.Helper()
 	testenv.RequireRoot(t)
 	p := &TraceProc{t: t, done: make(chan struct{})}
 	p.Cmd = exec.Command(EaddrBin, append([]string{"trace"}, args...)...)
+	if setup != nil {
+		setup(p.Cmd)
+	}
 	// Our own pipe, not StdoutPipe: startLogged reaps the process, and Wait
 	// closes a StdoutPipe while lines may still wait in it to be read.
 	stdout, w, err := os.Pipe()
@@ -114,6 +124,9 @@ func StartTrace(t *testing.T, args ...string) *TraceProc {
 	p.Stderr.WaitFor(t, "attached", 30*time.Second)
 	return p
 }
+
+// Done is closed once eaddr trace's stdout is closed: it exited.
+func (p *TraceProc) Done() <-chan struct{} { return p.done }
 
 // ForPID waits up to d for at least n events of pid and returns all of them.
 func (p *TraceProc) ForPID(pid int, n int, d time.Duration) []JsonEvent {
