@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,49 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
-
-// The worst status sets the exit: a finding beats unknown, unknown beats
-// clean, and nothing audited at all is unknown too.
-func TestCheckStatus(t *testing.T) {
-	ns := func(w ...severity) *checkReport {
-		rep := &checkReport{}
-		for _, s := range w {
-			rep.NetNS = append(rep.NetNS, netnsReport{Worst: s})
-			rep.Worst = max(rep.Worst, s)
-		}
-		return rep
-	}
-	for _, tc := range []struct {
-		rep  *checkReport
-		code int
-		says string
-	}{
-		{ns(sevInfo, sevInfo), 0, ""},
-		{ns(sevInfo, sevUnknown), 3, "1 of 2 network namespaces could not be audited"},
-		{ns(sevUnknown, sevUnknown), 3, "none of the 2"},
-		{ns(), 3, "no network namespace to audit"},
-		{ns(sevUnknown, sevWarning), 1, ""},
-		{ns(sevCritical, sevUnknown), 1, ""},
-	} {
-		err := checkStatus(tc.rep)
-		code := 0
-		switch {
-		case errors.As(err, new(unknownError)):
-			code = 3
-		case errors.As(err, new(quietError)):
-			code = 1
-		case err != nil:
-			code = -1
-		}
-		if code != tc.code || (tc.says != "" && !strings.Contains(err.Error(), tc.says)) {
-			t.Errorf("worst %v over %d netns: %v (exit %d), want exit %d saying %q", tc.rep.Worst, len(tc.rep.NetNS), err, code, tc.code, tc.says)
-		}
-	}
-}
 
 // A real netns with no process left in it cannot be entered: check calls
 // it unknown with why and exits 3, also beside a clean one; beside a
@@ -67,8 +28,8 @@ func TestCheckUnknownNetNS(t *testing.T) {
 	t.Cleanup(func() { empty.Close() })
 	emptyInode := strconv.FormatUint(empty.Inode(), 10)
 	rep, code := eaddrtest.RunCheckJSON(t, "--netns", emptyInode)
-	if code != 3 || rep.Worst != sevUnknown || len(rep.NetNS) != 1 || rep.NetNS[0].Worst != sevUnknown ||
-		!strings.Contains(rep.NetNS[0].Error, "no live process") || !eaddrtest.HasFinding(rep.NetNS[0], sevUnknown, "not audited") {
+	if code != 3 || rep.Worst != diagnose.SevUnknown || len(rep.NetNS) != 1 || rep.NetNS[0].Worst != diagnose.SevUnknown ||
+		!strings.Contains(rep.NetNS[0].Error, "no live process") || !eaddrtest.HasFinding(rep.NetNS[0], diagnose.SevUnknown, "not audited") {
 		t.Errorf("netns without a process: exit %d %+v, want exit 3 and unknown with why", code, rep)
 	}
 	_, errOut, _ := eaddrtest.Run(t, context.Background(), "check", "--netns", emptyInode)
@@ -87,11 +48,11 @@ func TestCheckUnknownNetNS(t *testing.T) {
 	}
 	cleanInode := strconv.FormatUint(clean.Inode(), 10)
 	rep, code = eaddrtest.RunCheckJSON(t, "--netns", cleanInode)
-	if code != 0 || rep.Worst > sevInfo {
+	if code != 0 || rep.Worst > diagnose.SevInfo {
 		t.Fatalf("clean netns: exit %d %+v", code, rep)
 	}
 	rep, code = eaddrtest.RunCheckJSON(t, "--netns", cleanInode, "--netns", emptyInode)
-	if code != 3 || rep.Worst != sevUnknown || len(rep.NetNS) != 2 {
+	if code != 3 || rep.Worst != diagnose.SevUnknown || len(rep.NetNS) != 2 {
 		t.Errorf("clean and unknown netns: exit %d worst %v, want 3 and unknown", code, rep.Worst)
 	}
 	out, _, code := eaddrtest.Run(t, context.Background(), "check", "--netns", cleanInode, "--netns", emptyInode)
@@ -102,7 +63,7 @@ func TestCheckUnknownNetNS(t *testing.T) {
 	full := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1")
 	eaddrtest.Sandbox(t, full)
 	rep, code = eaddrtest.RunCheckJSON(t, "--netns", strconv.FormatUint(full.Inode(), 10), "--netns", emptyInode)
-	if code != 1 || rep.Worst != sevCritical {
+	if code != 1 || rep.Worst != diagnose.SevCritical {
 		t.Errorf("critical and unknown netns: exit %d worst %v, want 1 and critical", code, rep.Worst)
 	}
 }
@@ -278,7 +239,7 @@ func TestCheckMountedNetNS(t *testing.T) {
 	}
 	d := r.Destinations
 	if r.Error != "" || r.PID != 0 || r.Mount != "/run/netns/"+name || r.PortRange != "40000-40009" || r.Reserved != "40008-40009" || r.Usable != 8 ||
-		r.Worst != sevCritical || len(d) != 1 || !d[0].Exhausted || len(d[0].Holders) != 1 || d[0].Holders[0].PID != os.Getpid() || len(d[0].Fix) == 0 {
+		r.Worst != diagnose.SevCritical || len(d) != 1 || !d[0].Exhausted || len(d[0].Holders) != 1 || d[0].Holders[0].PID != os.Getpid() || len(d[0].Fix) == 0 {
 		t.Errorf("netns %s: %+v, want it audited through its mount: 8 usable, exhausted, this test the holder", name, r)
 	}
 	out, _, _ := eaddrtest.Run(t, context.Background(), "check", "--netns", strconv.FormatUint(ns.Inode(), 10))

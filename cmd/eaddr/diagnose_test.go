@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
@@ -296,19 +297,19 @@ func TestCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, code := eaddrtest.RunCheckJSON(t, "--netns", inode, "--host-netns", inode)
-	if code != 1 || len(rep.NetNS) != 1 || !eaddrtest.HasFinding(rep.NetNS[0], sevWarning, "overlaps the NodePort range 30000-32767 in 1768 unreserved ports") {
+	if code != 1 || len(rep.NetNS) != 1 || !eaddrtest.HasFinding(rep.NetNS[0], diagnose.SevWarning, "overlaps the NodePort range 30000-32767 in 1768 unreserved ports") {
 		t.Fatalf("overlap not flagged (exit %d): %+v", code, rep)
 	}
 	// The same range in a pod's netns is only information.
 	rep, code = eaddrtest.RunCheckJSON(t, "--netns", inode)
-	if code != 0 || !eaddrtest.HasFinding(rep.NetNS[0], sevInfo, "overlaps the NodePort range") {
+	if code != 0 || !eaddrtest.HasFinding(rep.NetNS[0], diagnose.SevInfo, "overlaps the NodePort range") {
 		t.Errorf("overlap outside the host netns: exit %d %+v", code, rep)
 	}
 	if err := ns.SetSysctl("net.ipv4.ip_local_reserved_ports", "30000-32767"); err != nil {
 		t.Fatal(err)
 	}
 	rep, code = eaddrtest.RunCheckJSON(t, "--netns", inode, "--host-netns", inode)
-	if code != 0 || eaddrtest.HasFinding(rep.NetNS[0], sevWarning, "NodePort") || rep.NetNS[0].Usable != 40001-32768+1 {
+	if code != 0 || eaddrtest.HasFinding(rep.NetNS[0], diagnose.SevWarning, "NodePort") || rep.NetNS[0].Usable != 40001-32768+1 {
 		t.Errorf("reserved ports did not clear the flag (exit %d): %+v", code, rep)
 	}
 	// 100% of a two-port range held toward one destination.
@@ -316,7 +317,7 @@ func TestCheck(t *testing.T) {
 	eaddrtest.Sandbox(t, full)
 	rep, code = eaddrtest.RunCheckJSON(t, "--netns", strconv.FormatUint(full.Inode(), 10))
 	r := rep.NetNS[0]
-	if code != 1 || r.Worst != sevCritical || len(r.Destinations) == 0 || r.Destinations[0].Remote != "127.0.0.1:8080" || r.Destinations[0].Percent != 100 {
+	if code != 1 || r.Worst != diagnose.SevCritical || len(r.Destinations) == 0 || r.Destinations[0].Remote != "127.0.0.1:8080" || r.Destinations[0].Percent != 100 {
 		t.Errorf("exhausted netns not critical (exit %d): %+v", code, rep)
 	}
 	out, _, code := eaddrtest.Run(t, context.Background(), "check", "--netns", strconv.FormatUint(full.Inode(), 10))
@@ -440,12 +441,12 @@ func TestCheckProcNetFallback(t *testing.T) {
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	var got checkReport
+	var got diagnose.CheckReport
 	if err := json.Unmarshal([]byte(out.String()), &got); err != nil {
 		t.Fatalf("check output: %v\n%s\n%s", err, out.String(), errOut.String())
 	}
 	if code != wantCode || len(got.NetNS) != 1 || len(want.NetNS) != 1 || got.NetNS[0].Error != "" ||
-		fmt.Sprint(got.NetNS[0].Destinations) != fmt.Sprint(want.NetNS[0].Destinations) || got.NetNS[0].Worst != sevCritical {
+		fmt.Sprint(got.NetNS[0].Destinations) != fmt.Sprint(want.NetNS[0].Destinations) || got.NetNS[0].Worst != diagnose.SevCritical {
 		t.Errorf("check with /proc/net (exit %d):\n%+v\nwith sock_diag (exit %d):\n%+v", code, got, wantCode, want)
 	}
 	if n := strings.Count(errOut.String(), "modprobe inet_diag tcp_diag udp_diag"); n != 1 {
