@@ -228,7 +228,7 @@ func TestCheckMountedNetNS(t *testing.T) {
 	}
 
 	rep, _ := eaddrtest.RunCheckJSON(t) // every netns: this one is found only through its mount
-	var r *netnsReport
+	var r *diagnose.NetNSReport
 	for i := range rep.NetNS {
 		if rep.NetNS[i].Inode == ns.Inode() {
 			r = &rep.NetNS[i]

@@ -36,7 +36,7 @@ func TestKubeEventsAPIServer(t *testing.T) {
 	if evs = listEvents(); len(evs) != 1 {
 		t.Fatalf("%d Events, want exactly 1: %+v", len(evs), evs)
 	}
-	checkPodEvent(t, evs[0], "shop", "client", uid)
+	eaddrtest.CheckPodEvent(t, evs[0], "shop", "client", uid)
 
 	eaddrtest.WgetFails(t, r, app, 20)
 	eaddrtest.WaitEvents(t, listEvents, func(evs []eaddrtest.ApiEvent) bool {
@@ -103,4 +103,19 @@ func describe(t *testing.T, s *kubetest.Server) {
 		t.Errorf("core/v1 view %+v", e)
 	}
 	eaddrtest.DescribedAs(t, s, "EphemeralPortsExhausted", "../../docs/kubernetes.md")
+}
+
+// coreEvent is an Event as the core/v1 API shows it: what kubectl describe
+// pod and kubectl get events read.
+type coreEvent struct {
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	InvolvedObject struct {
+		Kind, Name, Namespace, UID string
+	} `json:"involvedObject"`
+	Reason, Message, Type, ReportingComponent, ReportingInstance string
+	Series                                                       *struct {
+		Count int `json:"count"`
+	} `json:"series"`
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -26,7 +25,7 @@ func TestKubeEvents(t *testing.T) {
 		"--ports-interval", "0")
 	eaddrtest.WgetFails(t, r, app, 1)
 	evs := eaddrtest.WaitEvents(t, api.Snapshot, func(evs []eaddrtest.ApiEvent) bool { return len(evs) == 1 })
-	checkPodEvent(t, evs[0], "shop", "client", pod.UID)
+	eaddrtest.CheckPodEvent(t, evs[0], "shop", "client", pod.UID)
 
 	eaddrtest.WgetFails(t, r, app, 20)
 	evs = eaddrtest.WaitEvents(t, api.Snapshot, func(evs []eaddrtest.ApiEvent) bool {
@@ -45,33 +44,4 @@ func TestKubeEvents(t *testing.T) {
 	if c := p.Stop(t); c["kube_events_dropped"] != 3 || c["kube_events_created"] != 1 {
 		t.Errorf("totals %v: want 1 Event created and the 3 failures that reached none counted as dropped", c)
 	}
-}
-
-func checkPodEvent(t *testing.T, e eaddrtest.ApiEvent, namespace, name, uid string) {
-	t.Helper()
-	if e.Regarding.Kind != "Pod" || e.Regarding.Name != name || e.Regarding.Namespace != namespace || e.Regarding.UID != uid ||
-		e.Metadata.Namespace != namespace || e.Type != "Warning" || e.Reason != "EphemeralPortsExhausted" || e.Action != "Connect" ||
-		e.ReportingController != "eaddr.io/eaddr" {
-		t.Errorf("Event %+v, want a Warning EphemeralPortsExhausted on pod %s/%s uid %s", e, namespace, name, uid)
-	}
-	if !strings.HasPrefix(e.Note, "ephemeral ports exhausted toward 127.0.0.1:8080: none of the 2 ports of 40000-40001 is free: 2 held by open connections") ||
-		!strings.Contains(e.Note, "Fix: ") {
-		t.Errorf("note %q: want the verdict and the fix", e.Note)
-	}
-	t.Logf("Event %s/%s: %s %s: %s", e.Metadata.Namespace, e.Metadata.Name, e.Type, e.Reason, e.Note)
-}
-
-// coreEvent is an Event as the core/v1 API shows it: what kubectl describe
-// pod and kubectl get events read.
-type coreEvent struct {
-	Metadata struct {
-		Name string `json:"name"`
-	} `json:"metadata"`
-	InvolvedObject struct {
-		Kind, Name, Namespace, UID string
-	} `json:"involvedObject"`
-	Reason, Message, Type, ReportingComponent, ReportingInstance string
-	Series                                                       *struct {
-		Count int `json:"count"`
-	} `json:"series"`
 }

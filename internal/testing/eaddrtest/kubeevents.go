@@ -338,3 +338,20 @@ func DescribeExcerpt(doc, command, reason string, printed []string) error {
 	}
 	return nil
 }
+
+// CheckPodEvent checks that e is the Event eaddr writes for ExhaustedPod's
+// failures: a Warning EphemeralPortsExhausted on the pod namespace/name with
+// its uid, the verdict and the fix in its note.
+func CheckPodEvent(t *testing.T, e ApiEvent, namespace, name, uid string) {
+	t.Helper()
+	if e.Regarding.Kind != "Pod" || e.Regarding.Name != name || e.Regarding.Namespace != namespace || e.Regarding.UID != uid ||
+		e.Metadata.Namespace != namespace || e.Type != "Warning" || e.Reason != "EphemeralPortsExhausted" || e.Action != "Connect" ||
+		e.ReportingController != "eaddr.io/eaddr" {
+		t.Errorf("Event %+v, want a Warning EphemeralPortsExhausted on pod %s/%s uid %s", e, namespace, name, uid)
+	}
+	if !strings.HasPrefix(e.Note, "ephemeral ports exhausted toward 127.0.0.1:8080: none of the 2 ports of 40000-40001 is free: 2 held by open connections") ||
+		!strings.Contains(e.Note, "Fix: ") {
+		t.Errorf("note %q: want the verdict and the fix", e.Note)
+	}
+	t.Logf("Event %s/%s: %s %s: %s", e.Metadata.Namespace, e.Metadata.Name, e.Type, e.Reason, e.Note)
+}
