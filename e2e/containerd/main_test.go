@@ -1,0 +1,9 @@
+package containerd
+
+import (
+	"testing"
+
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
+)
+
+func TestMain(m *testing.M) { eaddrtest.Main(m) }
