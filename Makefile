@@ -48,8 +48,14 @@ test:
 	CGO_ENABLED=0 GO='$(GO)' ./bin/gotest -p 1 -count=1 -timeout 20m ./...
 
 # One end-to-end tier alone (docs/testing.md "The test tree"); `make test` runs them with the rest.
-# As root, like make test. The kernel and containerd tiers are still cmd/eaddr's tests.
-.PHONY: test-apiserver test-cluster test-logagent
+# As root, like make test.
+.PHONY: test-kernel test-containerd test-apiserver test-cluster test-logagent
+test-kernel:
+	$(GO) test -count=1 -timeout 20m ./e2e/kernel
+
+test-containerd:
+	$(GO) test -count=1 -timeout 20m ./e2e/containerd
+
 test-apiserver:
 	$(GO) test -count=1 -timeout 20m ./e2e/apiserver
 

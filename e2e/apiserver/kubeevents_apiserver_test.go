@@ -102,7 +102,7 @@ func describe(t *testing.T, s *kubetest.Server) {
 		e.ReportingComponent != "eaddr.io/eaddr" || e.ReportingInstance != "eaddr-node-a" || e.Series == nil || e.Series.Count != 21 {
 		t.Errorf("core/v1 view %+v", e)
 	}
-	eaddrtest.DescribedAs(t, s, "EphemeralPortsExhausted", "../../docs/kubernetes.md")
+	eaddrtest.DescribedAs(t, s, "EphemeralPortsExhausted", "../docs/kubernetes.md") // deploy/ is the working directory
 }
 
 // coreEvent is an Event as the core/v1 API shows it: what kubectl describe

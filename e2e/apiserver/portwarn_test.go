@@ -77,7 +77,7 @@ func TestPortWarningAPIServer(t *testing.T) {
 	if lines := p.ForComm("", 0); len(p.Lines) != 0 {
 		t.Errorf("the trace wrote %d lines (%d events) before any failure: %q", len(p.Lines), len(lines), p.Lines)
 	}
-	eaddrtest.DescribedAs(t, s, "EphemeralPortsNearlyExhausted", "../../docs/kubernetes.md")
+	eaddrtest.DescribedAs(t, s, "EphemeralPortsNearlyExhausted", "../docs/kubernetes.md") // deploy/ is the working directory
 
 	// The last port goes; the first wget fails, and gets its own Event.
 	c, err := ns.Dial("tcp4", "127.0.0.1:8080")

@@ -25,8 +25,14 @@ const Release = "eaddr"
 // if they were deploy/'s own: the paths they name (base/, helm/eaddr,
 // ../README.md, ../docs/...) are the ones a person types there.
 func Main(m *testing.M) {
+	Chdir()
+	os.Exit(m.Run())
+}
+
+// Chdir makes deploy/ the working directory, as Main does, for a TestMain
+// that does more.
+func Chdir() {
 	if err := os.Chdir(filepath.Join(testenv.Root(), "deploy")); err != nil {
 		panic(err)
 	}
-	os.Exit(m.Run())
 }

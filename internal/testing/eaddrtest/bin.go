@@ -20,20 +20,23 @@ var EaddrBin string
 // Main builds eaddr (./cmd/eaddr of this module) into a temporary directory
 // for the tests that run it, runs them, removes it and exits: a test
 // package's TestMain calls it.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(RunWithBinary(m)) }
+
+// RunWithBinary is Main without the exit: it builds eaddr, runs the tests
+// and removes it, and returns m.Run's code, for a TestMain that does more
+// (e2e/apiserver's runs in deploy/).
+func RunWithBinary(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "eaddr-test-")
 	if err != nil {
 		panic(err)
 	}
+	defer os.RemoveAll(dir)
 	_ = os.Chmod(dir, 0o755) // TestTraceWithoutRoot runs it as nobody
 	EaddrBin = filepath.Join(dir, "eaddr")
 	build := exec.Command("go", "build", "-o", EaddrBin, "github.com/eaddr/eaddr/cmd/eaddr")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
-		os.RemoveAll(dir)
 		panic("building eaddr: " + err.Error())
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	return m.Run()
 }
