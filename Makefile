@@ -39,9 +39,10 @@ deps:
 # once on 2 CPUs.
 # Printed as a plain go test prints, then every skipped test with its reason and one summary
 # line: how many skipped, why, and what installs the packages they need (internal/testing/testenv/cmd/gotest).
-# CGO_ENABLED=0: the eaddr that cmd/eaddr's TestMain builds, and the test binaries, are built as
-# every shipped eaddr is (make build, the image, the Dockerfile), and as make kernels builds them,
-# so the kernel tests on this kernel are the host entry's and share its Go build cache.
+# CGO_ENABLED=0: the eaddr that the end-to-end tests' TestMain (eaddrtest.Main) builds, and the
+# test binaries, are built as every shipped eaddr is (make build, the image, the Dockerfile), and
+# as make kernels builds them, so the kernel tests on this kernel are the host entry's and share
+# its Go build cache.
 test:
 	$(GO) vet ./...
 	$(GO) build -o bin/gotest ./internal/testing/testenv/cmd/gotest
@@ -71,7 +72,7 @@ test-logagent:
 # checkout's own permissions (e.g. under /root) do not matter, with the modules vendored into
 # it (the go command the tests run then needs no module cache). Tests that need root skip here:
 # EADDR_REQUIRE_BPF is unset for this tier; `make test` as root runs them (docs/testing.md).
-# The eaddr binary that cmd/eaddr's TestMain builds is not itself built with -race.
+# The eaddr binary that the end-to-end tests' TestMain (eaddrtest.Main) builds is not itself built with -race.
 # As root the copy is always RACE_ROOT_WORK (one run at a time, an flock): Go's build cache keys a
 # package built without -trimpath by its directory, so a new temporary directory compiled every
 # package and every vendored module again with -race at each run (docs/testing.md "CI").
@@ -120,8 +121,8 @@ helm:
 	$(GO) run ./internal/testing/helmtest/cmd/build-helm
 
 # The Kubernetes binaries the API server and cluster tests run (internal/testing/kubetest's Commands:
-# kube-apiserver for internal/testing/kubetest, e2e/apiserver and cmd/eaddr; kubectl for e2e/apiserver's kustomize,
-# dry-run and debug tests and cmd/eaddr's kubectl describe; kube-controller-manager,
+# kube-apiserver for internal/testing/kubetest, e2e/apiserver; kubectl for e2e/apiserver's kustomize,
+# dry-run and debug tests and kubectl describe; kube-controller-manager,
 # kube-scheduler, kubelet and kube-proxy for internal/testing/kubecluster), built from the Go module proxy
 # into /var/cache/eaddr-kube unless they are there: kube-apiserver about 8 minutes on 2 cores once,
 # kubectl about 2 more, the other four about 3.5 more, then nothing. The tests build what they need on first use; this does it up
