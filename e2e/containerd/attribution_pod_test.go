@@ -45,7 +45,7 @@ func TestAttributionExecRightAfterStart(t *testing.T) {
 		if code == 0 {
 			t.Fatalf("wget succeeded in an exhausted pod: %s", out)
 		}
-		ev := p.WaitFor(t, 90*time.Second, func(e eaddrtest.JsonEvent) bool {
+		ev := p.WaitFor(t, 90*time.Second, func(e eaddrtest.JSONEvent) bool {
 			return e.Pod != nil && e.Pod.UID == pod.UID && e.Errno == "EADDRNOTAVAIL"
 		})
 		if ev.Pod.Name != name || ev.Pod.Namespace != "shop" || ev.Pod.Container != cname || ev.Pod.ContainerID != app.ID ||

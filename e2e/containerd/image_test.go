@@ -70,7 +70,7 @@ func testAgent(t *testing.T, r *critest.Runtime, start func() *critest.Container
 	step("attached")
 
 	eaddrtest.FailBindOnHost(t)
-	ev, ok := findEvent(t, r, c, 10*time.Second, func(ev *eaddrtest.JsonEvent) bool {
+	ev, ok := findEvent(t, r, c, 10*time.Second, func(ev *eaddrtest.JSONEvent) bool {
 		return ev.Syscall == "bind" && ev.Errno == "EADDRNOTAVAIL" && ev.Process.PID == os.Getpid() &&
 			ev.Local != nil && ev.Local.IP == "192.0.2.1" && ev.Local.Port == 4242
 	})
@@ -91,7 +91,7 @@ func testAgent(t *testing.T, r *critest.Runtime, start func() *critest.Container
 	}
 
 	pid := failBindInCgroup(t, ns, leaf)
-	ev, ok = findEvent(t, r, c, 10*time.Second, func(ev *eaddrtest.JsonEvent) bool {
+	ev, ok = findEvent(t, r, c, 10*time.Second, func(ev *eaddrtest.JSONEvent) bool {
 		return ev.Syscall == "bind" && ev.Errno == "EADDRINUSE" && ev.Process.PID == pid
 	})
 	if !ok {
@@ -119,19 +119,19 @@ func testAgent(t *testing.T, r *critest.Runtime, start func() *critest.Container
 
 // findEvent waits up to d for an event of the container's stdout that
 // matches.
-func findEvent(t *testing.T, r *critest.Runtime, c *critest.Container, d time.Duration, match func(*eaddrtest.JsonEvent) bool) (eaddrtest.JsonEvent, bool) {
+func findEvent(t *testing.T, r *critest.Runtime, c *critest.Container, d time.Duration, match func(*eaddrtest.JSONEvent) bool) (eaddrtest.JSONEvent, bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
 		for line := range strings.SplitSeq(r.LogStream(t, c, "stdout"), "\n") {
-			var ev eaddrtest.JsonEvent
+			var ev eaddrtest.JSONEvent
 			if json.Unmarshal([]byte(line), &ev) == nil && match(&ev) {
 				testenv.ValidateLine(t, line) // the image's events keep the schema too
 				return ev, true
 			}
 		}
 		if time.Now().After(deadline) {
-			return eaddrtest.JsonEvent{}, false
+			return eaddrtest.JSONEvent{}, false
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

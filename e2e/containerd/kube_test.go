@@ -59,7 +59,7 @@ func TestKubernetesPodEndToEnd(t *testing.T) {
 	if code == 0 {
 		t.Fatal("wget succeeded in an exhausted pod")
 	}
-	var ev eaddrtest.JsonEvent
+	var ev eaddrtest.JSONEvent
 	deadline := time.Now().Add(90 * time.Second) // the event waits up to a minute for its snapshot
 	for time.Now().Before(deadline) {
 		p.Mu.Lock()

@@ -75,7 +75,7 @@ func TestAsyncFailures(t *testing.T) {
 	}
 }
 
-func checkAsync(t *testing.T, ev eaddrtest.JsonEvent, errno, dst string, min, max time.Duration, printed string) {
+func checkAsync(t *testing.T, ev eaddrtest.JSONEvent, errno, dst string, min, max time.Duration, printed string) {
 	t.Helper()
 	host, port, _ := strings.Cut(dst, ":")
 	if ev.Syscall != "connect" || ev.Errno != errno || !ev.Async {
@@ -244,7 +244,7 @@ func TestAsyncNothingPendingAfterConnect(t *testing.T) {
 // random port: no other test's) and returns this process's events that
 // came before that failure's: the ring keeps their order, so everything
 // the test did before was read by then.
-func beforeSentinel(t *testing.T, p *eaddrtest.TraceProc) []eaddrtest.JsonEvent {
+func beforeSentinel(t *testing.T, p *eaddrtest.TraceProc) []eaddrtest.JSONEvent {
 	t.Helper()
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
 	if err != nil {
@@ -271,7 +271,7 @@ func beforeSentinel(t *testing.T, p *eaddrtest.TraceProc) []eaddrtest.JsonEvent 
 }
 
 // errnos lists events as syscall/errno[/async], for a failure message.
-func errnos(evs []eaddrtest.JsonEvent) string {
+func errnos(evs []eaddrtest.JSONEvent) string {
 	var s []string
 	for _, ev := range evs {
 		e := ev.Syscall + "/" + ev.Errno

@@ -35,7 +35,7 @@ func TestHungFileDoesNotStopTheTrace(t *testing.T) {
 	// until the daemon answers, even killed.
 	h := hungfs.Mount(t, map[string][]byte{"busybox": bb, "other/busybox": bb})
 	h.HangFor(p.Cmd.Process.Pid)
-	wget := func(path string) eaddrtest.JsonEvent {
+	wget := func(path string) eaddrtest.JSONEvent {
 		t.Helper()
 		pid, _ := eaddrtest.RunInNS(t, ns, hungfs.Argv(path, "wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8080/")...)
 		evs := p.ForPID(pid, 1, time.Minute)

@@ -221,7 +221,7 @@ func TestProgramIdentityOncePerProcess(t *testing.T) {
 	p := eaddrtest.StartTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--rate-limit", "off", "--diagnose=false")
 	const n = 50
 	eaddrtest.Flood(t, ns, n) // one python process, 50 failures
-	var evs []eaddrtest.JsonEvent
+	var evs []eaddrtest.JSONEvent
 	for deadline := time.Now().Add(10 * time.Second); len(evs) < n && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		p.Mu.Lock()
 		evs = append(evs[:0], p.Events...)

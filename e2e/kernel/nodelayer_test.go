@@ -14,7 +14,7 @@ import (
 )
 
 // nodeLayerOf is the node_layer of ev's diagnosis, from its line.
-func nodeLayerOf(t *testing.T, p *eaddrtest.TraceProc, ev eaddrtest.JsonEvent) (layer struct {
+func nodeLayerOf(t *testing.T, p *eaddrtest.TraceProc, ev eaddrtest.JSONEvent) (layer struct {
 	Drops  int    `json:"drops"`
 	Device string `json:"in_device"`
 	Reason string `json:"reason"`

@@ -132,7 +132,7 @@ except OSError as e:
 	})
 }
 
-func checkNodePortTimeout(t *testing.T, ev eaddrtest.JsonEvent, port int) {
+func checkNodePortTimeout(t *testing.T, ev eaddrtest.JSONEvent, port int) {
 	t.Helper()
 	if ev.Kind != "failure" || ev.Errno != "ETIMEDOUT" || ev.Local == nil || ev.Local.IP != "127.0.0.1" || ev.Local.Port != port || !ev.LocalReleased {
 		t.Errorf("%s %s local %+v released %v, want ETIMEDOUT from 127.0.0.1:%d, released", ev.Kind, ev.Errno, ev.Local, ev.LocalReleased, port)

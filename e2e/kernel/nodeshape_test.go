@@ -113,7 +113,7 @@ func TestSystemdDriverCgroups(t *testing.T) {
 }
 
 // checkShapeEvent checks the event of shape s, whose cgroup was path.
-func checkShapeEvent(t *testing.T, s podShape, path string, ev eaddrtest.JsonEvent) {
+func checkShapeEvent(t *testing.T, s podShape, path string, ev eaddrtest.JSONEvent) {
 	t.Helper()
 	if ev.Syscall != "connect" || ev.Errno != "EADDRNOTAVAIL" || ev.Cgroup.Path != path {
 		t.Errorf("%s: %s %s in cgroup %+v, want connect EADDRNOTAVAIL in %s", s.what, ev.Syscall, ev.Errno, ev.Cgroup, path)

@@ -344,7 +344,7 @@ func checkMaxRSS(t *testing.T, setup func(*exec.Cmd), ino string) int {
 }
 
 // verdicts are the events' diagnoses, for a failure's message.
-func verdicts(evs []eaddrtest.JsonEvent) string {
+func verdicts(evs []eaddrtest.JSONEvent) string {
 	var b strings.Builder
 	for _, ev := range evs {
 		fmt.Fprintf(&b, "%+v; ", ev.Diagnosis)

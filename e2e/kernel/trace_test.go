@@ -496,7 +496,7 @@ except OSError as e:
 `
 	pid, out := eaddrtest.RunInNS(t, ns, py, "-c", script)
 	evs := p.ForPID(pid, 3, 5*time.Second)
-	var nscd, other []eaddrtest.JsonEvent
+	var nscd, other []eaddrtest.JSONEvent
 	for _, ev := range evs {
 		switch {
 		case ev.Remote != nil && ev.Remote.Path == "/var/run/nscd/socket":

@@ -423,7 +423,7 @@ func runWordingRow(t *testing.T, p *eaddrtest.TraceProc, ns *netns.NS, row wordi
 		t.Fatalf("%q: %v", argv, err)
 	}
 	res.printed = keyLine(out, row.key)
-	mine := func(ev eaddrtest.JsonEvent) bool { return ev.Syscall == row.syscall && ev.Errno == row.errno }
+	mine := func(ev eaddrtest.JSONEvent) bool { return ev.Syscall == row.syscall && ev.Errno == row.errno }
 	// Wait for the row's first event, then let the sentinel flush the rest.
 	deadline := time.Now().Add(5 * time.Second)
 	for {

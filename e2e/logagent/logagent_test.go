@@ -41,14 +41,14 @@ func TestLogAgent(t *testing.T) {
 	}
 	eaddrtest.WgetFails(t, r, app, 3)
 	eaddrtest.FailBindOnHost(t)
-	named := func(ev *eaddrtest.JsonEvent) bool {
+	named := func(ev *eaddrtest.JSONEvent) bool {
 		return ev.Kind == "failure" && ev.Process.Comm == "wget" && ev.Pod != nil && ev.Pod.Name == pod.Name
 	}
-	hostBind := func(ev *eaddrtest.JsonEvent) bool {
+	hostBind := func(ev *eaddrtest.JSONEvent) bool {
 		return ev.Syscall == "bind" && ev.HostNetwork && ev.Process.PID == os.Getpid()
 	}
-	waitLines(t, r, c, 15*time.Second, func(evs []eaddrtest.JsonEvent) bool {
-		return count(evs, named) >= 3 && count(evs, hostBind) >= 1 && count(evs, func(ev *eaddrtest.JsonEvent) bool { return ev.Kind == "summary" }) >= 1
+	waitLines(t, r, c, 15*time.Second, func(evs []eaddrtest.JSONEvent) bool {
+		return count(evs, named) >= 3 && count(evs, hostBind) >= 1 && count(evs, func(ev *eaddrtest.JSONEvent) bool { return ev.Kind == "summary" }) >= 1
 	})
 	if code := r.Stop(t, c, 10*time.Second); code != 0 {
 		t.Errorf("eaddr exited %d on SIGTERM; log:\n%s", code, r.Logs(t, c))
@@ -81,13 +81,13 @@ func TestLogAgent(t *testing.T) {
 
 // waitLines waits up to d until the events on the container's stdout
 // satisfy ok.
-func waitLines(t *testing.T, r *critest.Runtime, c *critest.Container, d time.Duration, ok func([]eaddrtest.JsonEvent) bool) {
+func waitLines(t *testing.T, r *critest.Runtime, c *critest.Container, d time.Duration, ok func([]eaddrtest.JSONEvent) bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		var evs []eaddrtest.JsonEvent
+		var evs []eaddrtest.JSONEvent
 		for line := range strings.SplitSeq(r.LogStream(t, c, "stdout"), "\n") {
-			var ev eaddrtest.JsonEvent
+			var ev eaddrtest.JSONEvent
 			if json.Unmarshal([]byte(line), &ev) == nil {
 				evs = append(evs, ev)
 			}
@@ -102,7 +102,7 @@ func waitLines(t *testing.T, r *critest.Runtime, c *critest.Container, d time.Du
 	}
 }
 
-func count(evs []eaddrtest.JsonEvent, match func(*eaddrtest.JsonEvent) bool) int {
+func count(evs []eaddrtest.JSONEvent, match func(*eaddrtest.JSONEvent) bool) int {
 	n := 0
 	for i := range evs {
 		if match(&evs[i]) {

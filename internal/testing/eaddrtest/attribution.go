@@ -58,7 +58,7 @@ func (a *Arrivals) Count() int {
 }
 
 // WaitFor returns the first event for which match is true, within d.
-func (p *TraceProc) WaitFor(t *testing.T, d time.Duration, match func(JsonEvent) bool) JsonEvent {
+func (p *TraceProc) WaitFor(t *testing.T, d time.Duration, match func(JSONEvent) bool) JSONEvent {
 	t.Helper()
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		p.Mu.Lock()
@@ -73,5 +73,5 @@ func (p *TraceProc) WaitFor(t *testing.T, d time.Duration, match func(JsonEvent)
 	p.Mu.Lock()
 	defer p.Mu.Unlock()
 	t.Fatalf("no matching event within %v; events: %+v\nstderr: %s", d, p.Events, p.Stderr.String())
-	return JsonEvent{}
+	return JSONEvent{}
 }

@@ -2,9 +2,9 @@ package eaddrtest
 
 import "encoding/json"
 
-// JsonEvent mirrors the JSON contract of docs/events.md, field for field,
+// JSONEvent mirrors the JSON contract of docs/events.md, field for field,
 // so that a renamed or retyped field fails here.
-type JsonEvent struct {
+type JSONEvent struct {
 	Schema   int    `json:"schema"`
 	Kind     string `json:"kind"`
 	Time     string `json:"time"`

@@ -5,7 +5,7 @@ import (
 )
 
 // LineFor returns the raw stdout line of an event (matched by time and tid).
-func (p *TraceProc) LineFor(ev JsonEvent) string {
+func (p *TraceProc) LineFor(ev JSONEvent) string {
 	p.Mu.Lock()
 	defer p.Mu.Unlock()
 	for _, l := range p.Lines {

@@ -6,11 +6,11 @@ import (
 )
 
 // ForComm waits d, then returns the events from processes named comm.
-func (p *TraceProc) ForComm(comm string, d time.Duration) []JsonEvent {
+func (p *TraceProc) ForComm(comm string, d time.Duration) []JSONEvent {
 	time.Sleep(d)
 	p.Mu.Lock()
 	defer p.Mu.Unlock()
-	var out []JsonEvent
+	var out []JSONEvent
 	for _, e := range p.Events {
 		if e.Process.Comm == comm {
 			out = append(out, e)
@@ -21,7 +21,7 @@ func (p *TraceProc) ForComm(comm string, d time.Duration) []JsonEvent {
 
 // WaitComm waits up to d for n events from processes named comm, and
 // returns all of them.
-func (p *TraceProc) WaitComm(comm string, n int, d time.Duration) []JsonEvent {
+func (p *TraceProc) WaitComm(comm string, n int, d time.Duration) []JSONEvent {
 	for deadline := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
 		out := p.ForComm(comm, 0)
 		if len(out) >= n || time.Now().After(deadline) {

@@ -57,7 +57,7 @@ func Python(t *testing.T) string {
 // client really printed (a template's <...> parts match anything), and the
 // binary was classified right. A client eaddr has no wording for must say
 // "unknown" and give an errno text the client really printed.
-func CheckPrediction(t *testing.T, cl demo.Client, ev JsonEvent, printed string) {
+func CheckPrediction(t *testing.T, cl demo.Client, ev JSONEvent, printed string) {
 	t.Helper()
 	if ev.Explain == nil {
 		t.Errorf("event has no explain object")

@@ -31,7 +31,7 @@ type TraceProc struct {
 	t      *testing.T
 	Cmd    *exec.Cmd
 	Mu     sync.Mutex
-	Events []JsonEvent
+	Events []JSONEvent
 	Lines  []string
 	Stderr *StderrLog    // eaddr's log, as startLogged captures it
 	done   chan struct{} // stdout closed
@@ -83,7 +83,7 @@ func StartTraceWith(t *testing.T, setup func(*exec.Cmd), args ...string) *TraceP
 				p.Mu.Unlock()
 				continue
 			}
-			var ev JsonEvent
+			var ev JSONEvent
 			dec := json.NewDecoder(strings.NewReader(s.Text()))
 			dec.DisallowUnknownFields()
 			err := dec.Decode(&ev)
@@ -129,11 +129,11 @@ func StartTraceWith(t *testing.T, setup func(*exec.Cmd), args ...string) *TraceP
 func (p *TraceProc) Done() <-chan struct{} { return p.done }
 
 // ForPID waits up to d for at least n events of pid and returns all of them.
-func (p *TraceProc) ForPID(pid int, n int, d time.Duration) []JsonEvent {
+func (p *TraceProc) ForPID(pid int, n int, d time.Duration) []JSONEvent {
 	deadline := time.Now().Add(d)
 	for {
 		p.Mu.Lock()
-		var out []JsonEvent
+		var out []JSONEvent
 		for _, ev := range p.Events {
 			if ev.Process.PID == pid {
 				out = append(out, ev)

@@ -16,10 +16,10 @@ import (
 // program and its helpers, which can be the ones that fail (git runs
 // git-remote-http as a grandchild, which prints through git's stderr).
 // Rows run one at a time and nothing else fails in the scenario's netns.
-func (p *TraceProc) ForRow(from int, netns uint64) []JsonEvent {
+func (p *TraceProc) ForRow(from int, netns uint64) []JSONEvent {
 	p.Mu.Lock()
 	defer p.Mu.Unlock()
-	var out []JsonEvent
+	var out []JSONEvent
 	for _, ev := range p.Events[from:] {
 		if ev.NetNS == netns {
 			out = append(out, ev)
