@@ -2,18 +2,8 @@ package eaddrtest
 
 import (
 	"encoding/json"
-	"os/exec"
-	"strings"
 	"testing"
 )
-
-// RunStdin runs eaddr with stdin.
-func RunStdin(t *testing.T, stdin string, args ...string) (string, string, int) {
-	t.Helper()
-	cmd := exec.Command(EaddrBin, args...)
-	cmd.Stdin = strings.NewReader(stdin)
-	return RunCmd(t, cmd)
-}
 
 // ExplainJSON is the part of `eaddr explain -o json` the tests read.
 type ExplainJSON struct {

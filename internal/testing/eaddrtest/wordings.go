@@ -8,25 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
-
-// ForRow returns the events in netns since the from'th: the row's
-// program and its helpers, which can be the ones that fail (git runs
-// git-remote-http as a grandchild, which prints through git's stderr).
-// Rows run one at a time and nothing else fails in the scenario's netns.
-func (p *TraceProc) ForRow(from int, netns uint64) []JSONEvent {
-	p.Mu.Lock()
-	defer p.Mu.Unlock()
-	var out []JSONEvent
-	for _, ev := range p.Events[from:] {
-		if ev.NetNS == netns {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
 
 // Placeholder is a part of a template message eaddr cannot know: <ms>,
 // <host>, <timestamp>. Other angle brackets (Python's <urlopen error ...>)
@@ -82,17 +65,6 @@ func JudgeWording(msg, printed string) string {
 		return "contained"
 	}
 	return "wrong"
-}
-
-// EmptyNS returns a fresh netns with only lo up.
-func EmptyNS(t *testing.T) *netns.NS {
-	t.Helper()
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	return ns
 }
 
 // BuildGodial builds testdata/clients/godial; "" when go is missing.

@@ -2,75 +2,79 @@ package eaddrtest
 
 import (
 	"bufio"
-	"fmt"
+	"bytes"
+	"context"
 	"os"
 	"os/exec"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/demo"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/pdeath"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
-// Flood makes n failing connects toward 127.0.0.1:8080 from one process in
-// ns and returns its pid; it takes as long as the machine needs.
-func Flood(t *testing.T, ns *netns.NS, n int) int {
-	t.Helper()
-	pid, _ := RunLong(t, ns, Python(t), "-c", fmt.Sprintf(`import socket
-for i in range(%d):
-    s = socket.socket()
-    try:
-        s.connect(("127.0.0.1", 8080))
-    except OSError:
-        pass
-    s.close()
-`, n))
-	return pid
+// RunIn runs a client argv in ns as the demo does (demo.RunIn), with a
+// generous wait, not a bound: a client under emulation or on a loaded machine
+// may take longer to start than a person waits.
+func RunIn(ctx context.Context, ns *netns.NS, argv []string) (string, int, error) {
+	return demo.RunIn(ctx, ns, argv, 5*time.Minute)
 }
 
-// Totals parses the "stopped" line of a finished trace.
-func Totals(t *testing.T, stderr string) map[string]int {
+// RunLong runs argv in ns like runInNS, for a client whose work grows with
+// the machine's load (a storm generator): runInNS's 10 s is a client's
+// bound, and 5 minutes still fail a hang. It returns the pid and the
+// combined output.
+func RunLong(t *testing.T, ns *netns.NS, argv ...string) (int, string) {
 	t.Helper()
-	var line string
-	for _, l := range strings.Split(stderr, "\n") {
-		if strings.Contains(l, "msg=stopped") {
-			line = l
-		}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := ns.Start(cmd); err != nil {
+		t.Fatal(err)
 	}
-	if line == "" {
-		t.Fatalf("no totals in:\n%s", stderr)
+	err := cmd.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("%q did not finish within 5 minutes: %s", argv, out.String())
 	}
-	out := map[string]int{}
-	for _, m := range regexp.MustCompile(` ([a-z_]+)=([0-9]+)`).FindAllStringSubmatch(line, -1) {
-		out[m[1]], _ = strconv.Atoi(m[2])
+	if _, exited := err.(*exec.ExitError); err != nil && !exited {
+		t.Fatalf("%q: %v", argv, err)
 	}
-	return out
+	return cmd.Process.Pid, out.String()
 }
 
-func (p *TraceProc) Stop(t *testing.T) map[string]int {
+// Run runs eaddr with args and returns stdout, stderr and the exit status.
+func Run(t *testing.T, ctx context.Context, args ...string) (string, string, int) {
 	t.Helper()
-	p.Cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("eaddr trace did not close its stdout within 30s of SIGINT")
+	return RunCmd(t, exec.CommandContext(ctx, EaddrBin, args...))
+}
+
+// RunCmd runs cmd and returns its stdout, stderr and exit status.
+func RunCmd(t *testing.T, cmd *exec.Cmd) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		p.Mu.Lock()
-		s := p.Stderr.String()
-		p.Mu.Unlock()
-		if strings.Contains(s, "msg=stopped") {
-			return Totals(t, s)
-		}
-	}
-	t.Fatal("no totals after SIGINT")
-	return nil
+	return out.String(), errb.String(), code
+}
+
+// RunStdin runs eaddr with stdin.
+func RunStdin(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(EaddrBin, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	return RunCmd(t, cmd)
 }
 
 // StderrLog collects the stderr of a process line by line; String and the

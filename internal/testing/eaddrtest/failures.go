@@ -2,18 +2,15 @@ package eaddrtest
 
 import (
 	"context"
-	"errors"
-	mrand "math/rand/v2"
+	"fmt"
 	"net"
-	"os"
+	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/eaddr/eaddr/demo"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
-	"golang.org/x/sys/unix"
 )
 
 // Exhausted returns a fresh netns whose two-port range is held by two
@@ -91,49 +88,6 @@ func CheckPrediction(t *testing.T, cl demo.Client, ev JSONEvent, printed string)
 	t.Errorf("%s (%s, %s) printed\n%s\neaddr predicted\n%s", cl.Name, x.Client, x.Libc, printed, x.ClientMessage)
 }
 
-// Sentinel makes this test process fail one syscall in the host netns and
-// waits up to 5s for the trace to report it: "bind" fails bind() with
-// EADDRNOTAVAIL (192.0.2.1, on no interface, at a random port), "connect"
-// fails a blocking connect() with ECONNREFUSED (a loopback port nothing
-// listens on; reported only with --errno all). The pipeline writes
-// events in the ring's order, so once the sentinel's event is out every
-// event of an earlier failure is too: a "nothing arrived" check after it
-// means nothing, not "not yet". Fails the test if the sentinel is not seen
-// within 30 s: a liveness bound, not a latency one (its binary's analysis
-// and its diagnosis each wait up to their bound, longer on a busy node).
-func (p *TraceProc) Sentinel(t *testing.T, kind string) {
-	t.Helper()
-	self := os.Getpid()
-	n := len(p.ForPID(self, 0, 0))
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	want := unix.EADDRNOTAVAIL
-	switch kind {
-	case "bind":
-		// A port of its own: the rate limit keys on the address, and other
-		// tests on the node fail bind() to 192.0.2.1 too.
-		err = unix.Bind(fd, &unix.SockaddrInet4{Port: 1024 + mrand.IntN(64000), Addr: [4]byte{192, 0, 2, 1}})
-	case "connect":
-		want = unix.ECONNREFUSED
-		err = unix.Connect(fd, &unix.SockaddrInet4{Port: ClosedPort(t), Addr: [4]byte{127, 0, 0, 1}})
-	default:
-		t.Fatalf("sentinel %q: not bind or connect", kind)
-	}
-	if !errors.Is(err, want) {
-		t.Fatalf("sentinel %s: %v, want %v", kind, err, want)
-	}
-	evs := p.ForPID(self, n+1, 30*time.Second)
-	if len(evs) <= n {
-		t.Fatalf("the sentinel %s (%v) was not reported within 30s: the trace was not listening", kind, want)
-	}
-	if ev := evs[n]; ev.Syscall != kind || ev.ErrnoNum != int(want) {
-		t.Fatalf("sentinel event %s %s, want %s %v", ev.Syscall, ev.Errno, kind, want)
-	}
-}
-
 // ClosedPort returns a loopback TCP port of the host netns that nothing
 // listens on: it was bound and released again.
 func ClosedPort(t *testing.T) int {
@@ -144,4 +98,56 @@ func ClosedPort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// BlackholeNS returns a fresh netns in which a SYN to 10.9.0.2:80 goes out
+// on a veth to a MAC nobody has (a permanent neighbour entry), so it is
+// dropped without an answer; net.ipv4.tcp_syn_retries=1 makes the kernel
+// give up with ETIMEDOUT after about 3 s. Nothing leaves the netns.
+func BlackholeNS(t *testing.T) *netns.NS {
+	t.Helper()
+	ns := EmptyNS(t)
+	if err := ns.SetSysctl("net.ipv4.tcp_syn_retries", "1"); err != nil {
+		t.Fatal(err)
+	}
+	script := "ip link add v0 type veth peer name v1 && ip link set v0 up && ip link set v1 up && " +
+		"ip addr add 10.9.0.1/24 dev v0 && ip neigh add 10.9.0.2 lladdr 02:00:00:00:00:01 dev v0 nud permanent"
+	if out, _, err := RunIn(context.Background(), ns, []string{"sh", "-c", script}); err != nil || out != "" {
+		t.Fatalf("setting up the blackhole: %v %s", err, out)
+	}
+	return ns
+}
+
+// EmptyNS returns a fresh netns with only lo up.
+func EmptyNS(t *testing.T) *netns.NS {
+	t.Helper()
+	ns, err := netns.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	return ns
+}
+
+// Sandbox starts a process that lives in ns for the test, as a pod's pause
+// process keeps its netns: the netns stays reachable when clients exit.
+func Sandbox(t *testing.T, ns *netns.NS) int {
+	t.Helper()
+	cmd := exec.Command("sleep", "600")
+	if err := ns.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd.Process.Pid
+}
+
+func FailConnect(t *testing.T, ns *netns.NS, host string) int {
+	t.Helper()
+	pid, _ := RunInNS(t, ns, Python(t), "-c", fmt.Sprintf(`import socket
+try:
+    socket.socket().connect((%q, 8080))
+except OSError as e:
+    print(e)
+`, host))
+	return pid
 }

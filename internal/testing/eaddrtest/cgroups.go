@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eaddr/eaddr/internal/mountinfo"
 	"github.com/eaddr/eaddr/internal/netns"
@@ -126,4 +127,18 @@ func DeadSocket(t *testing.T) string {
 	ln.SetUnlinkOnClose(false)
 	ln.Close()
 	return path
+}
+
+// RmdirRetry removes a cgroup directory, retrying on EBUSY (the kernel may
+// still be tearing down a just-reaped task, later on a busy machine) for up
+// to 30 s.
+func RmdirRetry(dir string) error {
+	var err error
+	for range 3000 {
+		if err = os.Remove(dir); err == nil || os.IsNotExist(err) {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return err
 }

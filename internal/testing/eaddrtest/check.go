@@ -3,7 +3,6 @@ package eaddrtest
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -13,18 +12,6 @@ import (
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
-
-// Sandbox starts a process that lives in ns for the test, as a pod's pause
-// process keeps its netns: the netns stays reachable when clients exit.
-func Sandbox(t *testing.T, ns *netns.NS) int {
-	t.Helper()
-	cmd := exec.Command("sleep", "600")
-	if err := ns.Start(cmd); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	return cmd.Process.Pid
-}
 
 // SsCount counts, with iproute2's ss run inside ns, the TCP sockets in
 // state (an ss state filter) toward dst whose local port is in [lo, hi].
@@ -54,17 +41,6 @@ func SsCount(t *testing.T, ns *netns.NS, state, dst string, lo, hi int) int {
 		}
 	}
 	return n
-}
-
-func FailConnect(t *testing.T, ns *netns.NS, host string) int {
-	t.Helper()
-	pid, _ := RunInNS(t, ns, Python(t), "-c", fmt.Sprintf(`import socket
-try:
-    socket.socket().connect((%q, 8080))
-except OSError as e:
-    print(e)
-`, host))
-	return pid
 }
 
 func RunCheckJSON(t *testing.T, args ...string) (diagnose.CheckReport, int) {
