@@ -20,7 +20,7 @@ import (
 // its UID. Exactly one Event appears on it, a storm makes its count grow,
 // and the service account can do nothing else.
 func TestKubeEventsAPIServer(t *testing.T) {
-	s, uid, token := eaddrtest.ApiServerWithPod(t)
+	s, uid, token := eaddrtest.APIServerWithPod(t)
 	ctx := context.Background()
 
 	r := critest.Start(t)
@@ -29,9 +29,9 @@ func TestKubeEventsAPIServer(t *testing.T) {
 		"--kubeconfig", s.WriteKubeconfig(t, token), "--kube-events-update-interval", "200ms", "--rate-limit", "off", "--node", "node-a",
 		"--metrics-addr", "127.0.0.1:0", "--ports-interval", "0") // no port warning: see TestKubeEvents
 	metrics := p.MetricsURL(t)
-	listEvents := func() []eaddrtest.ApiEvent { return eaddrtest.ListEvents(t, s, "shop") }
+	listEvents := func() []eaddrtest.APIEvent { return eaddrtest.ListEvents(t, s, "shop") }
 	eaddrtest.WgetFails(t, r, app, 1)
-	evs := eaddrtest.WaitEvents(t, listEvents, func(evs []eaddrtest.ApiEvent) bool { return len(evs) >= 1 })
+	evs := eaddrtest.WaitEvents(t, listEvents, func(evs []eaddrtest.APIEvent) bool { return len(evs) >= 1 })
 	time.Sleep(500 * time.Millisecond) // a second Event would have been made by now
 	if evs = listEvents(); len(evs) != 1 {
 		t.Fatalf("%d Events, want exactly 1: %+v", len(evs), evs)
@@ -39,7 +39,7 @@ func TestKubeEventsAPIServer(t *testing.T) {
 	eaddrtest.CheckPodEvent(t, evs[0], "shop", "client", uid)
 
 	eaddrtest.WgetFails(t, r, app, 20)
-	eaddrtest.WaitEvents(t, listEvents, func(evs []eaddrtest.ApiEvent) bool {
+	eaddrtest.WaitEvents(t, listEvents, func(evs []eaddrtest.APIEvent) bool {
 		return len(evs) == 1 && evs[0].Series != nil && evs[0].Series.Count == 21
 	})
 	describe(t, s)

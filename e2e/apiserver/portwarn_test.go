@@ -61,7 +61,7 @@ func fillingPod(t *testing.T, r *critest.Runtime, uid string, n int) (*critest.C
 // and busybox wget fails: its EphemeralPortsExhausted Event comes beside
 // the warning, which came first.
 func TestPortWarningAPIServer(t *testing.T) {
-	s, uid, token := eaddrtest.ApiServerWithPod(t)
+	s, uid, token := eaddrtest.APIServerWithPod(t)
 	r := critest.Start(t)
 	app, ns, _ := fillingPod(t, r, uid, 9)
 	// The count of an Event is not updated for 10 minutes: kubectl describe
@@ -69,7 +69,7 @@ func TestPortWarningAPIServer(t *testing.T) {
 	p := eaddrtest.StartTrace(t, "--cri-endpoint", r.Socket, "--netns", strconv.FormatUint(ns.Inode(), 10), "--kube-events",
 		"--kubeconfig", s.WriteKubeconfig(t, token), "--kube-events-update-interval", "10m", "--node", "node-a",
 		"--ports-interval", "300ms", "--warn", "80") // the sampler runs for --kube-events alone, no --metrics-addr
-	evs := eaddrtest.WaitEvents(t, func() []eaddrtest.ApiEvent { return eaddrtest.ListEvents(t, s, "shop") }, func(evs []eaddrtest.ApiEvent) bool { return len(evs) >= 1 })
+	evs := eaddrtest.WaitEvents(t, func() []eaddrtest.APIEvent { return eaddrtest.ListEvents(t, s, "shop") }, func(evs []eaddrtest.APIEvent) bool { return len(evs) >= 1 })
 	if len(evs) != 1 {
 		t.Fatalf("%d Events, want the one warning: %+v", len(evs), evs)
 	}
@@ -86,7 +86,7 @@ func TestPortWarningAPIServer(t *testing.T) {
 	}
 	t.Cleanup(func() { c.Close() })
 	eaddrtest.WgetFails(t, r, app, 1)
-	evs = eaddrtest.WaitEvents(t, func() []eaddrtest.ApiEvent { return eaddrtest.ListEvents(t, s, "shop") }, func(evs []eaddrtest.ApiEvent) bool { return len(evs) == 2 })
+	evs = eaddrtest.WaitEvents(t, func() []eaddrtest.APIEvent { return eaddrtest.ListEvents(t, s, "shop") }, func(evs []eaddrtest.APIEvent) bool { return len(evs) == 2 })
 	reasons := evs[0].Reason + " " + evs[1].Reason
 	if !strings.Contains(reasons, "EphemeralPortsExhausted") || !strings.Contains(reasons, "EphemeralPortsNearlyExhausted") {
 		t.Errorf("Events %q, want the warning and the failure's", reasons)
@@ -101,7 +101,7 @@ func TestPortWarningAPIServer(t *testing.T) {
 
 // checkWarning: the warning is on the pod, with the port model's counts,
 // this test process as the holder and the fix for its connections.
-func checkWarning(t *testing.T, e eaddrtest.ApiEvent, uid string) {
+func checkWarning(t *testing.T, e eaddrtest.APIEvent, uid string) {
 	t.Helper()
 	if e.Regarding.Kind != "Pod" || e.Regarding.Name != "client" || e.Regarding.Namespace != "shop" || e.Regarding.UID != uid ||
 		e.Type != "Warning" || e.Reason != "EphemeralPortsNearlyExhausted" || e.Action != "SamplePorts" || e.ReportingController != "eaddr.io/eaddr" {

@@ -126,7 +126,7 @@ func containerCgroup(t *testing.T, c *critest.Container) string {
 }
 
 // eventsOf counts evs by the pod they regard, and the folds of each.
-func eventsOf(evs []eaddrtest.ApiEvent) (byPod, folds map[string]int) {
+func eventsOf(evs []eaddrtest.APIEvent) (byPod, folds map[string]int) {
 	byPod, folds = map[string]int{}, map[string]int{}
 	for _, e := range evs {
 		byPod[e.Regarding.Name]++
@@ -165,12 +165,12 @@ func TestFloodingPodEvents(t *testing.T) {
 	}
 	// The flood's Events are made before the other pod fails: its calls
 	// are spent by then.
-	eaddrtest.WaitEvents(t, api.Snapshot, func(evs []eaddrtest.ApiEvent) bool { n, _ := eventsOf(evs); return n["flood"] >= 9 })
+	eaddrtest.WaitEvents(t, api.Snapshot, func(evs []eaddrtest.APIEvent) bool { n, _ := eventsOf(evs); return n["flood"] >= 9 })
 	pid = floodIn(t, ns, containerCgroup(t, quiet), 1)
 	if evs := p.ForPID(pid, 1, 15*time.Second); len(evs) != 1 {
 		t.Fatalf("%d events of the quiet pod, want 1", len(evs))
 	}
-	evs := eaddrtest.WaitEvents(t, api.Snapshot, func(evs []eaddrtest.ApiEvent) bool { n, _ := eventsOf(evs); return n["quiet"] == 1 })
+	evs := eaddrtest.WaitEvents(t, api.Snapshot, func(evs []eaddrtest.APIEvent) bool { n, _ := eventsOf(evs); return n["quiet"] == 1 })
 	byPod, folds := eventsOf(evs)
 	if byPod["flood"] != 9 || folds["flood"] != 1 || folds["quiet"] != 0 {
 		t.Errorf("Events by pod %v, folds %v: want the flood's 8 and its fold, and the quiet pod's", byPod, folds)

@@ -24,11 +24,11 @@ func TestKubeEvents(t *testing.T) {
 		"--kubeconfig", eaddrtest.KubeconfigFor(t, api.Srv.URL, "test-token"), "--kube-events-update-interval", "200ms", "--rate-limit", "off",
 		"--ports-interval", "0")
 	eaddrtest.WgetFails(t, r, app, 1)
-	evs := eaddrtest.WaitEvents(t, api.Snapshot, func(evs []eaddrtest.ApiEvent) bool { return len(evs) == 1 })
+	evs := eaddrtest.WaitEvents(t, api.Snapshot, func(evs []eaddrtest.APIEvent) bool { return len(evs) == 1 })
 	eaddrtest.CheckPodEvent(t, evs[0], "shop", "client", pod.UID)
 
 	eaddrtest.WgetFails(t, r, app, 20)
-	evs = eaddrtest.WaitEvents(t, api.Snapshot, func(evs []eaddrtest.ApiEvent) bool {
+	evs = eaddrtest.WaitEvents(t, api.Snapshot, func(evs []eaddrtest.APIEvent) bool {
 		return len(evs) == 1 && evs[0].Series != nil && evs[0].Series.Count == 21
 	})
 	t.Logf("after 21 failures: 1 Event, count %d", evs[0].Series.Count)

@@ -78,7 +78,7 @@ func TestNodePortProbedPod(t *testing.T) {
 	if rp := evs[0].Diagnosis.RemotePod; rp == nil || rp.UID != pod.UID || rp.Name != "web" || rp.Namespace != "shop" {
 		t.Errorf("diagnosis.remote_pod %+v, want shop/web uid %s", rp, pod.UID)
 	}
-	got := eaddrtest.WaitEvents(t, api.Snapshot, func(evs []eaddrtest.ApiEvent) bool { return len(evs) == 1 })[0]
+	got := eaddrtest.WaitEvents(t, api.Snapshot, func(evs []eaddrtest.APIEvent) bool { return len(evs) == 1 })[0]
 	want := "the kubelet (pid " + strconv.Itoa(pid) + "), probing this pod or running its lifecycle hook, connected to it at " + ip + ":8080 from source port 3100"
 	if got.Regarding.UID != pod.UID || got.Regarding.Name != "web" || got.Reason != "SourcePortInNodePortRange" || got.Type != "Warning" ||
 		!strings.HasPrefix(got.Note, want) || !strings.Contains(got.Note, "inside the NodePort range 30000-32767") || !strings.Contains(got.Note, "eaddr found no NodePort rule for tcp/3100") ||

@@ -29,10 +29,10 @@ type JSONEvent struct {
 		Protocol string `json:"protocol"`
 		Cookie   uint64 `json:"cookie"`
 	} `json:"socket"`
-	Local *JsonAddr `json:"local"`
+	Local *JSONAddr `json:"local"`
 	// LocalReleased: local is the released source port of a failed connect.
 	LocalReleased bool      `json:"local_released"`
-	Remote        *JsonAddr `json:"remote"`
+	Remote        *JSONAddr `json:"remote"`
 	Explain       *struct {
 		Meaning       string   `json:"meaning"`
 		Expected      string   `json:"expected"`
@@ -110,7 +110,7 @@ type JSONEvent struct {
 	} `json:"cgroup"`
 }
 
-type JsonAddr struct {
+type JSONAddr struct {
 	IP         string `json:"ip"`
 	Port       int    `json:"port"`
 	Family     string `json:"family"`

@@ -23,8 +23,8 @@ import (
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
-// ApiEvent is what eaddr posts (events.k8s.io/v1), the fields checked.
-type ApiEvent struct {
+// APIEvent is what eaddr posts (events.k8s.io/v1), the fields checked.
+type APIEvent struct {
 	Metadata struct {
 		Name, Namespace string
 	} `json:"metadata"`
@@ -43,13 +43,13 @@ type ApiEvent struct {
 // and applies merge patches of their series.
 type EventsAPI struct {
 	mu     sync.Mutex
-	events map[string]*ApiEvent
+	events map[string]*APIEvent
 	calls  int
 	Srv    *httptest.Server
 }
 
 func NewEventsAPI(t *testing.T) *EventsAPI {
-	a := &EventsAPI{events: map[string]*ApiEvent{}}
+	a := &EventsAPI{events: map[string]*APIEvent{}}
 	a.Srv = httptest.NewTLSServer(a)
 	t.Cleanup(a.Srv.Close)
 	return a
@@ -72,7 +72,7 @@ func (a *EventsAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case !ok:
 		http.Error(w, "not found", 404)
 	case r.Method == "POST" && name == "":
-		var e ApiEvent
+		var e APIEvent
 		if err := json.Unmarshal(b, &e); err != nil || e.Metadata.Namespace != ns {
 			http.Error(w, fmt.Sprint("bad event ", err), 400)
 			return
@@ -91,10 +91,10 @@ func (a *EventsAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Snapshot returns the Events so far.
-func (a *EventsAPI) Snapshot() []ApiEvent {
+func (a *EventsAPI) Snapshot() []APIEvent {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var out []ApiEvent
+	var out []APIEvent
 	for _, e := range a.events {
 		c := *e
 		out = append(out, c)
@@ -154,7 +154,7 @@ func WgetFails(t *testing.T, r *critest.Runtime, app *critest.Container, n int) 
 	}
 }
 
-func WaitEvents(t *testing.T, get func() []ApiEvent, ok func([]ApiEvent) bool) []ApiEvent {
+func WaitEvents(t *testing.T, get func() []APIEvent, ok func([]APIEvent) bool) []APIEvent {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -169,12 +169,12 @@ func WaitEvents(t *testing.T, get func() []ApiEvent, ok func([]ApiEvent) bool) [
 	}
 }
 
-// ApiServerWithPod starts a real API server (internal/testing/kubetest) with
+// APIServerWithPod starts a real API server (internal/testing/kubetest) with
 // eaddr's namespace, service account and the RBAC of
 // deploy/kube-events/rbac.yaml, and the Pod shop/client (Pending: there is
 // no kubelet) on node-a; it returns the server, the Pod's UID and the
 // service account's token.
-func ApiServerWithPod(t *testing.T) (*kubetest.Server, string, string) {
+func APIServerWithPod(t *testing.T) (*kubetest.Server, string, string) {
 	t.Helper()
 	s := kubetest.Start(t)
 	ctx := context.Background()
@@ -213,13 +213,13 @@ func ApiServerWithPod(t *testing.T) (*kubetest.Server, string, string) {
 }
 
 // ListEvents lists the events.k8s.io/v1 Events of namespace ns.
-func ListEvents(t *testing.T, s *kubetest.Server, ns string) []ApiEvent {
+func ListEvents(t *testing.T, s *kubetest.Server, ns string) []APIEvent {
 	t.Helper()
 	resp, err := s.Do(context.Background(), kubetest.Request{Method: "GET", Path: "/apis/events.k8s.io/v1/namespaces/" + ns + "/events"})
 	if err != nil || resp.Err() != nil {
 		t.Fatalf("listing Events: %v %v", err, resp.Err())
 	}
-	var l struct{ Items []ApiEvent }
+	var l struct{ Items []APIEvent }
 	if err := json.Unmarshal(resp.Body, &l); err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +342,7 @@ func DescribeExcerpt(doc, command, reason string, printed []string) error {
 // CheckPodEvent checks that e is the Event eaddr writes for ExhaustedPod's
 // failures: a Warning EphemeralPortsExhausted on the pod namespace/name with
 // its uid, the verdict and the fix in its note.
-func CheckPodEvent(t *testing.T, e ApiEvent, namespace, name, uid string) {
+func CheckPodEvent(t *testing.T, e APIEvent, namespace, name, uid string) {
 	t.Helper()
 	if e.Regarding.Kind != "Pod" || e.Regarding.Name != name || e.Regarding.Namespace != namespace || e.Regarding.UID != uid ||
 		e.Metadata.Namespace != namespace || e.Type != "Warning" || e.Reason != "EphemeralPortsExhausted" || e.Action != "Connect" ||
