@@ -1,8 +1,9 @@
 // Package buildcache is what the test tiers' caches of programs built from
 // the Go module proxy share (internal/testing/kubetest's Kubernetes binaries,
-// internal/testing/helmtest's helm, internal/testing/otelcol's collector): a file lock that
-// serialises builds across test binaries, the checks that tell a cached
-// program from one to build, and the tail of a log for errors.
+// internal/testing/helmtest's helm, internal/testing/otelcol's collector): the one build flow
+// (Build: under a file lock that serialises builds across test binaries, a
+// program renamed into place only when complete), the checks that tell a
+// cached program from one to build, and the tail of a log for errors.
 package buildcache
 
 import (

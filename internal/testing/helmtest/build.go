@@ -15,7 +15,6 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/eaddr/eaddr/internal/testing/buildcache"
 	"github.com/eaddr/eaddr/internal/testing/kubetest"
@@ -62,64 +61,36 @@ func Binary(t testing.TB) string {
 // cache, and the binary is renamed into place when complete. The version
 // stamps are those of helm's Makefile: `helm version` says Version.
 func Build(ctx context.Context, logf func(format string, args ...any)) (string, error) {
-	dir := kubetest.CacheDir()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	unlock, err := buildcache.Lock(ctx, filepath.Join(dir, "helm-build.lock"), "building helm", logf)
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	bin := BinaryPath()
-	if buildcache.IsExecutable(bin) {
-		return bin, nil // built by the holder of the lock we waited for
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return "", err
-	}
-	logPath := filepath.Join(dir, "build-helm-"+Version+".log")
-	logf("building helm %s into %s (log: %s)", Version, bin, logPath)
-	begin := time.Now()
-	gobin := filepath.Join(dir, "helm-gobin-"+Version)
-	if err := os.RemoveAll(gobin); err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(gobin)
-	if err := install(ctx, goBin, gobin, logPath); err != nil {
-		return "", err
-	}
-	if err := os.Rename(filepath.Join(gobin, "helm"), bin); err != nil {
-		return "", err
-	}
-	logf("helm %s built in %s", Version, time.Since(begin).Round(time.Second))
-	return bin, nil
+	dir, bin := kubetest.CacheDir(), BinaryPath()
+	j := buildcache.Job{Dir: dir, Lock: "helm-build.lock", What: "helm " + Version, Bin: bin, LogPath: filepath.Join(dir, "build-helm-"+Version+".log")}
+	return bin, buildcache.Build(ctx, j, logf, func(g *buildcache.Go, tmp string) error {
+		gobin := filepath.Join(dir, "helm-gobin-"+Version)
+		if err := os.RemoveAll(gobin); err != nil {
+			return err
+		}
+		defer os.RemoveAll(gobin)
+		if err := install(g, gobin); err != nil {
+			return err
+		}
+		return os.Rename(filepath.Join(gobin, "helm"), tmp)
+	})
 }
 
-// install runs go install of helm Version with GOBIN=gobin, its output in
-// logPath.
-func install(ctx context.Context, goBin, gobin, logPath string) error {
-	log, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	defer log.Close()
+// install runs go install of helm Version with GOBIN=gobin, outside any
+// module (the working directory is the cache), so that a go.work or go.mod
+// around the caller plays no part; its output goes to g's log.
+func install(g *buildcache.Go, gobin string) error {
 	args := []string{"install", "-trimpath", "-ldflags", ldflags(), Module + "/cmd/helm@" + Version}
-	fmt.Fprintf(log, "$ GOBIN=%s go %s\n", gobin, strings.Join(args, " "))
-	cmd := exec.CommandContext(ctx, goBin, args...)
-	// Outside any module (the working directory is the cache), so that a
-	// go.work or go.mod around the caller plays no part.
-	cmd.Dir = kubetest.CacheDir()
+	fmt.Fprintf(g.Log, "$ GOBIN=%s go %s\n", gobin, strings.Join(args, " "))
+	cmd := exec.CommandContext(g.Ctx, g.Bin, args...)
+	cmd.Dir = g.Dir
 	cmd.Env = append(os.Environ(),
 		"GOBIN="+gobin, "GOWORK=off", "GOFLAGS=", "CGO_ENABLED=0", "GOTOOLCHAIN=local",
 		"GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
-	cmd.Stdout, cmd.Stderr = log, log
-	begin := time.Now()
+	cmd.Stdout, cmd.Stderr = g.Log, g.Log
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go install %s/cmd/helm@%s: %w (log: %s)\n%s", Module, Version, err, logPath, buildcache.Tail(logPath, 30))
+		return fmt.Errorf("go install %s/cmd/helm@%s: %w (log: %s)\n%s", Module, Version, err, g.LogPath, buildcache.Tail(g.LogPath, 30))
 	}
-	fmt.Fprintf(log, "# built in %s\n", time.Since(begin).Round(time.Second))
 	return nil
 }
 

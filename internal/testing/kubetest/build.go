@@ -7,13 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/eaddr/eaddr/internal/testing/buildcache"
 )
@@ -105,57 +103,31 @@ func Build(ctx context.Context, logf func(format string, args ...any), names ...
 			return nil, fmt.Errorf("%q is not one of kubetest.Commands %q", n, Commands)
 		}
 	}
-	dir := CacheDir()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	unlock, err := buildcache.Lock(ctx, filepath.Join(dir, "build.lock"), "building a Kubernetes binary", logf)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return nil, err
-	}
 	var bins []string
 	for _, name := range names {
 		bin := BinaryPath(name)
 		bins = append(bins, bin)
-		if buildcache.IsExecutable(bin) {
-			continue // cached, or built by the holder of the lock we waited for
-		}
-		if err := buildOne(ctx, logf, goBin, name, bin); err != nil {
+		if err := buildOne(ctx, logf, name, bin); err != nil {
 			return nil, err
 		}
 	}
 	return bins, nil
 }
 
-// buildOne builds the command name into bin in the wrapper module, with its
-// own log in CacheDir().
-func buildOne(ctx context.Context, logf func(format string, args ...any), goBin, name, bin string) error {
+// buildOne builds the command name into bin in the wrapper module, unless
+// it is there, with its own log in CacheDir().
+func buildOne(ctx context.Context, logf func(format string, args ...any), name, bin string) error {
 	dir := CacheDir()
-	logPath := filepath.Join(dir, "build-"+name+"-"+Version+".log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	logf("building %s %s into %s (kube-apiserver takes about 8 minutes on 2 cores, kubectl about 2 more; log: %s)", name, Version, bin, logPath)
-	begin := time.Now()
-	b := &builder{buildcache.Go{Ctx: ctx, Bin: goBin, Dir: filepath.Join(dir, "src-"+Version), Log: logFile, LogPath: logPath}}
-	if err := os.MkdirAll(b.Dir, 0o755); err != nil {
-		return err
-	}
-	if err := b.wrapperModule(); err != nil {
-		return err
-	}
-	if err := b.build(name, bin); err != nil {
-		return err
-	}
-	fmt.Fprintf(logFile, "# %s built in %s\n", name, time.Since(begin).Round(time.Second))
-	return nil
+	j := buildcache.Job{Dir: dir, Lock: "build.lock", What: name + " " + Version, Bin: bin,
+		LogPath: filepath.Join(dir, "build-"+name+"-"+Version+".log"), SrcDir: filepath.Join(dir, "src-"+Version)}
+	return buildcache.Build(ctx, j, logf, func(g *buildcache.Go, tmp string) error {
+		logf("kube-apiserver takes about 8 minutes on 2 cores, kubectl about 2 more")
+		b := &builder{*g}
+		if err := b.wrapperModule(); err != nil {
+			return err
+		}
+		return b.build(name, tmp)
+	})
 }
 
 // builder runs the go commands of one build in the wrapper module (Dir).
@@ -223,10 +195,10 @@ func toolsGo(commands []string) []byte {
 // commandPackage is the main package of command name in k8s.io/kubernetes.
 func commandPackage(name string) string { return "k8s.io/kubernetes/cmd/" + name }
 
-// build compiles the command name to bin, through a temporary file, with
+// build compiles the command name to out with
 // the version stamps a release carries (kube-apiserver's /version and
 // `kubectl version --client` say Version).
-func (b *builder) build(name, bin string) error {
+func (b *builder) build(name, out string) error {
 	minor := strings.SplitN(strings.TrimPrefix(Version, "v"), ".", 3)
 	var ldflags []string
 	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
@@ -236,12 +208,8 @@ func (b *builder) build(name, bin string) error {
 			"-X "+pkg+".gitMinor="+minor[1],
 			"-X "+pkg+".gitTreeState=clean")
 	}
-	tmp := bin + ".tmp"
-	if _, err := b.Run("build", "-trimpath", "-ldflags", "-s -w "+strings.Join(ldflags, " "), "-o", tmp, commandPackage(name)); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, bin)
+	_, err := b.Run("build", "-trimpath", "-ldflags", "-s -w "+strings.Join(ldflags, " "), "-o", out, commandPackage(name))
+	return err
 }
 
 // stagingReplace matches `k8s.io/NAME => ./staging/src/k8s.io/NAME` in

@@ -17,10 +17,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/eaddr/eaddr/internal/testing/buildcache"
 )
@@ -99,42 +97,16 @@ func Binary(t testing.TB) string {
 // CacheDir()/build.lock, so test binaries running side by side build it
 // once.
 func Build(ctx context.Context, logf func(format string, args ...any)) (string, error) {
-	dir := CacheDir()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	unlock, err := buildcache.Lock(ctx, filepath.Join(dir, "build.lock"), "building the collector", logf)
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	bin := BinaryPath()
-	if buildcache.IsExecutable(bin) {
-		return bin, nil // built by the holder of the lock we waited for
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return "", err
-	}
-	logPath := bin + ".log"
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return "", err
-	}
-	defer logFile.Close()
-	logf("building the OpenTelemetry Collector %s into %s (log: %s)", Version, bin, logPath)
-	begin := time.Now()
-	b := &builder{buildcache.Go{Ctx: ctx, Bin: goBin, Dir: filepath.Join(dir, "src-"+Version), Log: logFile, LogPath: logPath}}
-	if err := b.wrapperModule(); err != nil {
-		return "", err
-	}
-	tmp := bin + ".tmp"
-	if _, err := b.Run("build", "-trimpath", "-ldflags", "-s -w", "-o", tmp, "."); err != nil {
-		os.Remove(tmp)
-		return "", err
-	}
-	fmt.Fprintf(logFile, "# built in %s\n", time.Since(begin).Round(time.Second))
-	return bin, os.Rename(tmp, bin)
+	bin, dir := BinaryPath(), CacheDir()
+	j := buildcache.Job{Dir: dir, Lock: "build.lock", What: "the OpenTelemetry Collector " + Version, Bin: bin, LogPath: bin + ".log", SrcDir: filepath.Join(dir, "src-"+Version)}
+	return bin, buildcache.Build(ctx, j, logf, func(g *buildcache.Go, tmp string) error {
+		b := &builder{*g}
+		if err := b.wrapperModule(); err != nil {
+			return err
+		}
+		_, err := b.Run("build", "-trimpath", "-ldflags", "-s -w", "-o", tmp, ".")
+		return err
+	})
 }
 
 // builder runs the go commands of one build in the wrapper module (Dir).
