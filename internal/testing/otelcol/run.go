@@ -3,16 +3,15 @@ package otelcol
 import (
 	"errors"
 	"fmt"
-	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/pdeath"
 	"github.com/eaddr/eaddr/internal/testing/buildcache"
+	"github.com/eaddr/eaddr/internal/testing/child"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // ConfigPath is deploy/otelcol/eaddr.yaml in this repository: the config
@@ -48,8 +47,7 @@ type Collector struct {
 	Log    string // the collector's stdout and stderr
 	Config []string
 
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the process has been reaped
+	proc *child.Process
 }
 
 // Run starts the collector (Binary) with config (ConfigPath() unless
@@ -69,63 +67,45 @@ func Run(t testing.TB, include string, config ...string) *Collector {
 		t.Fatal(err)
 	}
 	c := &Collector{Output: filepath.Join(dir, "otlp.jsonl"), Log: filepath.Join(dir, "otelcol.log"),
-		Config: append(config, override), done: make(chan struct{})}
-	logFile, err := os.Create(c.Log)
-	if err != nil {
-		t.Fatal(err)
-	}
+		Config: append(config, override)}
 	var args []string
 	for _, f := range c.Config {
 		args = append(args, "--config", "file:"+f)
 	}
-	c.cmd = exec.Command(bin, args...)
-	c.cmd.Env = append(os.Environ(), IncludeEnv+"="+include, "EADDR_OTLP_FILE="+c.Output)
-	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
-	if err := pdeath.Start(c.cmd, nil); err != nil { // killed with the test binary, and not before
-		logFile.Close()
-		t.Fatalf("starting %s: %v", bin, err)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), IncludeEnv+"="+include, "EADDR_OTLP_FILE="+c.Output)
+	var err error
+	if c.proc, err = child.Start("otelcol", c.Log, cmd); err != nil { // killed with the test binary, and not before
+		t.Fatal(err)
 	}
-	go func() {
-		c.cmd.Wait()
-		logFile.Close()
-		close(c.done)
-	}()
 	t.Cleanup(func() {
 		if err := c.Stop(); err != nil {
 			t.Errorf("%v\n%s", err, buildcache.Tail(c.Log, 30))
 		}
 	})
-	t.Logf("otelcol %s: pid %d, configs %q, include %s, output %s", Version, c.cmd.Process.Pid, c.Config, include, c.Output)
+	t.Logf("otelcol %s: pid %d, configs %q, include %s, output %s", Version, cmd.Process.Pid, c.Config, include, c.Output)
 	return c
 }
 
 // Exited reports whether the collector has exited.
-func (c *Collector) Exited() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
+func (c *Collector) Exited() bool { return c.proc.Exited() }
 
 // Stop stops the collector by its pid: SIGTERM (it flushes its exporters),
 // then SIGKILL after 10 s. It is an error when it had already exited with
 // a failure, or had to be killed.
 func (c *Collector) Stop() error {
-	if c.Exited() {
-		if st := c.cmd.ProcessState; st != nil && !st.Success() {
-			return fmt.Errorf("otelcol (pid %d) exited on its own: %v", c.cmd.Process.Pid, st)
+	if c.proc.Exited() {
+		if err := c.proc.Err(); err != nil {
+			return fmt.Errorf("otelcol (pid %d) exited on its own: %v", c.proc.Cmd.Process.Pid, err)
 		}
 		return nil
 	}
-	c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-		return nil
-	case <-time.After(10 * time.Second):
+	killed, err := c.proc.Stop(10 * time.Second)
+	if err != nil {
+		return fmt.Errorf("otelcol (pid %d): %w", c.proc.Cmd.Process.Pid, err)
 	}
-	c.cmd.Process.Kill()
-	<-c.done
-	return errors.New("otelcol did not stop within 10s of SIGTERM: killed")
+	if killed {
+		return errors.New("otelcol did not stop within 10s of SIGTERM: killed")
+	}
+	return nil
 }
