@@ -2,11 +2,11 @@ package cluster
 
 import (
 	"encoding/json"
-	"github.com/eaddr/eaddr/internal/testing/deploytest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/eaddr/eaddr/internal/testing/deploytest"
 	"github.com/eaddr/eaddr/internal/testing/helmtest"
 	"github.com/eaddr/eaddr/internal/testing/kubecluster"
 	"github.com/eaddr/eaddr/internal/testing/testenv"

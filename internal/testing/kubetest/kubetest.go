@@ -26,7 +26,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"github.com/eaddr/eaddr/internal/testing/child"
 	"net"
 	"net/http"
 	"os"
@@ -39,6 +38,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/testing/buildcache"
+	"github.com/eaddr/eaddr/internal/testing/child"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 

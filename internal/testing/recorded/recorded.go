@@ -4,11 +4,11 @@
 package recorded
 
 import (
-	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"github.com/eaddr/eaddr/tracer"
 )
 
