@@ -49,6 +49,9 @@ func Start(name, logPath string, cmd *exec.Cmd) (*Process, error) {
 	return p, nil
 }
 
+// Done is closed once the child has exited and was reaped.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
 // Exited says the child has exited (and was reaped).
 func (p *Process) Exited() bool {
 	select {

@@ -122,27 +122,17 @@ func (r *Runtime) removePods() error {
 	return errors.Join(problems...)
 }
 
-// stopContainerd sends SIGTERM, waits, then SIGKILLs containerd.
+// stopContainerd stops containerd: SIGTERM to its process group, SIGKILL
+// after stopTimeout (not a failure: its state dies with it and the sweep
+// follows); a containerd that outlives SIGKILL is.
 func (r *Runtime) stopContainerd() error {
-	if r.cmd == nil || r.cmd.Process == nil {
-		return nil
-	}
 	if !r.alive() {
 		return nil
 	}
-	r.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-r.exited:
-		return nil
-	case <-time.After(stopTimeout):
+	if _, err := r.proc.Stop(stopTimeout); err != nil {
+		return fmt.Errorf("containerd (pid %d): %w", r.proc.Cmd.Process.Pid, err)
 	}
-	r.cmd.Process.Kill()
-	select {
-	case <-r.exited:
-		return nil
-	case <-time.After(stopTimeout):
-		return fmt.Errorf("containerd (pid %d) did not exit after SIGKILL", r.cmd.Process.Pid)
-	}
+	return nil
 }
 
 // leftoverPIDs returns the live processes that belong to this Runtime: those

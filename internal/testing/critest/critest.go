@@ -56,7 +56,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -64,7 +63,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/eaddr/eaddr/internal/pdeath"
+	"github.com/eaddr/eaddr/internal/testing/child"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
@@ -108,9 +107,8 @@ type Runtime struct {
 	RuntimeService runtimeapi.RuntimeServiceClient
 	ImageService   runtimeapi.ImageServiceClient
 
-	conn   *grpc.ClientConn
-	cmd    *exec.Cmd
-	exited chan struct{} // closed once containerd has exited and been reaped
+	conn *grpc.ClientConn
+	proc *child.Process // containerd
 
 	createdDirs []string // hostDirs missing at Start, removed at cleanup if empty
 
@@ -208,7 +206,6 @@ func Start(t testing.TB) *Runtime {
 		CNIConfDir:  filepath.Join(dir, "cni", "net.d"),
 		Bridge:      "eaddrcri" + fmt.Sprintf("%x", suffix),
 		Subnet:      fmt.Sprintf("10.213.%d.0/24", third),
-		exited:      make(chan struct{}),
 		createdDirs: missingHostDirs(),
 	}
 	t.Cleanup(func() { r.cleanup(t) })
@@ -343,49 +340,22 @@ disabled_plugins = [
 `, root, state, socket, Image, filepath.Join(state, "runc"), CNIBinDir, cniConfDir)
 }
 
-// startContainerd starts containerd in its own process group through
-// pdeath.Start: SIGKILLed if the test binary dies, and never earlier.
+// startContainerd starts containerd through child.Start: in its own
+// process group, SIGKILLed if the test binary dies, and never earlier.
 func (r *Runtime) startContainerd() error {
-	logf, err := os.OpenFile(r.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
 	bin, err := lookPath("containerd")
 	if err != nil {
-		logf.Close()
 		return err
 	}
 	cmd := exec.Command(bin, "--config", r.ConfigPath)
 	cmd.Dir = r.Dir
-	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = []string{"PATH=" + hostPath, "HOME=/root", "TMPDIR=" + r.Dir}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	r.cmd = cmd
-	if err := pdeath.Start(cmd, nil); err != nil {
-		logf.Close()
-		close(r.exited)
-		return err
-	}
-	go func() {
-		cmd.Wait()
-		logf.Close()
-		close(r.exited)
-	}()
-	return nil
+	r.proc, err = child.Start("containerd", r.LogPath, cmd)
+	return err
 }
 
 // alive reports whether containerd is still running.
-func (r *Runtime) alive() bool {
-	if r.cmd == nil || r.cmd.Process == nil {
-		return false
-	}
-	select {
-	case <-r.exited:
-		return false
-	default:
-		return true
-	}
-}
+func (r *Runtime) alive() bool { return r.proc != nil && !r.proc.Exited() }
 
 // waitReady polls the CRI endpoint until Version answers and Status reports
 // RuntimeReady and NetworkReady (the CRI plugin loads the CNI config
@@ -395,7 +365,7 @@ func (r *Runtime) waitReady() error {
 	var last error
 	for time.Now().Before(deadline) {
 		if !r.alive() {
-			return fmt.Errorf("containerd exited during start-up (%v)", r.cmd.ProcessState)
+			return fmt.Errorf("containerd exited during start-up (%v)", r.proc.Cmd.ProcessState)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		last = r.ready(ctx)

@@ -107,10 +107,10 @@ func TestCleanupAfterCrash(t *testing.T) {
 				pids = append(pids, pid)
 			}
 		}
-		if err := r.cmd.Process.Kill(); err != nil {
+		if err := r.proc.Cmd.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}
-		<-r.exited
+		<-r.proc.Done()
 		t.Logf("killed containerd; processes that must go: %v", pids)
 	})
 	if r == nil {
