@@ -107,9 +107,14 @@ func checkWarning(t *testing.T, e eaddrtest.APIEvent, uid string) {
 		e.Type != "Warning" || e.Reason != "EphemeralPortsNearlyExhausted" || e.Action != "SamplePorts" || e.ReportingController != "eaddr.io/eaddr" {
 		t.Errorf("Event %+v, want a Warning EphemeralPortsNearlyExhausted on pod shop/client uid %s", e, uid)
 	}
-	self := fmt.Sprintf("pid %d eaddr.test", os.Getpid())
-	want := "ephemeral ports nearly exhausted toward 127.0.0.1:8080: 9 of the 10 ports of 40000-40009 are taken (90%): 9 held by open connections, held by " + self +
-		"; 1 left, then connect() to it fails with EADDRNOTAVAIL. Fix: " + fmt.Sprintf("pid %d (eaddr.test) holds 9 connections to this destination", os.Getpid())
+	comm, err := os.ReadFile("/proc/self/comm") // the test binary's name, as eaddr reads it
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := strings.TrimSpace(string(comm))
+	want := "ephemeral ports nearly exhausted toward 127.0.0.1:8080: 9 of the 10 ports of 40000-40009 are taken (90%): 9 held by open connections, held by " +
+		fmt.Sprintf("pid %d %s", os.Getpid(), self) + "; 1 left, then connect() to it fails with EADDRNOTAVAIL. Fix: " +
+		fmt.Sprintf("pid %d (%s) holds 9 connections to this destination", os.Getpid(), self)
 	if !strings.HasPrefix(e.Note, want) {
 		t.Errorf("note %q\nwant it to start %q", e.Note, want)
 	}
