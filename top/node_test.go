@@ -168,9 +168,8 @@ func TestNodeUnreadable(t *testing.T) {
 		if !strings.Contains(text, tc.want) || strings.Count(text, "not permitted") != 1 {
 			t.Errorf("%s: want %q once in\n%s", tc.name, tc.want, text)
 		}
-		var snap Snapshot
-		b, _ := m.JSON(0)
-		if err := json.Unmarshal(b, &snap); err != nil || snap.Node == nil || !strings.Contains(snap.Node.SNATUnknown, "not permitted") ||
+		snap, b := snapshotOf(t, m)
+		if snap.Node == nil || !strings.Contains(snap.Node.SNATUnknown, "not permitted") ||
 			len(snap.Node.SNAT) != 0 || (tc.nb == nil) != (snap.Node.ConntrackEntries == nil) {
 			t.Errorf("%s: JSON %s", tc.name, b)
 		}
@@ -187,14 +186,7 @@ func TestNodeUnreadable(t *testing.T) {
 func TestNodeJSON(t *testing.T) {
 	m := NewModel()
 	m.Add(nodeSample(t, lab(), nil))
-	b, err := m.JSON(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var snap Snapshot
-	if err := json.Unmarshal(b, &snap); err != nil {
-		t.Fatal(err)
-	}
+	snap, b := snapshotOf(t, m)
 	n := snap.Node
 	if n == nil || n.ShownAtPercent != 40 || len(n.SNAT) != 2 || *n.ConntrackEntries != 10 || *n.ConntrackMax != 1000 || *n.ConntrackPercent != 1 {
 		t.Fatalf("node %s", b)
@@ -205,4 +197,18 @@ func TestNodeJSON(t *testing.T) {
 		s.Holders[1].Address != "10.98.2.2" || s.Holders[1].Pod != nil || n.SNAT[1].Protocol != "udp" {
 		t.Errorf("rows %s", b)
 	}
+}
+
+// snapshotOf is m's JSON, read back, and as printed.
+func snapshotOf(t *testing.T, m *Model) (Snapshot, []byte) {
+	t.Helper()
+	b, err := m.JSON(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap Snapshot
+	if err := json.Unmarshal(b, &snap); err != nil {
+		t.Fatal(err)
+	}
+	return snap, b
 }
