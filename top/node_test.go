@@ -91,6 +91,20 @@ func TestNodeRows(t *testing.T) {
 	}
 }
 
+// The live view has the details under the first SNAT row at --warn only,
+// so that the rows come first; --once and a pipe under each.
+func TestNodeRowsFirstDetails(t *testing.T) {
+	nb := lab()
+	nb.SNAT = append(nb.SNAT, budget("198.18.0.5:80", 10, 30000, 30009, "r", holder("10.98.5.2", 10, nil)))
+	m := NewModel()
+	m.Add(nodeSample(t, nb, nil))
+	for first, want := range map[bool]int{true: 1, false: 2} {
+		if text := strings.Join(m.Table(Header{Width: 120, FirstDetails: first}), "\n"); strings.Count(text, "entries by source:") != want {
+			t.Errorf("FirstDetails %v: want %d details:\n%s", first, want, text)
+		}
+	}
+}
+
 // --warn moves the mark: at --warn 100 the rows show from 50%, so the
 // UDP row at 40% is gone and the one at 100% stays.
 func TestNodeRowsFollowWarn(t *testing.T) {
