@@ -64,10 +64,13 @@ func conntrackPercent(c *diagnose.ConntrackUse) (int, bool) {
 }
 
 // nodeHeader is the header's line about the node's budgets when they
-// could not be read (all or part); none when they were, or not asked.
+// could not be read (all or part), or some destinations were not counted;
+// none when they were, or not asked.
 func (m *Model) nodeHeader() []string {
 	s := m.last
 	switch {
+	case s.Node != nil && s.Node.Dropped > 0 && s.NodeWhy == "":
+		return []string{fmt.Sprintf("node SNAT: %d entries toward destinations past the 4096 one read counts were not counted: one of those may be fuller than shown", s.Node.Dropped)}
 	case s.NodeWhy != "" && (s.Node == nil || s.Node.Conntrack == nil):
 		return []string{"node SNAT and conntrack: - (not read: " + s.NodeWhy + ")"}
 	case s.NodeWhy != "":

@@ -165,7 +165,8 @@ func TestNodeRowsWidthAndHostileNames(t *testing.T) {
 }
 
 // What cannot be read is said once, in the header, with the reader's
-// error; the JSON says it too, with no SNAT rows and no numbers.
+// error; the JSON says it too, with no SNAT rows and no numbers. Entries
+// past the destinations one read counts are said too.
 func TestNodeUnreadable(t *testing.T) {
 	eperm := errors.New("conntrack table: operation not permitted (the kernel allows conntrack's table and the nftables rules to CAP_NET_ADMIN alone: docs/kubernetes.md)")
 	for _, tc := range []struct {
@@ -189,6 +190,14 @@ func TestNodeUnreadable(t *testing.T) {
 		}
 	}
 	m := NewModel()
+	m.Add(nodeSample(t, &diagnose.NodeBudgets{Conntrack: &diagnose.ConntrackUse{Count: 1, Max: 10}, Dropped: 7}, nil))
+	if text := strings.Join(m.Table(Header{Width: 120}), "\n"); !strings.Contains(text, "node SNAT: 7 entries toward destinations past the 4096") {
+		t.Errorf("entries not counted, not said:\n%s", text)
+	}
+	if snap, b := snapshotOf(t, m); snap.Node.SNATNotCounted != 7 {
+		t.Errorf("JSON %s, want snat_not_counted 7", b)
+	}
+	m = NewModel()
 	m.Add(Sample{At: t0, NetNS: []diagnose.NetNSReport{report(1, "10.0.0.1:80", 1, 1000)}})
 	if b, _ := m.JSON(0); strings.Contains(string(b), `"node"`) {
 		t.Errorf("budgets not asked, yet %s", b)

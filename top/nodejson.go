@@ -12,6 +12,7 @@ type NodeJSON struct {
 	ShownAtPercent   int        `json:"snat_shown_at_percent"`
 	SNAT             []SNATJSON `json:"snat"`
 	SNATUnknown      string     `json:"snat_unknown,omitempty"`
+	SNATNotCounted   int        `json:"snat_not_counted,omitempty"` // entries toward destinations past those one read counts
 	ConntrackEntries *uint64    `json:"conntrack_entries,omitempty"`
 	ConntrackMax     *uint64    `json:"conntrack_max,omitempty"`
 	ConntrackPercent *int       `json:"conntrack_percent,omitempty"`
@@ -52,7 +53,7 @@ func (m *Model) nodeJSON() *NodeJSON {
 	j := &NodeJSON{ShownAtPercent: NodeShownAt(m.warn()), SNAT: []SNATJSON{}, SNATUnknown: s.NodeWhy}
 	var ct *diagnose.ConntrackUse
 	if s.Node != nil {
-		ct = s.Node.Conntrack
+		ct, j.SNATNotCounted = s.Node.Conntrack, s.Node.Dropped
 	}
 	if ct == nil {
 		j.ConntrackUnknown = "its use could not be read"
