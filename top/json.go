@@ -10,12 +10,15 @@ import (
 // Snapshot is the JSON form of the newest sample (docs/top.md). A value
 // not known is left out and a *_unknown field says why; never a 0.
 type Snapshot struct {
-	Time            string     `json:"time"`
-	IntervalSeconds float64    `json:"interval_seconds"`
-	SampleSeconds   float64    `json:"sample_seconds"`
-	Sort            string     `json:"sort"`
-	FailuresUnknown string     `json:"failures_unknown,omitempty"`
-	NetNS           []NetNSRow `json:"netns"`
+	Time            string  `json:"time"`
+	IntervalSeconds float64 `json:"interval_seconds"`
+	SampleSeconds   float64 `json:"sample_seconds"`
+	Sort            string  `json:"sort"`
+	FailuresUnknown string  `json:"failures_unknown,omitempty"`
+	// Node: the node's SNAT and conntrack budgets (nodejson.go); left
+	// out when they are not read.
+	Node  *NodeJSON  `json:"node,omitempty"`
+	NetNS []NetNSRow `json:"netns"`
 }
 
 // NetNSRow is one row of a Snapshot.
@@ -52,7 +55,7 @@ type NetNSRow struct {
 // wait before the next sample (paced: Pace's).
 func (m *Model) Snapshot(interval time.Duration) Snapshot {
 	s := Snapshot{Time: m.last.At.UTC().Format(time.RFC3339Nano), IntervalSeconds: interval.Seconds(),
-		SampleSeconds: m.last.Took.Seconds(), Sort: m.Sort.String(), NetNS: []NetNSRow{}}
+		SampleSeconds: m.last.Took.Seconds(), Sort: m.Sort.String(), Node: m.nodeJSON(), NetNS: []NetNSRow{}}
 	if m.last.Failures == nil {
 		s.FailuresUnknown = m.last.FailuresWhy
 	}

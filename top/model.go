@@ -12,6 +12,9 @@ type Model struct {
 	prev map[uint64]point // each netns's point before the newest
 	// Sort orders the rows; the zero value is SortETA.
 	Sort SortKey
+	// Warn is --warn: the node's budgets show from half of it (node.go);
+	// 0: 80.
+	Warn int
 }
 
 // NewModel returns an empty model sorted by time to exhaustion.

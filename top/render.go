@@ -64,6 +64,7 @@ func (m *Model) header(h Header) []string {
 	} else {
 		lines = append(lines, "failures/s: EADDRNOTAVAIL and EADDRINUSE from connect() and bind(), traced")
 	}
+	lines = append(lines, m.nodeHeader()...)
 	if h.Keys {
 		lines = append(lines, "keys: q quit  s or > next sort  < previous sort  p or space pause")
 	}
@@ -80,7 +81,8 @@ func (m *Model) header(h Header) []string {
 var columns = []string{"NETNS", "DESTINATION", "TAKEN/USABLE", "TAKEN%", "PORTS/MIN", "FULL-IN", "FAIL/S"}
 
 // Table renders the header and the rows, no escape codes, each line at
-// most h's width and every workload's text made safe: a row per netns,
+// most h's width and every workload's text made safe: the node's SNAT and
+// conntrack when at a notable share (node.go), then a row per netns,
 // under a row at the warning mark its holders and fix, under one that
 // could not be audited its error.
 func (m *Model) Table(h Header) []string {
@@ -91,7 +93,11 @@ func (m *Model) Table(h Header) []string {
 		cells = append(cells, cellsOf(&rows[i]))
 	}
 	table := output.Columns(cells, width, 0, 16)
-	lines := append(append(m.header(h), ""), table[0])
+	lines := append(m.header(h), "")
+	if node := m.nodeLines(h); len(node) > 0 {
+		lines = append(append(lines, node...), "")
+	}
+	lines = append(lines, table[0])
 	shown := false
 	for i := range rows {
 		r := &rows[i]

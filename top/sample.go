@@ -17,6 +17,11 @@ type Sample struct {
 	Failures      map[uint64]uint64
 	FailuresSince time.Time
 	FailuresWhy   string
+	// Node is the node's SNAT and conntrack budgets (node.go), read once
+	// per sample beside the audit; NodeWhy says why all or part of it
+	// could not be read. Both empty: not asked (Sampler.NodeBudgets nil).
+	Node    *diagnose.NodeBudgets
+	NodeWhy string
 }
 
 // Counter is the source of failures per netns (FailureCounter).
@@ -29,15 +34,19 @@ type Counter interface {
 // Sampler takes Samples: Audit audits the node's netns (cmd/eaddr wires
 // diagnose.AuditNetNS over diagnose.NetNSMembers, as `eaddr check` does),
 // Failures counts failures (nil: not counted, with NoFailuresWhy), Now is
-// the clock.
+// the clock. NodeBudgets, when set, reads the node's SNAT and conntrack
+// budgets (diagnose.ReadNodeBudgets, which waits on netlink): Sample calls
+// it once per sample, on the sampling goroutine, never the view's.
 type Sampler struct {
 	Audit         func() ([]diagnose.NetNSReport, error)
 	Failures      Counter
 	NoFailuresWhy string
+	NodeBudgets   func() (*diagnose.NodeBudgets, error)
 	Now           func() time.Time
 }
 
-// Sample audits the node once.
+// Sample audits the node once (and reads its budgets): Took is the
+// time of both, so that the pacing counts the conntrack table's walk.
 func (s *Sampler) Sample() (Sample, error) {
 	now := s.Now
 	if now == nil {
@@ -48,8 +57,15 @@ func (s *Sampler) Sample() (Sample, error) {
 	if err != nil {
 		return Sample{}, err
 	}
-	at := now()
-	smp := Sample{At: at, Took: at.Sub(start), NetNS: reps, FailuresWhy: s.NoFailuresWhy}
+	smp := Sample{NetNS: reps, FailuresWhy: s.NoFailuresWhy}
+	if s.NodeBudgets != nil {
+		var err error
+		if smp.Node, err = s.NodeBudgets(); err != nil {
+			smp.NodeWhy = err.Error()
+		}
+	}
+	smp.At = now()
+	smp.Took = smp.At.Sub(start)
 	if s.Failures != nil {
 		smp.Failures, smp.FailuresSince, smp.FailuresWhy = s.Failures.Counts()
 	}

@@ -302,14 +302,7 @@ func TestJSONCulprit(t *testing.T) {
 	smp := warned()
 	smp.NetNS = append(smp.NetNS, report(3, "10.0.0.3:80", 1, 10))
 	m.Add(smp)
-	b, err := m.JSON(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var snap Snapshot
-	if err := json.Unmarshal(b, &snap); err != nil {
-		t.Fatal(err)
-	}
+	snap, b := snapshotOf(t, m)
 	r := snap.NetNS[0]
 	if r.Cause != diagnose.CausePerDestination || len(r.Holders) != 1 || r.Holders[0].PID != 4242 || r.Holders[0].Comm != hostileComm ||
 		r.Holders[0].PodUID != "0f3c" || len(r.Fix) != 2 || snap.NetNS[1].Mount != "/run/netns/"+hostileComm || snap.NetNS[1].NoHolder == "" {

@@ -32,7 +32,7 @@ func (f *TopFlags) SetFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.Once, "once", false, "print one snapshot and exit (two samples --interval apart, for the trend), for scripts and kubectl debug node/...")
 	fs.StringVarP(&f.Check.Output, "output", "o", "text", "text (or table): the table for a person (live at a terminal); json: a line per snapshot")
 	fs.StringVar(&f.Sort, "sort", "eta", "order of the rows: eta (time to exhaustion), used, trend, failures, name")
-	fs.IntVar(&f.Check.Warn, "warn", pipeline.DefaultPortsWarn, "under a row at this percent or more, the holders and the fix (as eaddr check --warn)")
+	fs.IntVar(&f.Check.Warn, "warn", pipeline.DefaultPortsWarn, "under a row at this percent or more, the holders and the fix (as eaddr check --warn); the node's SNAT and conntrack rows show from half of it")
 	fs.BoolVar(&f.Trace, "trace", true, "count failures per netns with eaddr's tracer (EADDRNOTAVAIL, EADDRINUSE); false: the column shows -")
 	f.Check.setCommonFlags(fs)
 }
@@ -45,8 +45,12 @@ namespace/name, host, netns NAME for ip netns, or netns:INODE (process)), its bu
 the ports a connect() toward it could not have now (TAKEN) against the usable range, the trend in
 ports per minute, the time until no port is left toward it (only while the trend rises), and the
 failures per second eaddr's tracer counted there. Under a row at --warn or more: who holds its ports
-and the fix, as eaddr trace diagnoses a failure. Keys: q quit, s or > next sort, < previous sort, p or
-space pause. Not at a terminal it prints a plain table every interval. Columns: docs/top.md.`,
+and the fix, as eaddr trace diagnoses a failure. Above them, once the node's SNAT (MASQUERADE)
+toward a destination or its conntrack table is at half of --warn or more (40% by default): egress ->
+destination, the conntrack entries holding its ports of the MASQUERADE range, the pod (or address)
+holding the most, and the table's use of its max; what cannot be read (no CAP_NET_ADMIN) is said in
+the header. Keys: q quit, s or > next sort, < previous sort, p or space pause. Not at a terminal it
+prints a plain table every interval. Columns: docs/top.md.`,
 	examples: []example{
 		{"watch the node", "sudo eaddr top"},
 		{"one snapshot, from a node debug pod", "kubectl debug node/NODE -it --profile=sysadmin --image=IMAGE -- /eaddr top --once \\\n      --cri-endpoint /host/run/containerd/containerd.sock"},
@@ -82,11 +86,13 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 	netdiag.SetLogger(log)
 	a := openNodeAudit(&f.Check, o, 1, log) // a row is its busiest destination: its holders and fix
 	defer a.close()
-	s := &top.Sampler{Audit: a.audit}
+	s := &top.Sampler{Audit: a.audit, NodeBudgets: func() (*diagnose.NodeBudgets, error) {
+		return diagnose.ReadNodeBudgets(o.HostNetNS, top.NodeBudgetsRead, a.cri.PodByIP)
+	}}
 	stopCounting := startCounting(&f, s, log)
 	defer stopCounting()
 	m := top.NewModel()
-	m.Sort = sortKey
+	m.Sort, m.Warn = sortKey, f.Check.Warn
 	return showTop(ctx, &f, s, m, stdout)
 }
 

@@ -346,7 +346,7 @@ func containsAll(s string, subs []string) bool {
 // be (its name a hash of the port's), then any number (pids, addresses,
 // source ports).
 var (
-	eventAge  = regexp.MustCompile(`\b\d+(m\d+)?[smhd]( \(x\d+ over \d+(m\d+)?[smhd]\))?\b\)?`)
+	eventAge  = regexp.MustCompile(`\b\d+(m\d+)?[smhd](?: \(x\d+ over \d+(m\d+)?[smhd]\)|\b)`)
 	kubeChain = regexp.MustCompile(`\bKUBE-(EXT|SVC|SEP|FW)-[A-Z0-9]{16}\b`)
 	digits    = regexp.MustCompile(`\d+`)
 	// numberList is a list of numbers (after digits), such as the ports

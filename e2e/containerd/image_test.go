@@ -40,16 +40,21 @@ func TestImageTracesHost(t *testing.T) {
 
 	t.Run("privileged", func(t *testing.T) {
 		testAgent(t, r, func() *critest.Container {
-			return r.RunPrivileged(t, eaddrtest.ImageRef, eaddrtest.NodeMounts)
+			return r.RunPrivileged(t, eaddrtest.ImageRef, eaddrtest.NodeMounts, agentArgv...)
 		})
 	})
 	t.Run("capabilities", func(t *testing.T) {
 		testAgent(t, r, func() *critest.Container {
-			return r.RunHost(t, eaddrtest.ImageRef, critest.HostSecurity{Drop: []string{"ALL"}, Add: eaddrtest.AgentCapabilities}, eaddrtest.NodeMounts)
+			return r.RunHost(t, eaddrtest.ImageRef, critest.HostSecurity{Drop: []string{"ALL"}, Add: eaddrtest.AgentCapabilities}, eaddrtest.NodeMounts, agentArgv...)
 		})
 	})
 }
 
+// agentArgv runs the image's trace as its entrypoint and command do, with a
+// diagnosis wait of a minute: a liveness bound, where the 300 ms default is
+// a latency one (CI runs this beside the kernel matrix's guests and two
+// busy loops; a late snapshot then reads "no diagnosis yet").
+var agentArgv = []string{"/eaddr", "trace", "--diagnose-wait", "1m"}
 // testAgent checks the eaddr container that start starts: see
 // TestImageTracesHost.
 func testAgent(t *testing.T, r *critest.Runtime, start func() *critest.Container) {
