@@ -55,6 +55,7 @@ func TestImageTracesHost(t *testing.T) {
 // a latency one (CI runs this beside the kernel matrix's guests and two
 // busy loops; a late snapshot then reads "no diagnosis yet").
 var agentArgv = []string{"/eaddr", "trace", "--diagnose-wait", "1m"}
+
 // testAgent checks the eaddr container that start starts: see
 // TestImageTracesHost.
 func testAgent(t *testing.T, r *critest.Runtime, start func() *critest.Container) {
