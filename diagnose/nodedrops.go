@@ -26,6 +26,9 @@ type DropBook struct {
 	// Counters reads conntrack's counters in the calling thread's netns;
 	// nil: nodeport.ReadConntrackCounters.
 	Counters func() (nodeport.ConntrackCounters, error)
+	// Drained is the reader's mark (tracer.NodeDrops.Drained): every drop
+	// before it is in the book. nil: the book is taken as always current.
+	Drained func() time.Time
 
 	mu       sync.Mutex
 	since    time.Time // watching since
@@ -37,6 +40,7 @@ type DropBook struct {
 	nets     map[uint32]*dropNetns
 	unreach  map[uint32]time.Time // netns not entered, and when: not searched again for goneFor
 	now      func() time.Time
+	sleep    func(time.Duration)
 }
 
 // FlowDrops are the drops of one flow's first packets.
@@ -65,7 +69,7 @@ type dropNetns struct {
 // NewDropBook returns a book of at most max flows, watching from now.
 func NewDropBook(max int) *DropBook {
 	return &DropBook{since: time.Now(), flows: map[decode.Flow]*FlowDrops{}, max: max, nets: map[uint32]*dropNetns{},
-		unreach: map[uint32]time.Time{}, now: time.Now}
+		unreach: map[uint32]time.Time{}, now: time.Now, sleep: time.Sleep}
 }
 
 // Since is when the book started watching.
@@ -103,6 +107,26 @@ func (b *DropBook) Add(d decode.NodeDrop) {
 	}
 	if cerr != "" {
 		f.CountersErr = cerr
+	}
+}
+
+// drainPoll is how often CurrentAt looks at the reader's mark.
+const drainPoll = 10 * time.Millisecond
+
+// CurrentAt waits, up to max, until every drop before t is in the book;
+// false when the reader is still behind (a busy node, a flood of drops):
+// then no drop found for a flow says nothing.
+func (b *DropBook) CurrentAt(t time.Time, max time.Duration) bool {
+	if b.Drained == nil {
+		return true
+	}
+	for deadline := b.now().Add(max); ; b.sleep(drainPoll) {
+		if !b.Drained().Before(t) {
+			return true
+		}
+		if !b.now().Before(deadline) {
+			return false
+		}
 	}
 }
 
