@@ -60,10 +60,11 @@ type FlowDrops struct {
 
 // dropNetns is a dropping netns, kept open, with its last counters.
 type dropNetns struct {
-	ns   *netdiag.Netns
-	last nodeport.ConntrackCounters
-	has  bool
-	devs map[int]string
+	ns     *netdiag.Netns
+	last   nodeport.ConntrackCounters
+	lastAt time.Time // when last was read
+	has    bool
+	devs   map[int]string
 }
 
 // NewDropBook returns a book of at most max flows, watching from now.
@@ -216,11 +217,16 @@ func (b *DropBook) readNetns(d decode.NodeDrop) (moved nodeport.ConntrackCounter
 	if d.InIfindex > 0 && !devKnown && len(n.devs) < 1024 {
 		n.devs[d.InIfindex] = dev
 	}
-	if n.has {
+	// A move says what this drop did only when the read before it came
+	// before it: a reader that lags reads after several drops, and the
+	// first read then holds all their moves (a full table's drops read
+	// +0 each, as a rule's would).
+	before := n.has && n.lastAt.Before(d.Time)
+	if before {
 		moved = nodeport.ConntrackCounters{InsertFailed: cur.InsertFailed - n.last.InsertFailed, Drop: cur.Drop - n.last.Drop}
 	}
-	known, n.last, n.has = n.has, cur, true
-	return moved, known, dev, ""
+	n.last, n.lastAt, n.has = cur, b.now(), true
+	return moved, before, dev, ""
 }
 
 // openNetns is the dropping netns, kept open (at most 16).
