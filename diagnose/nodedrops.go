@@ -26,6 +26,9 @@ type DropBook struct {
 	// Counters reads conntrack's counters in the calling thread's netns;
 	// nil: nodeport.ReadConntrackCounters.
 	Counters func() (nodeport.ConntrackCounters, error)
+	// Drained is the reader's mark (tracer.NodeDrops.Drained): every drop
+	// before it is in the book. nil: the book is taken as always current.
+	Drained func() time.Time
 
 	mu       sync.Mutex
 	since    time.Time // watching since
@@ -37,6 +40,7 @@ type DropBook struct {
 	nets     map[uint32]*dropNetns
 	unreach  map[uint32]time.Time // netns not entered, and when: not searched again for goneFor
 	now      func() time.Time
+	sleep    func(time.Duration)
 }
 
 // FlowDrops are the drops of one flow's first packets.
@@ -56,16 +60,17 @@ type FlowDrops struct {
 
 // dropNetns is a dropping netns, kept open, with its last counters.
 type dropNetns struct {
-	ns   *netdiag.Netns
-	last nodeport.ConntrackCounters
-	has  bool
-	devs map[int]string
+	ns     *netdiag.Netns
+	last   nodeport.ConntrackCounters
+	lastAt time.Time // when last was read
+	has    bool
+	devs   map[int]string
 }
 
 // NewDropBook returns a book of at most max flows, watching from now.
 func NewDropBook(max int) *DropBook {
 	return &DropBook{since: time.Now(), flows: map[decode.Flow]*FlowDrops{}, max: max, nets: map[uint32]*dropNetns{},
-		unreach: map[uint32]time.Time{}, now: time.Now}
+		unreach: map[uint32]time.Time{}, now: time.Now, sleep: time.Sleep}
 }
 
 // Since is when the book started watching.
@@ -103,6 +108,26 @@ func (b *DropBook) Add(d decode.NodeDrop) {
 	}
 	if cerr != "" {
 		f.CountersErr = cerr
+	}
+}
+
+// drainPoll is how often CurrentAt looks at the reader's mark.
+const drainPoll = 10 * time.Millisecond
+
+// CurrentAt waits, up to max, until every drop before t is in the book;
+// false when the reader is still behind (a busy node, a flood of drops):
+// then no drop found for a flow says nothing.
+func (b *DropBook) CurrentAt(t time.Time, max time.Duration) bool {
+	if b.Drained == nil {
+		return true
+	}
+	for deadline := b.now().Add(max); ; b.sleep(drainPoll) {
+		if !b.Drained().Before(t) {
+			return true
+		}
+		if !b.now().Before(deadline) {
+			return false
+		}
 	}
 }
 
@@ -192,11 +217,16 @@ func (b *DropBook) readNetns(d decode.NodeDrop) (moved nodeport.ConntrackCounter
 	if d.InIfindex > 0 && !devKnown && len(n.devs) < 1024 {
 		n.devs[d.InIfindex] = dev
 	}
-	if n.has {
+	// A move says what this drop did only when the read before it came
+	// before it: a reader that lags reads after several drops, and the
+	// first read then holds all their moves (a full table's drops read
+	// +0 each, as a rule's would).
+	before := n.has && n.lastAt.Before(d.Time)
+	if before {
 		moved = nodeport.ConntrackCounters{InsertFailed: cur.InsertFailed - n.last.InsertFailed, Drop: cur.Drop - n.last.Drop}
 	}
-	known, n.last, n.has = n.has, cur, true
-	return moved, known, dev, ""
+	n.last, n.lastAt, n.has = cur, b.now(), true
+	return moved, before, dev, ""
 }
 
 // openNetns is the dropping netns, kept open (at most 16).

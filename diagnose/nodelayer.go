@@ -82,15 +82,22 @@ func connectStart(ev *decode.Event) time.Time {
 	return ev.Time.Add(-127 * time.Second)
 }
 
+// dropsBehindWait is the longest a timeout's diagnosis waits for the
+// node's drops to be read up to its failure: without them, "no drop on the
+// node" would be a guess (it was, under load: "beyond the node" for drops
+// not yet read).
+const dropsBehindWait = 2 * time.Second
+
 // nodeLayer diagnoses a nodeLayerSuspect event from the node's drops of
 // its SYNs.
 func (d *Diagnoser) nodeLayer(ev *decode.Event, g *Diagnosis) {
 	flow := decode.Flow{Proto: uint8(ev.Protocol), Src: ev.Local.IP, Dst: ev.Remote.IP}
+	current := d.NodeDrops.CurrentAt(ev.Time, dropsBehindWait)
 	f, ok := d.NodeDrops.Lookup(flow)
 	n := &NodeLayer{WatchingSince: d.NodeDrops.Since()}
 	g.Node = n
 	if !ok {
-		d.noNodeDrop(ev, g, flow)
+		d.noNodeDrop(ev, g, flow, current)
 		return
 	}
 	n.Drops, n.First, n.Last = f.N, f.First.Time, f.Last
@@ -136,10 +143,14 @@ func full(c *ConntrackUse) bool { return c.Max > 0 && c.Count >= c.Max }
 
 // noNodeDrop: none of the connection's SYNs was dropped on this host, as
 // far as eaddr watched.
-func (d *Diagnoser) noNodeDrop(ev *decode.Event, g *Diagnosis, flow decode.Flow) {
+func (d *Diagnoser) noNodeDrop(ev *decode.Event, g *Diagnosis, flow decode.Flow, current bool) {
 	start := connectStart(ev)
 	since := d.NodeDrops.Since()
 	switch {
+	case !current:
+		g.Cause = CauseNodeMaybeMissed
+		g.Verdict = fmt.Sprintf("eaddr had not yet read the node's drops up to this failure (its reader of them was still behind after %v: a busy node or a flood of drops): not known whether the node or something beyond it dropped the SYNs",
+			dropsBehindWait)
 	case since.After(start):
 		g.Cause = CauseNodeMaybeMissed
 		g.Verdict = fmt.Sprintf("eaddr saw no drop of this connection's SYNs on this host, but it began watching at %s, after the connect() may have begun: not known whether the node or something beyond it dropped them",

@@ -26,6 +26,7 @@ func watchDrops(t *testing.T, l *snatlab.Lab) *DropBook {
 	}
 	b := NewDropBook(1024)
 	b.Ksyms = &netdiagKsyms
+	b.Drained = nd.Drained
 	clock := decode.NewBootClock()
 	done := make(chan struct{})
 	go func() {

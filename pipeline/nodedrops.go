@@ -56,6 +56,7 @@ func openNodeDrops(rate float64, host uint64, log *slog.Logger) *nodeDrops {
 			[]string{"reason", "protocol"})}
 	n.book = diagnose.NewDropBook(nodeDropsMax)
 	n.book.Ksyms = &netdiag.Kallsyms{}
+	n.book.Drained = nd.Drained
 	n.book.Missed = func() uint64 {
 		c, err := nd.Counts()
 		if err != nil {

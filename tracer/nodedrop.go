@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -51,6 +52,7 @@ type NodeDropOptions struct {
 // NodeDrops is the loaded and attached program of bpf/nodedrop.bpf.c and
 // its ring reader. Read from one goroutine; Counts and ReasonName from any.
 type NodeDrops struct {
+	drained  atomic.Int64 // Drained, in Unix ns; 0: not yet
 	objs     nodedropObjects
 	link     link.Link
 	rd       *ringbuf.Reader
@@ -186,10 +188,15 @@ func (n *NodeDrops) Read(d *NodeDropRecord) error {
 			poll = n.deadline
 		}
 		n.rd.SetDeadline(poll)
+		start := time.Now()
 		err := n.rd.ReadInto(&n.rec)
 		switch {
 		case err == nil:
 		case errors.Is(err, os.ErrDeadlineExceeded):
+			// The reader returns this only once it found the ring empty
+			// after its wait: every record committed before start is read,
+			// and the caller handled what earlier Reads returned.
+			n.drained.Store(start.UnixNano())
 			if !n.deadline.IsZero() && !time.Now().Before(n.deadline) {
 				return err
 			}
@@ -205,6 +212,17 @@ func (n *NodeDrops) Read(d *NodeDropRecord) error {
 		*d = *(*NodeDropRecord)(unsafe.Pointer(&n.rec.RawSample[0]))
 		return nil
 	}
+}
+
+// Drained is the latest time by which every drop recorded before it was
+// returned by Read and handled by its caller (who called Read again); the
+// zero time until the first. It moves at least every poll (50 ms) while
+// the ring is not flooded. Safe from any goroutine.
+func (n *NodeDrops) Drained() time.Time {
+	if ns := n.drained.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
 }
 
 // SetDeadline makes a blocked Read return os.ErrDeadlineExceeded at t

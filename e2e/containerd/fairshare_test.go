@@ -13,6 +13,7 @@ import (
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/critest"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // floodScript moves the python process into the cgroup argv[1], then fails
@@ -59,6 +60,7 @@ func floodIn(t *testing.T, ns *netns.NS, leaf string, n int) int {
 // full bucket of its own, the flood fills the 4 MiB ring (about 10,700
 // events) and the other pod's failure is lost.
 func TestFloodingPodCannotHideAnother(t *testing.T) {
+	testenv.RequireRoot(t) // a netns of its own, and eaddr trace
 	const n = 20000
 	ns, err := netns.New()
 	if err != nil {
