@@ -209,13 +209,15 @@ func main() {
 }
 
 // TestAnalyzeBinaryTestBinary analyses this test binary (a Go program) by
-// its path and through the kernel's /proc/self/exe link.
+// its absolute path (not os.Args[0]: make test-race starts it as
+// ./race.test, and a path is resolved beneath a root, as the kernel
+// recorded it) and through the kernel's /proc/self/exe link.
 func TestAnalyzeBinaryTestBinary(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{os.Args[0], "/proc/self/exe"} {
+	for _, path := range []string{exe, "/proc/self/exe"} {
 		got := binAnalyze(t, path)
 		binCheckInfo(t, path, got, BinaryInfo{Runtime: runtimeGo, Libc: libcGo, Static: got.Static, Name: filepath.Base(exe)})
 		if got.GoVersion != runtime.Version() {

@@ -148,6 +148,7 @@ func sampleOnly(t *testing.T, c Config, inodes ...uint64) (*Sample, string) {
 // and by each netns's own read alike, in three netns of different ranges
 // and reserved ports.
 func TestSamplerEqualsSS(t *testing.T) {
+	testenv.RequireRoot(t) // the BPF iterator, netns of its own
 	it := sockIter(t)
 	all := []*busyNetNS{newBusyNetNS(t, 40000, 40099, 30, 10, ""), newBusyNetNS(t, 41000, 41999, 120, 40, "41500-41599"),
 		newBusyNetNS(t, 42000, 42063, 20, 0, "42001")}

@@ -33,8 +33,11 @@ func StartTmux(t *testing.T, cols, rows int, command string) *TmuxPane {
 	// The pane stays after the command exits, so that what it printed last
 	// can still be read: set in the server's config, before the command
 	// starts, so that a command quicker than a second tmux call is kept too.
+	// The shell is /bin/sh, named: without it tmux takes $SHELL, else the
+	// user's login shell, and CI's make test-race runs this as nobody with
+	// no $SHELL, whose login shell (nologin) runs nothing and exits 1.
 	conf := filepath.Join(t.TempDir(), "tmux.conf")
-	if err := os.WriteFile(conf, []byte("set-option -g remain-on-exit on\n"), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte("set-option -g remain-on-exit on\nset-option -g default-shell /bin/sh\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"-L", p.sock, "-f", conf, "new-session", "-d", "-x", fmt.Sprint(cols), "-y", fmt.Sprint(rows), command}
