@@ -118,7 +118,7 @@ check-generated: generate
 # kube` does. Cold about 7 minutes on 2 busy cores, then nothing.
 .PHONY: helm
 helm:
-	$(GO) run ./internal/testing/helmtest/cmd/build-helm
+	$(GO) run ./internal/testing/cmd/build-tool helm
 
 # The Kubernetes binaries the API server and cluster tests run (internal/testing/kubetest's Commands:
 # kube-apiserver for internal/testing/kubetest, e2e/apiserver; kubectl for e2e/apiserver's kustomize,
@@ -129,10 +129,10 @@ helm:
 # front. `make kube-apiserver` builds only that one.
 .PHONY: kube kube-apiserver
 kube:
-	$(GO) run ./internal/testing/kubetest/cmd/build-kube
+	$(GO) run ./internal/testing/cmd/build-tool kube
 
 kube-apiserver:
-	$(GO) run ./internal/testing/kubetest/cmd/build-kube kube-apiserver
+	$(GO) run ./internal/testing/cmd/build-tool kube kube-apiserver
 
 # A single-node Kubernetes cluster on this machine, for people (internal/testing/kubecluster: etcd,
 # kube-apiserver, kube-controller-manager, kube-scheduler, a private containerd with a CNI bridge,
@@ -155,7 +155,7 @@ cluster-down:
 # /var/cache/eaddr-otelcol unless it is there: about 3 minutes on 2 cores cold, then nothing.
 .PHONY: otelcol
 otelcol:
-	$(GO) run ./internal/testing/otelcol/cmd/build-otelcol
+	$(GO) run ./internal/testing/cmd/build-tool otelcol
 
 vet:
 	$(GO) vet ./...
