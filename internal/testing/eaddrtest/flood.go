@@ -2,6 +2,7 @@ package eaddrtest
 
 import (
 	"fmt"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -43,4 +44,38 @@ func Totals(t *testing.T, stderr string) map[string]int {
 		out[m[1]], _ = strconv.Atoi(m[2])
 	}
 	return out
+}
+
+// bindFloodScript moves the python process into the cgroup argv[1], then fails
+// bind() with EADDRNOTAVAIL argv[2] times, toward a new address each time
+// in 198.18.0.0/15 (RFC 2544, on no interface): every failure a rate limit
+// key of its own, as bind() on random non-local addresses makes them.
+const bindFloodScript = `import os, socket, sys
+open(sys.argv[1] + "/cgroup.procs", "w").write(str(os.getpid()))
+for i in range(int(sys.argv[2])):
+    s = socket.socket()
+    try:
+        s.bind(("198.%d.%d.%d" % (18 + (i >> 16), (i >> 8) & 255, i & 255), 4242))
+        sys.exit("bind succeeded")
+    except OSError as e:
+        if e.errno != 99:
+            raise
+    s.close()
+`
+
+// FloodBind runs bindFloodScript in ns and cgroup leaf for n failures, each
+// toward an address of its own; it returns the process's pid once it has
+// exited.
+func FloodBind(t *testing.T, ns *netns.NS, leaf string, n int) int {
+	t.Helper()
+	cmd := exec.Command(Python(t), "-c", bindFloodScript, leaf, strconv.Itoa(n))
+	out := new(strings.Builder)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := ns.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("python: %v: %s", err, out)
+	}
+	return cmd.Process.Pid
 }
