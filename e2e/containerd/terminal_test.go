@@ -39,12 +39,16 @@ func TestTraceAtATerminal(t *testing.T) {
 		t.Errorf("JSON at a terminal:\n%s", h)
 	}
 	holder := strconv.Itoa(os.Getpid()) // netns.Exhaust's connections are the test's
+	comm, err := os.ReadFile("/proc/self/comm")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for what, re := range map[string]string{
 		"when and who": `(?m)^\d\d:\d\d:\d\d\.\d{3} \S+  pod shop/client container app · pid \d+ wget$`,
 		"what failed":  `(?m)^  failed   connect\(\) to 127\.0\.0\.1:8080: EADDRNOTAVAIL`,
 		"the client":   `(?m)^  client   busybox wget \(\w+\) printed: wget: can't connect to remote host \(127\.0\.0\.1\): `,
 		"the cause":    `(?m)^  cause    ephemeral ports exhausted toward 127\.0\.0\.1:8080: [^\n]*(\n {11}[^\n]*)*held by pid ` + holder + ` `,
-		"the fix":      `(?m)^  fix      pid ` + holder + ` \(eaddr\.test\) holds 2 connections to this destination: reuse connections`,
+		"the fix":      `(?m)^  fix      pid ` + holder + ` \(` + regexp.QuoteMeta(strings.TrimSpace(string(comm))) + `\) holds 2 connections to this destination: reuse connections`,
 	} {
 		if !regexp.MustCompile(re).MatchString(h) {
 			t.Errorf("the terminal does not show %s (%s)", what, re)

@@ -175,7 +175,40 @@ func buildImage(path string) (string, error) {
 	}
 	layerDigest := digestOf(layer)
 	arch, variant := ociArch()
+	config, err := imageConfig(layerDigest, arch, variant)
+	if err != nil {
+		return "", err
+	}
+	configDigest := digestOf(config)
+	manifest, err := json.Marshal(map[string]any{
+		"schemaVersion": 2,
+		"mediaType":     mediaTypeManifest,
+		"config":        descriptor{MediaType: mediaTypeConfig, Digest: configDigest, Size: int64(len(config))},
+		"layers":        []descriptor{{MediaType: mediaTypeLayer, Digest: layerDigest, Size: int64(len(layer))}},
+	})
+	if err != nil {
+		return "", err
+	}
+	manifestDigest := digestOf(manifest)
+	index, err := imageIndex(manifestDigest, len(manifest), arch, variant)
+	if err != nil {
+		return "", err
+	}
+	blob := func(d string) string { return "blobs/sha256/" + strings.TrimPrefix(d, "sha256:") }
+	return manifestDigest, writeLayout(path, []layoutFile{
+		{"oci-layout", 0o644, []byte(`{"imageLayoutVersion":"1.0.0"}`)},
+		{"index.json", 0o644, index},
+		{"blobs/", 0o755, nil},
+		{"blobs/sha256/", 0o755, nil},
+		{blob(layerDigest), 0o644, layer},
+		{blob(configDigest), 0o644, config},
+		{blob(manifestDigest), 0o644, manifest},
+	})
+}
 
+// imageConfig is the image's config blob: busybox's sleep as the entrypoint,
+// the one layer, a fixed creation time (the same bytes at every build).
+func imageConfig(layerDigest, arch, variant string) ([]byte, error) {
 	cfg := map[string]any{
 		"created":      imageEpoch.Format(time.RFC3339),
 		"architecture": arch,
@@ -195,30 +228,18 @@ func buildImage(path string) (string, error) {
 	if variant != "" {
 		cfg["variant"] = variant
 	}
-	config, err := json.Marshal(cfg)
-	if err != nil {
-		return "", err
-	}
-	configDigest := digestOf(config)
+	return json.Marshal(cfg)
+}
 
-	manifest, err := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     mediaTypeManifest,
-		"config":        descriptor{MediaType: mediaTypeConfig, Digest: configDigest, Size: int64(len(config))},
-		"layers":        []descriptor{{MediaType: mediaTypeLayer, Digest: layerDigest, Size: int64(len(layer))}},
-	})
-	if err != nil {
-		return "", err
-	}
-	manifestDigest := digestOf(manifest)
-
-	index, err := json.Marshal(map[string]any{
+// imageIndex is index.json: the one manifest, named Image for containerd.
+func imageIndex(manifestDigest string, manifestSize int, arch, variant string) ([]byte, error) {
+	return json.Marshal(map[string]any{
 		"schemaVersion": 2,
 		"mediaType":     mediaTypeIndex,
 		"manifests": []descriptor{{
 			MediaType: mediaTypeManifest,
 			Digest:    manifestDigest,
-			Size:      int64(len(manifest)),
+			Size:      int64(manifestSize),
 			Annotations: map[string]string{
 				"io.containerd.image.name":          Image,
 				"org.opencontainers.image.ref.name": "test",
@@ -226,49 +247,33 @@ func buildImage(path string) (string, error) {
 			Platform: &platform{Architecture: arch, OS: "linux", Variant: variant},
 		}},
 	})
-	if err != nil {
-		return "", err
-	}
+}
 
+// layoutFile is one entry of the layout's tar archive; no data is a directory.
+type layoutFile struct {
+	name string
+	mode int64
+	data []byte
+}
+
+// writeLayout writes files as a tar archive to path.
+func writeLayout(path string, files []layoutFile) error {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	add := func(name string, mode int64, data []byte) error {
-		h := &tar.Header{Name: name, Mode: mode, ModTime: imageEpoch, Format: tar.FormatPAX}
-		if data == nil {
-			h.Typeflag = tar.TypeDir
-		} else {
-			h.Typeflag = tar.TypeReg
-			h.Size = int64(len(data))
+	for _, f := range files {
+		h := &tar.Header{Name: f.name, Mode: f.mode, ModTime: imageEpoch, Format: tar.FormatPAX, Typeflag: tar.TypeDir}
+		if f.data != nil {
+			h.Typeflag, h.Size = tar.TypeReg, int64(len(f.data))
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			return err
 		}
-		_, err := tw.Write(data)
-		return err
-	}
-	blob := func(d string) string { return "blobs/sha256/" + strings.TrimPrefix(d, "sha256:") }
-	for _, e := range []struct {
-		name string
-		mode int64
-		data []byte
-	}{
-		{"oci-layout", 0o644, []byte(`{"imageLayoutVersion":"1.0.0"}`)},
-		{"index.json", 0o644, index},
-		{"blobs/", 0o755, nil},
-		{"blobs/sha256/", 0o755, nil},
-		{blob(layerDigest), 0o644, layer},
-		{blob(configDigest), 0o644, config},
-		{blob(manifestDigest), 0o644, manifest},
-	} {
-		if err := add(e.name, e.mode, e.data); err != nil {
-			return "", err
+		if _, err := tw.Write(f.data); err != nil {
+			return err
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return "", err
+		return err
 	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		return "", err
-	}
-	return manifestDigest, nil
+	return os.WriteFile(path, buf.Bytes(), 0o644)
 }

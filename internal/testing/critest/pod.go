@@ -181,28 +181,48 @@ func (r *Runtime) StartContainer(t testing.TB, p *Pod, name string, argv ...stri
 	if len(argv) == 0 {
 		t.Fatalf("critest: StartContainer %s: empty argv", name)
 	}
-	ctr := &Container{Name: name, Pod: p}
-	logRel := filepath.Join(name, "0.log") // like the kubelet: <name>/<restartCount>.log
-	ctr.logPath = filepath.Join(p.logDir, logRel)
-	if err := os.MkdirAll(filepath.Dir(ctr.logPath), 0o755); err != nil {
-		t.Fatalf("critest: %v", err)
-	}
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: name},
 		Image:    &runtimeapi.ImageSpec{Image: Image},
 		Command:  argv,
-		Labels: map[string]string{
-			LabelContainerName: name,
-			LabelPodName:       p.Name,
-			LabelPodNamespace:  p.Namespace,
-			LabelPodUID:        p.UID,
-		},
-		LogPath: logRel,
+		Labels:   containerLabels(p, name),
 		Linux: &runtimeapi.LinuxContainerConfig{
 			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
 				NamespaceOptions: podNamespaces(),
 			},
 		},
+	}
+	ctr, err := r.createAndStart(t, p, cfg)
+	if err != nil {
+		t.Fatalf("critest: %v", err)
+	}
+	return ctr
+}
+
+// containerLabels are the kubelet's io.kubernetes.* labels of container name
+// in pod p.
+func containerLabels(p *Pod, name string) map[string]string {
+	return map[string]string{
+		LabelContainerName: name,
+		LabelPodName:       p.Name,
+		LabelPodNamespace:  p.Namespace,
+		LabelPodUID:        p.UID,
+	}
+}
+
+// createAndStart creates the container cfg in pod p (its log where the
+// kubelet puts it: <name>/<restartCount>.log), starts it, and returns it
+// with its PID from the verbose ContainerStatus. An error, with what the
+// container logged, when it does not start or does not stay running (ctr
+// is then non-nil); other CRI errors fail the test.
+func (r *Runtime) createAndStart(t testing.TB, p *Pod, cfg *runtimeapi.ContainerConfig) (*Container, error) {
+	t.Helper()
+	name := cfg.Metadata.Name
+	ctr := &Container{Name: name, Pod: p}
+	cfg.LogPath = filepath.Join(name, "0.log")
+	ctr.logPath = filepath.Join(p.logDir, cfg.LogPath)
+	if err := os.MkdirAll(filepath.Dir(ctr.logPath), 0o755); err != nil {
+		t.Fatalf("critest: %v", err)
 	}
 	c, cancel := ctx()
 	defer cancel()
@@ -210,18 +230,18 @@ func (r *Runtime) StartContainer(t testing.TB, p *Pod, name string, argv ...stri
 		PodSandboxId: p.ID, Config: cfg, SandboxConfig: p.config,
 	})
 	if err != nil {
-		t.Fatalf("critest: CreateContainer %s in %s/%s: %v", name, p.Namespace, p.Name, err)
+		t.Fatalf("critest: CreateContainer %s (%s) in %s/%s: %v", name, cfg.Image.Image, p.Namespace, p.Name, err)
 	}
 	ctr.ID = resp.ContainerId
 	if _, err := r.RuntimeService.StartContainer(c, &runtimeapi.StartContainerRequest{ContainerId: ctr.ID}); err != nil {
-		t.Fatalf("critest: StartContainer %s (%s): %v\nlog:\n%s", name, ctr.ID, err, tail(ctr.logPath, 20))
+		return ctr, fmt.Errorf("StartContainer %s (%s): %v\nlog:\n%s", name, ctr.ID, err, tail(ctr.logPath, 20))
 	}
 	st, err := r.RuntimeService.ContainerStatus(c, &runtimeapi.ContainerStatusRequest{ContainerId: ctr.ID, Verbose: true})
 	if err != nil {
 		t.Fatalf("critest: ContainerStatus %s: %v", ctr.ID, err)
 	}
 	if s := st.GetStatus().GetState(); s != runtimeapi.ContainerState_CONTAINER_RUNNING {
-		t.Fatalf("critest: container %s (%s) is %v (exit code %d, %s), not running\nlog:\n%s",
+		return ctr, fmt.Errorf("container %s (%s) is %v (exit code %d, %s), not running\nlog:\n%s",
 			name, ctr.ID, s, st.GetStatus().GetExitCode(), st.GetStatus().GetReason(), tail(ctr.logPath, 20))
 	}
 	info, err := parseInfo(st.GetInfo())
@@ -232,7 +252,7 @@ func (r *Runtime) StartContainer(t testing.TB, p *Pod, name string, argv ...stri
 		t.Fatalf("critest: container %s: no pid in verbose status", ctr.ID)
 	}
 	ctr.PID = info.Pid
-	return ctr
+	return ctr, nil
 }
 
 // Exec runs argv in container c synchronously (CRI ExecSync) and returns its

@@ -185,7 +185,7 @@ func (r *Runtime) StartHost(t testing.TB, image string, sec HostSecurity, mounts
 		t.Fatalf("critest: %v", err)
 	}
 	name := "eaddr-" + uid[:8] // a DaemonSet pod's name: <daemonset>-<suffix>
-	const namespace, cname = "kube-system", "eaddr"
+	const namespace = "kube-system"
 	p := r.newPod(t, name, namespace, uid)
 	labels := map[string]string{
 		LabelPodName:      name,
@@ -211,13 +211,14 @@ func (r *Runtime) StartHost(t testing.TB, image string, sec HostSecurity, mounts
 
 	info := r.runSandbox(t, p)
 	p.PausePID = info.Pid
+	return r.createAndStart(t, p, hostContainer(p, image, sec, mounts, argv))
+}
 
-	ctr := &Container{Name: cname, Pod: p}
-	logRel := filepath.Join(cname, "0.log")
-	ctr.logPath = filepath.Join(p.logDir, logRel)
-	if err := os.MkdirAll(filepath.Dir(ctr.logPath), 0o755); err != nil {
-		t.Fatalf("critest: %v", err)
-	}
+// hostContainer is the config of StartHost's container, eaddr, in pod p:
+// host namespaces, sec's privilege or capabilities, mounts, and NODE_NAME
+// as the DaemonSet sets it.
+func hostContainer(p *Pod, image string, sec HostSecurity, mounts []Mount, argv []string) *runtimeapi.ContainerConfig {
+	const cname = "eaddr"
 	var criMounts []*runtimeapi.Mount
 	for _, m := range mounts {
 		criMounts = append(criMounts, &runtimeapi.Mount{
@@ -234,47 +235,15 @@ func (r *Runtime) StartHost(t testing.TB, image string, sec HostSecurity, mounts
 	if !sec.Privileged && (len(sec.Add) > 0 || len(sec.Drop) > 0) {
 		secCtx.Capabilities = &runtimeapi.Capability{AddCapabilities: criCaps(sec.Add), DropCapabilities: criCaps(sec.Drop)}
 	}
-	cfg := &runtimeapi.ContainerConfig{
+	return &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: cname},
 		Image:    &runtimeapi.ImageSpec{Image: image},
 		Command:  argv,
-		Labels: map[string]string{
-			LabelContainerName: cname,
-			LabelPodName:       name,
-			LabelPodNamespace:  namespace,
-			LabelPodUID:        uid,
-		},
-		Envs:    []*runtimeapi.KeyValue{{Key: "NODE_NAME", Value: []byte(nodeName())}},
-		Mounts:  criMounts,
-		LogPath: logRel,
-		Linux:   &runtimeapi.LinuxContainerConfig{SecurityContext: secCtx},
+		Labels:   containerLabels(p, cname),
+		Envs:     []*runtimeapi.KeyValue{{Key: "NODE_NAME", Value: []byte(nodeName())}},
+		Mounts:   criMounts,
+		Linux:    &runtimeapi.LinuxContainerConfig{SecurityContext: secCtx},
 	}
-	c, cancel := ctx()
-	defer cancel()
-	cresp, err := r.RuntimeService.CreateContainer(c, &runtimeapi.CreateContainerRequest{
-		PodSandboxId: p.ID, Config: cfg, SandboxConfig: p.config,
-	})
-	if err != nil {
-		t.Fatalf("critest: CreateContainer %s (%s) in %s/%s: %v", cname, image, namespace, name, err)
-	}
-	ctr.ID = cresp.ContainerId
-	if _, err := r.RuntimeService.StartContainer(c, &runtimeapi.StartContainerRequest{ContainerId: ctr.ID}); err != nil {
-		return ctr, fmt.Errorf("StartContainer %s (%s): %v\nlog:\n%s", cname, ctr.ID, err, r.Logs(t, ctr))
-	}
-	cst, err := r.RuntimeService.ContainerStatus(c, &runtimeapi.ContainerStatusRequest{ContainerId: ctr.ID, Verbose: true})
-	if err != nil {
-		t.Fatalf("critest: ContainerStatus %s: %v", ctr.ID, err)
-	}
-	if s := cst.GetStatus().GetState(); s != runtimeapi.ContainerState_CONTAINER_RUNNING {
-		return ctr, fmt.Errorf("container %s (%s) is %v (exit code %d, %s), not running\nlog:\n%s",
-			cname, ctr.ID, s, cst.GetStatus().GetExitCode(), cst.GetStatus().GetReason(), r.Logs(t, ctr))
-	}
-	cinfo, err := parseInfo(cst.GetInfo())
-	if err != nil {
-		t.Fatalf("critest: container %s: verbose status: %v", ctr.ID, err)
-	}
-	ctr.PID = cinfo.Pid
-	return ctr, nil
 }
 
 // criCaps returns capability names as CRI wants them, without the "CAP_"
