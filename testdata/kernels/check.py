@@ -37,7 +37,8 @@ passed = []
 
 def check(ok, what, seen=""):
     print(("PASS " if ok else "FAIL ") + what + ("" if ok or not seen else "  (seen: %s)" % str(seen)[:600]))
-    (passed if ok else failed).append(what)
+    # a failed check's summary line carries what was seen too: CI shows only the last lines
+    (passed if ok else failed).append(what if ok or not seen else "%s  (seen: %s)" % (what, str(seen)[:300]))
 
 
 def block(kind, run):
