@@ -38,14 +38,33 @@ deps:
 # packages that start a kube-apiserver with etcd, or containerd, gain nothing from running at
 # once on 2 CPUs.
 # Printed as a plain go test prints, then every skipped test with its reason and one summary
-# line: how many skipped, why, and what installs the packages they need (internal/testenv/cmd/gotest).
-# CGO_ENABLED=0: the eaddr that cmd/eaddr's TestMain builds, and the test binaries, are built as
-# every shipped eaddr is (make build, the image, the Dockerfile), and as make kernels builds them,
-# so the kernel tests on this kernel are the host entry's and share its Go build cache.
+# line: how many skipped, why, and what installs the packages they need (internal/testing/testenv/cmd/gotest).
+# CGO_ENABLED=0: the eaddr that the end-to-end tests' TestMain (eaddrtest.Main) builds, and the
+# test binaries, are built as every shipped eaddr is (make build, the image, the Dockerfile), and
+# as make kernels builds them, so the kernel tests on this kernel are the host entry's and share
+# its Go build cache.
 test:
 	$(GO) vet ./...
-	$(GO) build -o bin/gotest ./internal/testenv/cmd/gotest
+	$(GO) build -o bin/gotest ./internal/testing/testenv/cmd/gotest
 	CGO_ENABLED=0 GO='$(GO)' ./bin/gotest -p 1 -count=1 -timeout 20m ./...
+
+# One end-to-end tier alone (docs/testing.md "The test tree"); `make test` runs them with the rest.
+# As root, like make test.
+.PHONY: test-kernel test-containerd test-apiserver test-cluster test-logagent
+test-kernel:
+	$(GO) test -count=1 -timeout 20m ./e2e/kernel
+
+test-containerd:
+	$(GO) test -count=1 -timeout 20m ./e2e/containerd
+
+test-apiserver:
+	$(GO) test -count=1 -timeout 20m ./e2e/apiserver
+
+test-cluster:
+	$(GO) test -count=1 -timeout 30m ./e2e/cluster
+
+test-logagent:
+	$(GO) test -count=1 -timeout 20m ./e2e/logagent
 
 # The tests that need no root, under the race detector, as an unprivileged user (uid
 # RACE_UID; root drops to it with setpriv, anyone else runs as themselves). The tracked tree is
@@ -53,7 +72,7 @@ test:
 # checkout's own permissions (e.g. under /root) do not matter, with the modules vendored into
 # it (the go command the tests run then needs no module cache). Tests that need root skip here:
 # EADDR_REQUIRE_BPF is unset for this tier; `make test` as root runs them (docs/testing.md).
-# The eaddr binary that cmd/eaddr's TestMain builds is not itself built with -race.
+# The eaddr binary that the end-to-end tests' TestMain (eaddrtest.Main) builds is not itself built with -race.
 # As root the copy is always RACE_ROOT_WORK (one run at a time, an flock): Go's build cache keys a
 # package built without -trimpath by its directory, so a new temporary directory compiled every
 # package and every vendored module again with -race at each run (docs/testing.md "CI").
@@ -93,29 +112,29 @@ generate:
 check-generated: generate
 	git diff --exit-code -- tracer/ || { echo 'tracer/: committed BPF objects differ from make generate; commit the regenerated files' >&2; exit 1; }
 
-# The helm that deploy/helm_test.go runs (internal/helmtest's Version, a v3 release), built from the
+# The helm that e2e/apiserver/helm_test.go runs (internal/testing/helmtest's Version, a v3 release), built from the
 # Go module proxy with go install into make kube's cache (below) unless it is there, its log beside
 # it. The tests build it on first use; this does it up front. Its own lock: it builds while `make
 # kube` does. Cold about 7 minutes on 2 busy cores, then nothing.
 .PHONY: helm
 helm:
-	$(GO) run ./internal/helmtest/cmd/build-helm
+	$(GO) run ./internal/testing/cmd/build-tool helm
 
-# The Kubernetes binaries the API server and cluster tests run (internal/kubetest's Commands:
-# kube-apiserver for internal/kubetest, deploy/ and cmd/eaddr; kubectl for deploy/'s kustomize,
-# dry-run and debug tests and cmd/eaddr's kubectl describe; kube-controller-manager,
-# kube-scheduler, kubelet and kube-proxy for internal/kubecluster), built from the Go module proxy
+# The Kubernetes binaries the API server and cluster tests run (internal/testing/kubetest's Commands:
+# kube-apiserver for internal/testing/kubetest, e2e/apiserver; kubectl for e2e/apiserver's kustomize,
+# dry-run and debug tests and kubectl describe; kube-controller-manager,
+# kube-scheduler, kubelet and kube-proxy for internal/testing/kubecluster), built from the Go module proxy
 # into /var/cache/eaddr-kube unless they are there: kube-apiserver about 8 minutes on 2 cores once,
 # kubectl about 2 more, the other four about 3.5 more, then nothing. The tests build what they need on first use; this does it up
 # front. `make kube-apiserver` builds only that one.
 .PHONY: kube kube-apiserver
 kube:
-	$(GO) run ./internal/kubetest/cmd/build-kube
+	$(GO) run ./internal/testing/cmd/build-tool kube
 
 kube-apiserver:
-	$(GO) run ./internal/kubetest/cmd/build-kube kube-apiserver
+	$(GO) run ./internal/testing/cmd/build-tool kube kube-apiserver
 
-# A single-node Kubernetes cluster on this machine, for people (internal/kubecluster: etcd,
+# A single-node Kubernetes cluster on this machine, for people (internal/testing/kubecluster: etcd,
 # kube-apiserver, kube-controller-manager, kube-scheduler, a private containerd with a CNI bridge,
 # kubelet, kube-proxy, all 1.34.2 from `make kube`'s cache). `make cluster-up` starts it, prints
 # the kubeconfig and how to use the real kubectl with it, and runs until Ctrl-C; `make
@@ -124,19 +143,19 @@ kube-apiserver:
 CLUSTER_STATE ?= /run/eaddr-kubecluster.json
 .PHONY: cluster-up cluster-down
 cluster-up:
-	CGO_ENABLED=0 $(GO) build -o bin/kubecluster ./internal/kubecluster/cmd/kubecluster
+	CGO_ENABLED=0 $(GO) build -o bin/kubecluster ./internal/testing/kubecluster/cmd/kubecluster
 	./bin/kubecluster up -state $(CLUSTER_STATE)
 
 cluster-down:
-	CGO_ENABLED=0 $(GO) build -o bin/kubecluster ./internal/kubecluster/cmd/kubecluster
+	CGO_ENABLED=0 $(GO) build -o bin/kubecluster ./internal/testing/kubecluster/cmd/kubecluster
 	./bin/kubecluster down -state $(CLUSTER_STATE)
 
-# The OpenTelemetry Collector the log agent tests run (internal/otelcol: file_log receiver, file
+# The OpenTelemetry Collector the log agent tests run (internal/testing/otelcol: file_log receiver, file
 # and debug exporters, as ocb would build them), built from the Go module proxy into
 # /var/cache/eaddr-otelcol unless it is there: about 3 minutes on 2 cores cold, then nothing.
 .PHONY: otelcol
 otelcol:
-	$(GO) run ./internal/otelcol/cmd/build-otelcol
+	$(GO) run ./internal/testing/cmd/build-tool otelcol
 
 vet:
 	$(GO) vet ./...

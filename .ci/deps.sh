@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one list of what eaddr's tests need from Debian, installed as root: `sudo make deps` for people,
 # and .ci/run calls it too, so the two cannot drift. A test whose program or package is missing skips
-# and names its package (internal/testenv); internal/testenv's TestSkipPackagesAreListed checks that
+# and names its package (internal/testing/testenv); internal/testing/testenv's TestSkipPackagesAreListed checks that
 # every package a skip names is listed here. `make test` ends with one line that counts the skips and
 # points here. Building eaddr itself needs only Go.
 set -euo pipefail
@@ -28,10 +28,10 @@ packages=(
 	# TestWordingsRealPrograms (cmd/eaddr/wordings_test.go): the programs whose lines it checks
 	openssh-client redis-tools postgresql-client php-cli php-curl ruby netcat-traditional
 	libwww-perl python3-requests nodejs
-	# the Kubernetes end-to-end and image tests: a private containerd (internal/critest), runc, the
+	# the Kubernetes end-to-end and image tests: a private containerd (internal/testing/critest), runc, the
 	# CNI plugins, buildah for make image. No system containerd is started.
 	containerd runc containernetworking-plugins buildah
-	# promtool checks and unit-tests the alert rules (deploy/alerts_test.go); Debian has no
+	# promtool checks and unit-tests the alert rules (e2e/apiserver/alerts_test.go); Debian has no
 	# promtool-only package. Where systemd runs, the package also starts a Prometheus on :9090.
 	prometheus
 	# the API server tests run Debian's etcd 3.4 under a kube-apiserver built from the Go module

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/eaddr/eaddr/internal/recorded"
+	"github.com/eaddr/eaddr/internal/testing/recorded"
 )
 
 // TestCopyToOwnsItsBytes: a copy keeps what it was after its source is

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/recorded"
+	"github.com/eaddr/eaddr/internal/testing/recorded"
 )
 
 // fixedDecoder decodes with boot time 0 = 2026-01-01T00:00:00Z, so the

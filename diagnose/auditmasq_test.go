@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eaddr/eaddr/internal/snatlab"
+	"github.com/eaddr/eaddr/internal/testing/snatlab"
 )
 
 // masqFindings audits the lab's node as the host netns and returns its

@@ -3,8 +3,8 @@ package diagnose
 import (
 	"testing"
 
-	"github.com/eaddr/eaddr/internal/sockscene"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/sockscene"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"github.com/eaddr/eaddr/tracer"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/internal/mountinfo"
-	"github.com/eaddr/eaddr/internal/sockscene"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/sockscene"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"github.com/eaddr/eaddr/tracer"
 )
 
@@ -60,7 +60,7 @@ var causeCases = []causeCase{
 	{scene: "reserved", cause: CausePerDestination, holder: "clients", fix: []string{"connection pool"}},
 }
 
-// TestCauses makes each way ports run out happen for real (internal/sockscene:
+// TestCauses makes each way ports run out happen for real (internal/testing/sockscene:
 // real sockets in a throwaway netns, the holders in other processes, the
 // errno as the kernel gave it) and checks the diagnosis's cause, holder and
 // fixes, read through the BPF socket iterator. With EADDR_DIAGNOSES_REPORT=path
@@ -196,7 +196,7 @@ func writeReport(t *testing.T, rows []string) {
 	if path == "" || t.Failed() {
 		return
 	}
-	head := "| scene (internal/sockscene) | call | cause | verdict | first fix |\n|---|---|---|---|---|\n"
+	head := "| scene (internal/testing/sockscene) | call | cause | verdict | first fix |\n|---|---|---|---|---|\n"
 	if err := os.WriteFile(path, []byte(head+strings.Join(rows, "\n")+"\n"), 0o644); err != nil {
 		t.Error(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/snatlab"
+	"github.com/eaddr/eaddr/internal/testing/snatlab"
 	"github.com/eaddr/eaddr/tracer"
 )
 

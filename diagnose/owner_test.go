@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/eaddr/eaddr/diagnose/netdiag"
-	"github.com/eaddr/eaddr/internal/critest"
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/critest"
 )
 
 // TestOwnerOfRealPod: a pod a real containerd runs, as a kubelet asks it

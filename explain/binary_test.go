@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/internal/procroot"

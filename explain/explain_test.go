@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/decode"
-	rec "github.com/eaddr/eaddr/internal/recorded"
-	"github.com/eaddr/eaddr/internal/testenv"
+	rec "github.com/eaddr/eaddr/internal/testing/recorded"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 func TestCatalogValid(t *testing.T) {

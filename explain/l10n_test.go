@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/eaddr/eaddr/decode"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // glibc's own translations of the errno texts are recognised, alone or

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/eaddr/eaddr/decode"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 func TestStrerror(t *testing.T) {

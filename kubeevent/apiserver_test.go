@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/kubetest"
+	"github.com/eaddr/eaddr/internal/testing/kubetest"
 )
 
-// The real API server (internal/kubetest: kube-apiserver and etcd) takes
+// The real API server (internal/testing/kubetest: kube-apiserver and etcd) takes
 // the Event whose note is hostileNote, cleaned and cut, and keeps that
 // note as sent; the same Event with the note raw it refuses (422: 1,289
 // bytes once its JSON decoding made U+FFFD of each byte that is not UTF-8),

@@ -13,8 +13,8 @@ import (
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/explain"
-	"github.com/eaddr/eaddr/internal/recorded"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/recorded"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected outputs in testdata/events")

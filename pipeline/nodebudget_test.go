@@ -10,7 +10,7 @@ import (
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose"
-	"github.com/eaddr/eaddr/internal/snatlab"
+	"github.com/eaddr/eaddr/internal/testing/snatlab"
 	"github.com/eaddr/eaddr/kubeevent"
 )
 

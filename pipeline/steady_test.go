@@ -13,8 +13,8 @@ import (
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/explain"
-	"github.com/eaddr/eaddr/internal/recorded"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/recorded"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"github.com/eaddr/eaddr/output"
 	"github.com/eaddr/eaddr/tracer"
 )

@@ -12,7 +12,7 @@ import (
 
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"github.com/eaddr/eaddr/tracer"
 )
 

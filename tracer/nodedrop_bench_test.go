@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/snatlab"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/snatlab"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // BenchmarkNodeDrop: the node drop program's cost per run, from the

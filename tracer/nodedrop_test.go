@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/snatlab"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/snatlab"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 func newNodeDrops(t *testing.T) *NodeDrops {

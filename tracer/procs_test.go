@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // A process's program identity is sent once per program: a python process

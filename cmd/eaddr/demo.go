@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/decode"
+	"github.com/eaddr/eaddr/demo"
 	"github.com/eaddr/eaddr/explain"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/termtext"
@@ -95,11 +95,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, log *
 	}
 	defer w.stop()
 
-	clients, missing := findClients(host, f.Port)
+	clients, missing := demo.FindClients(host, f.Port)
 	fmt.Fprintf(stdout, "eaddr demo: netns %d, ip_local_port_range %q, both ports held by connections to %s.\n",
 		ns.Inode(), demoRange, joinHostPort(host, f.Port))
 	if len(missing) > 0 {
-		fmt.Fprintln(stdout, missingLine(missing))
+		fmt.Fprintln(stdout, demo.MissingLine(missing))
 	}
 	caught := 0
 	for _, cl := range clients {
@@ -235,9 +235,9 @@ func (w *demoWatch) stop() error {
 // demoClient runs one client in the netns and prints what it said next to
 // what eaddr caught; true when eaddr caught it. In the text and table forms
 // the event's own lines say what the client prints, the cause and the fix.
-func demoClient(ctx context.Context, stdout io.Writer, ns *netns.NS, cl client, w *demoWatch, form string) bool {
-	fmt.Fprintf(stdout, "\n$ %s\n", strings.Join(append([]string{commOf(cl.Argv[0])}, cl.Argv[1:]...), " "))
-	out, pid, err := runIn(ctx, ns, cl.Argv)
+func demoClient(ctx context.Context, stdout io.Writer, ns *netns.NS, cl demo.Client, w *demoWatch, form string) bool {
+	fmt.Fprintf(stdout, "\n$ %s\n", strings.Join(append([]string{demo.CommOf(cl.Argv[0])}, cl.Argv[1:]...), " "))
+	out, pid, err := demo.RunIn(ctx, ns, cl.Argv, clientTimeout)
 	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
 		if l != "" { // what a program printed goes through termtext, as every workload's text
 			fmt.Fprintf(stdout, "  %s\n", termtext.String(l))
@@ -277,29 +277,8 @@ type demoEvent struct {
 	predicted string // the line eaddr predicts the client printed
 }
 
-// runIn runs argv inside ns with stdin closed, and returns its combined
-// output and pid. A failing exit status is expected and not an error.
-func runIn(ctx context.Context, ns *netns.NS, argv []string) (string, int, error) {
-	cctx, cancel := context.WithTimeout(ctx, clientTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, argv[0], argv[1:]...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := ns.Start(cmd); err != nil {
-		return "", 0, err
-	}
-	pid := cmd.Process.Pid
-	err := cmd.Wait()
-	if _, exited := err.(*exec.ExitError); exited && cctx.Err() == nil {
-		err = nil
-	}
-	return out.String(), pid, err
-}
-
-// clientTimeout bounds each client the demo runs (the tests, which run
-// their clients through runIn too, raise it: a client under emulation or on
-// a loaded machine may take longer to start than a person waits).
-var clientTimeout = 10 * time.Second
+// clientTimeout bounds each client the demo runs.
+const clientTimeout = 10 * time.Second
 
 func joinHostPort(host string, port int) string {
 	if strings.Contains(host, ":") {

@@ -18,7 +18,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"github.com/eaddr/eaddr/pipeline"
 )
 
@@ -71,7 +72,7 @@ func TestFlagsCheckedAtStart(t *testing.T) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a flag let through starts a trace
-		out, errOut, code := run(t, ctx, tc.args...)
+		out, errOut, code := eaddrtest.Run(t, ctx, tc.args...)
 		cancel()
 		if code != 2 || !strings.Contains(errOut, tc.stderr) || out != "" {
 			t.Errorf("eaddr %q: exit %d, stderr %q, stdout %q; want exit 2 and %q", tc.args, code, errOut, out, tc.stderr)
@@ -80,7 +81,7 @@ func TestFlagsCheckedAtStart(t *testing.T) {
 			t.Errorf("eaddr %q: the usage error is not one line: %q", tc.args, errOut)
 		}
 	}
-	help, _, _ := run(t, context.Background(), "trace", "--help")
+	help, _, _ := eaddrtest.Run(t, context.Background(), "trace", "--help")
 	if !strings.Contains(help, "up to 256 MiB") || !strings.Contains(help, "must exist at start") || !strings.Contains(help, "must be a unix socket") {
 		t.Errorf("trace --help does not state the bounds:\n%s", help)
 	}
@@ -97,7 +98,7 @@ func TestFlagsAcceptedAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	ns := exhausted(t, "tcp4", "127.0.0.1") // no process inside: the test's fd keeps it
+	ns := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1") // no process inside: the test's fd keeps it
 	withProc, err := netns.New()
 	if err != nil {
 		t.Fatal(err)
@@ -160,9 +161,9 @@ func TestCheckWithoutPrivilege(t *testing.T) {
 		nobody  bool
 		missing string
 	}{
-		{"as nobody", []string{eaddrBin, "check"}, true, "missing CAP_SYS_ADMIN and CAP_SYS_PTRACE"},
-		{"root without CAP_SYS_PTRACE", []string{setpriv, "--bounding-set", "-sys_ptrace", "--inh-caps", "-sys_ptrace", eaddrBin, "check"}, false, "missing CAP_SYS_PTRACE"},
-		{"root without CAP_SYS_ADMIN", []string{setpriv, "--bounding-set", "-sys_admin", "--inh-caps", "-sys_admin", eaddrBin, "check", "-o", "json"}, false, "missing CAP_SYS_ADMIN"},
+		{"as nobody", []string{eaddrtest.EaddrBin, "check"}, true, "missing CAP_SYS_ADMIN and CAP_SYS_PTRACE"},
+		{"root without CAP_SYS_PTRACE", []string{setpriv, "--bounding-set", "-sys_ptrace", "--inh-caps", "-sys_ptrace", eaddrtest.EaddrBin, "check"}, false, "missing CAP_SYS_PTRACE"},
+		{"root without CAP_SYS_ADMIN", []string{setpriv, "--bounding-set", "-sys_admin", "--inh-caps", "-sys_admin", eaddrtest.EaddrBin, "check", "-o", "json"}, false, "missing CAP_SYS_ADMIN"},
 	} {
 		cmd := exec.Command(tc.argv[0], tc.argv[1:]...)
 		if tc.nobody {
@@ -182,7 +183,7 @@ func TestCheckWithoutPrivilege(t *testing.T) {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 3, one line naming %s", tc.name, code, out.String(), errb.String(), tc.missing)
 		}
 	}
-	help, _, _ := run(t, context.Background(), "check", "--help")
+	help, _, _ := eaddrtest.Run(t, context.Background(), "check", "--help")
 	if !strings.Contains(help, "3  unknown:") || !strings.Contains(help, "check lacks the privilege") {
 		t.Errorf("check --help does not document exit 3:\n%s", help)
 	}
@@ -218,7 +219,7 @@ func TestExplainHugeInput(t *testing.T) {
 	}
 	for _, output := range []string{"text", "json"} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // fails a hang, not a busy machine
-		cmd := exec.CommandContext(ctx, eaddrBin, append([]string{"explain", "-o", output, "--"}, args...)...)
+		cmd := exec.CommandContext(ctx, eaddrtest.EaddrBin, append([]string{"explain", "-o", output, "--"}, args...)...)
 		var out, errb strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		start := time.Now()

@@ -8,7 +8,8 @@ import (
 	"testing"
 
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // A reader that closed stdout (eaddr top | head -1) got what it wanted:
@@ -40,7 +41,7 @@ func TestClosedStdoutExitsZero(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.Close() // the reader is gone before eaddr writes
-		cmd := exec.Command(eaddrBin, args...)
+		cmd := exec.Command(eaddrtest.EaddrBin, args...)
 		var errOut strings.Builder
 		cmd.Stdout, cmd.Stderr = w, &errOut
 		err = cmd.Run()

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // TestHostInode: pid 1's netns when it can be read; else a kernel thread's

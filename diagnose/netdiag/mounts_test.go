@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // A netns made by `ip netns add` has no process in it: OpenNetns enters it

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // TestIPVSNotLoaded: on a kernel without the IPVS family, the source says

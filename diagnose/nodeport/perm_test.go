@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/eaddr/eaddr/internal/snatlab"
-	"github.com/eaddr/eaddr/internal/testenv"
+	"github.com/eaddr/eaddr/internal/testing/snatlab"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // TestReadWithoutNetAdmin: without CAP_NET_ADMIN no netlink source can be

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/snatlab"
+	"github.com/eaddr/eaddr/internal/testing/snatlab"
 )
 
 func doIn(t *testing.T, ns *netns.NS, fn func() error) {

@@ -1,12 +1,13 @@
 package portmodel
 
 import (
-	"github.com/eaddr/eaddr/internal/testenv"
 	"net/netip"
 	"os"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 var (

@@ -1,9 +1,10 @@
 package portmodel
 
 import (
-	"github.com/eaddr/eaddr/internal/testenv"
 	"net/netip"
 	"testing"
+
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 var (

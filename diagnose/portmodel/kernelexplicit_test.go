@@ -2,11 +2,12 @@ package portmodel
 
 import (
 	"errors"
-	"github.com/eaddr/eaddr/internal/testenv"
 	"net/netip"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // conflictCase: sockets made by setup, then a bind() of a new socket to

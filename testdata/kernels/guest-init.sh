@@ -200,7 +200,7 @@ scenario() {
 }
 
 # gotests: each line of $EDIR/gotests is `PKGDIR TESTBIN REGEX`; the binary runs in its package's
-# directory, as go test runs it, with cmd/eaddr's `go build` answered by $K/bin/go.
+# directory, as go test runs it, with eaddrtest.Main's `go build` answered by $K/bin/go.
 gotests() {
 	# the tests look their clients up by name: the host's (GNU wget, OpenBSD nc), not the
 	# busybox applets of /run/bb; the arm64 guest's applets are in its initramfs's /bin

@@ -235,11 +235,11 @@ build() { # ARCH: eaddr, bindfail and, in one go command (it compiles them side 
 			[ "${p##*/}.test" = "${p//\//_}.test" ] || mv "$d/tests/${p##*/}.test" "$d/tests/${p//\//_}.test"
 		done
 	fi
-	# cmd/eaddr's TestMain runs `go build -o OUT .`; in the guests this stands in for it with the
-	# eaddr just built here (compiling eaddr under TCG takes most of 15 minutes).
+	# eaddrtest.Main (the e2e tiers' TestMain) runs `go build -o OUT ./cmd/eaddr`; in the guests
+	# this stands in for it with the eaddr just built here (compiling eaddr under TCG takes most of 15 minutes).
 	cat > "$d/bin/go" <<EOF
 #!/bin/sh
-# make kernels: stands in for cmd/eaddr TestMain's \`go build -o OUT .\` with the eaddr built on the host.
+# make kernels: stands in for eaddrtest.Main's \`go build -o OUT ./cmd/eaddr\` with the eaddr built on the host.
 out=
 while [ \$# -gt 0 ]; do [ "\$1" = -o ] && out=\$2; shift; done
 [ -n "\$out" ] || { echo "go (make kernels stand-in): only go build -o OUT ." >&2; exit 2; }
@@ -381,7 +381,7 @@ run_host() { # ENTRY
 	local e=$1 t0 d=$work/$1 rc=0 pod1 cid1 pod2 cid2 cgbase params what=", then the Go kernel tests"
 	t0=$(date +%s)
 	[ "$e" = host ] || what=" only; no Go test: make test runs them on this kernel"
-	# the Go tests keep TMPDIR (/tmp): cmd/eaddr's C clients are found again by argv[0] after they
+	# the Go tests keep TMPDIR (/tmp): e2e/kernel's C clients are found again by argv[0] after they
 	# exit, and eaddr keeps 64 bytes of it (EADDR_ARGS_MAX): a longer TMPDIR cuts their path
 	mkdir -p "$d"
 	pod1=$(uuid) cid1=$(hex64) pod2=$(uuid) cid2=$(hex64) cgbase=eaddr-k$(uuid | cut -c1-8)
