@@ -37,7 +37,7 @@ deps:
 # again from the rest of the node), and another package's storms would share it; and the
 # packages that start a kube-apiserver with etcd, or containerd, gain nothing from running at
 # once on 2 CPUs.
-# Printed as a plain go test prints, then every skipped test with its reason and one summary
+# Printed as a plain go test prints, then the ten slowest tests, every skipped test with its reason and one summary
 # line: how many skipped, why, and what installs the packages they need (internal/testing/testenv/cmd/gotest).
 # CGO_ENABLED=0: the eaddr that the end-to-end tests' TestMain (eaddrtest.Main) builds, and the
 # test binaries, are built as every shipped eaddr is (make build, the image, the Dockerfile), and

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ type event struct {
 	Package string
 	Test    string
 	Output  string
+	Elapsed float64 // seconds, on a test's pass, fail or skip
 }
 
 // test is what was seen of one test or subtest.
@@ -39,7 +41,18 @@ type summary struct {
 	order                []*test          // tests in the order they started, until their top-level test ends
 	passed, failed, skip int
 	skips                []skipped
+	took                 []timed // top-level tests that passed or failed
 }
+
+// timed is one top-level test's run time.
+type timed struct {
+	pkg, name string
+	seconds   float64
+}
+
+// slowest is how many of the slowest tests finish lists: where make test's
+// time goes, in every run's log.
+const slowest = 10
 
 func newSummary(w io.Writer) *summary {
 	return &summary{w: w, running: map[string]*test{}}
@@ -78,6 +91,9 @@ func (s *summary) event(e event) {
 	case "pass", "fail", "skip":
 		t.result = e.Action
 		if !strings.Contains(e.Test, "/") {
+			if e.Action != "skip" {
+				s.took = append(s.took, timed{e.Package, e.Test, e.Elapsed})
+			}
 			s.topLevelDone(e.Package, e.Test)
 		}
 	}
@@ -177,8 +193,9 @@ func skipReason(out []string) string {
 	return strings.Join(parts, " ")
 }
 
-// finish prints the skipped tests and the summary line.
+// finish prints the slowest tests, the skipped tests and the summary line.
 func (s *summary) finish(root bool) {
+	s.printSlowest()
 	if len(s.skips) > 0 {
 		fmt.Fprintf(s.w, "\nskipped (%d):\n", len(s.skips))
 		for _, k := range s.skips {
@@ -186,6 +203,28 @@ func (s *summary) finish(root bool) {
 		}
 	}
 	fmt.Fprintln(s.w, s.line(root))
+}
+
+// printSlowest lists the slowest top-level tests with their seconds, and
+// their share of all the tests' seconds.
+func (s *summary) printSlowest() {
+	if len(s.took) == 0 {
+		return
+	}
+	var total float64
+	for _, t := range s.took {
+		total += t.seconds
+	}
+	top := slices.SortedFunc(slices.Values(s.took), func(a, b timed) int { return cmp.Compare(b.seconds, a.seconds) })
+	top = top[:min(slowest, len(top))]
+	var sum float64
+	for _, t := range top {
+		sum += t.seconds
+	}
+	fmt.Fprintf(s.w, "\nslowest %d of %d tests (%.0f s of %.0f s in tests):\n", len(top), len(s.took), sum, total)
+	for _, t := range top {
+		fmt.Fprintf(s.w, "  %6.1f s  %s %s\n", t.seconds, shortPkg(t.pkg), t.name)
+	}
 }
 
 // line is the one summary line.

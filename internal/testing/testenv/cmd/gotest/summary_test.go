@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -94,5 +95,29 @@ func TestSummarySeveralPackages(t *testing.T) {
 		"install what every test needs with `sudo make deps` (or only these: sudo apt-get install containernetworking-plugins runc)"
 	if got != want {
 		t.Errorf("%q\nwant %q", got, want)
+	}
+}
+
+// TestSummarySlowest: the ten slowest top-level tests, slowest first, with
+// their seconds and their share of all the tests' seconds; subtests and
+// skips are not among them.
+func TestSummarySlowest(t *testing.T) {
+	var in strings.Builder
+	for i := 1; i <= 12; i++ {
+		fmt.Fprintf(&in, `{"Action":"pass","Package":"github.com/eaddr/eaddr/p","Test":"Test%d","Elapsed":%d}`+"\n", i, i)
+	}
+	in.WriteString(`{"Action":"pass","Package":"github.com/eaddr/eaddr/p","Test":"Test12/sub","Elapsed":100}` + "\n")
+	in.WriteString(`{"Action":"skip","Package":"github.com/eaddr/eaddr/p","Test":"TestSkip","Elapsed":200}` + "\n")
+	in.WriteString(`{"Action":"fail","Package":"github.com/eaddr/eaddr/p","Test":"TestFail","Elapsed":50}` + "\n")
+	var out bytes.Buffer
+	s := newSummary(&out)
+	if err := s.read(strings.NewReader(in.String())); err != nil {
+		t.Fatal(err)
+	}
+	s.printSlowest()
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) < 11 || lines[0] != "slowest 10 of 13 tests (122 s of 128 s in tests):" ||
+		lines[1] != "    50.0 s  p TestFail" || lines[2] != "    12.0 s  p Test12" || lines[10] != "     4.0 s  p Test4" {
+		t.Errorf("printed:\n%s", out.String())
 	}
 }
