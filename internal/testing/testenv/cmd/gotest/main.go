@@ -1,6 +1,7 @@
 // Command gotest runs `go test -json` with the given arguments and prints what
 // a plain `go test` prints (each package's result, the output of failing
-// tests), then the tests that skipped, each with its reason, and one summary
+// tests), then the ten slowest tests with their seconds, the tests that
+// skipped, each with its reason, and one summary
 // line: how many passed, skipped and failed, why they skipped, and the command
 // that installs what the skipped ones need. It exits with go test's status.
 // `make test` runs it, so that a fresh machine's skips are not silent. GO
