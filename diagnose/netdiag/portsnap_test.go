@@ -1,6 +1,7 @@
 package netdiag
 
 import (
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eaddr/eaddr/diagnose/portmodel"
 	"github.com/eaddr/eaddr/internal/netns"
@@ -64,21 +66,31 @@ func newPortScene(t *testing.T) *portScene {
 	c, srv := dial()
 	s.timeWait = netip.MustParseAddrPort(c.LocalAddr().String())
 	c.Close() // the client closes first, then the server: the client's side ends in TIME_WAIT
+	// The server closes once it has read the client's FIN (EOF): closed
+	// sooner, as a loaded machine can order it, the two FINs cross, a
+	// simultaneous close, and the server's side stays in TIME_WAIT too, for
+	// 60 s, past the wait below (the 6.1 guest beside two busy loops).
+	srv.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.Copy(io.Discard, srv); err != nil {
+		t.Fatalf("reading to the client's FIN: %v", err)
+	}
 	srv.Close()
 	c, _ = dial()
 	s.orphan = netip.MustParseAddrPort(c.LocalAddr().String())
 	c.Close() // the server never closes: the client's side is an orphan in FIN_WAIT2
 	s.boundTo = bindIn(t, ns, unix.SOCK_STREAM)
 	s.udp = bindIn(t, ns, unix.SOCK_DGRAM)
-	waitFor(t, "the TIME_WAIT (its server side gone) and the orphan's FIN_WAIT2", func() bool {
+	var socks []Socket
+	waitForSaying(t, "the TIME_WAIT (its server side gone) and the orphan's FIN_WAIT2", func() bool {
 		var tw, fw, lastAck bool
-		for _, d := range dump(t, n, false) {
+		socks = dump(t, n, false)
+		for _, d := range socks {
 			tw = tw || d.Local == s.timeWait && d.State == StateTimeWait
 			fw = fw || d.Local == s.orphan && d.State == StateFinWait2
 			lastAck = lastAck || d.Remote == s.timeWait
 		}
 		return tw && fw && !lastAck
-	})
+	}, func() string { return fmtSocks(socks) })
 	return s
 }
 
