@@ -163,22 +163,8 @@ func (r *Runtime) leftoverPIDs() []int {
 			addPID(pid)
 		}
 	}
-	for _, dir := range r.podCgroupDirs() {
-		filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil || !d.IsDir() {
-				return nil
-			}
-			b, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
-			if err != nil {
-				return nil
-			}
-			for _, f := range strings.Fields(string(b)) {
-				if pid, err := strconv.Atoi(f); err == nil {
-					addPID(pid)
-				}
-			}
-			return nil
-		})
+	for _, pid := range CgroupPIDs(r.podCgroupTrees()) {
+		addPID(pid)
 	}
 	slices.Sort(pids)
 	return pids
@@ -291,10 +277,11 @@ func (r *Runtime) removeShimSockets() {
 // them keeps them busy).
 var hostDirs = []string{shimSocketDir, filepath.Dir(shimSocketDir), filepath.Join(cniCacheDir, "results"), cniCacheDir, "/run/netns"}
 
-// missingHostDirs returns the hostDirs that do not exist.
-func missingHostDirs() []string {
+// Missing returns the paths that do not exist now: a setup's record of what
+// it creates, for its cleanup to remove once empty.
+func Missing(paths []string) []string {
 	var out []string
-	for _, d := range hostDirs {
+	for _, d := range paths {
 		if _, err := os.Lstat(d); errors.Is(err, fs.ErrNotExist) {
 			out = append(out, d)
 		}
@@ -326,19 +313,14 @@ func CgroupMounts() []string {
 	return out
 }
 
-// podCgroupDirs returns the existing <hierarchy>/kubepods/besteffort/pod<UID>
-// directories of our pods.
-func (r *Runtime) podCgroupDirs() []string {
+// podCgroupTrees returns every existing cgroup directory of our pods, in
+// every hierarchy, deepest first.
+func (r *Runtime) podCgroupTrees() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []string
-	for _, mnt := range CgroupMounts() {
-		for _, p := range r.pods {
-			dir := filepath.Join(mnt, p.CgroupParent)
-			if _, err := os.Stat(dir); err == nil {
-				out = append(out, dir)
-			}
-		}
+	for _, p := range r.pods {
+		out = append(out, CgroupTree(p.CgroupParent)...)
 	}
 	return out
 }
@@ -349,33 +331,63 @@ func (r *Runtime) podCgroupDirs() []string {
 // kubepods (another Runtime, a real kubelet) keep it busy, so rmdir fails
 // harmlessly there.
 func (r *Runtime) removeCgroups() error {
-	var problems []error
-	for _, dir := range r.podCgroupDirs() {
-		var dirs []string
-		filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	err := RemoveCgroupDirs(r.podCgroupTrees())
+	for _, mnt := range CgroupMounts() {
+		unix.Rmdir(filepath.Join(mnt, "kubepods", "besteffort"))
+		unix.Rmdir(filepath.Join(mnt, "kubepods"))
+	}
+	return err
+}
+
+// CgroupTree returns every existing directory of the cgroup rel (a path
+// below the hierarchies' roots) in every hierarchy, deepest first.
+func CgroupTree(rel string) []string {
+	var dirs []string
+	for _, mnt := range CgroupMounts() {
+		filepath.WalkDir(filepath.Join(mnt, rel), func(path string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
 				dirs = append(dirs, path)
 			}
 			return nil
 		})
-		slices.SortFunc(dirs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
-		for _, d := range dirs {
-			var err error
-			for range 50 { // a just-killed task may still be leaving the cgroup
-				if err = unix.Rmdir(d); err == nil || errors.Is(err, unix.ENOENT) {
-					err = nil
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			if err != nil {
-				problems = append(problems, fmt.Errorf("rmdir %s: %w", d, err))
+	}
+	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	return dirs
+}
+
+// CgroupPIDs returns the processes in the cgroup directories dirs.
+func CgroupPIDs(dirs []string) []int {
+	var pids []int
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && !slices.Contains(pids, pid) {
+				pids = append(pids, pid)
 			}
 		}
 	}
-	for _, mnt := range CgroupMounts() {
-		unix.Rmdir(filepath.Join(mnt, "kubepods", "besteffort"))
-		unix.Rmdir(filepath.Join(mnt, "kubepods"))
+	return pids
+}
+
+// RemoveCgroupDirs removes dirs in their order (CgroupTree's: deepest
+// first), each retried for up to 2 s while a just-killed task leaves it.
+func RemoveCgroupDirs(dirs []string) error {
+	var problems []error
+	for _, d := range dirs {
+		var err error
+		for range 100 {
+			if err = unix.Rmdir(d); err == nil || errors.Is(err, unix.ENOENT) {
+				err = nil
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			problems = append(problems, fmt.Errorf("rmdir %s: %w", d, err))
+		}
 	}
 	return errors.Join(problems...)
 }

@@ -206,7 +206,7 @@ func Start(t testing.TB) *Runtime {
 		CNIConfDir:  filepath.Join(dir, "cni", "net.d"),
 		Bridge:      "eaddrcri" + fmt.Sprintf("%x", suffix),
 		Subnet:      fmt.Sprintf("10.213.%d.0/24", third),
-		createdDirs: missingHostDirs(),
+		createdDirs: Missing(hostDirs),
 	}
 	t.Cleanup(func() { r.cleanup(t) })
 

@@ -75,7 +75,7 @@ func checkHost(t testing.TB) {
 	if left := kubeChains(); len(left) > 0 {
 		testenv.Skip(t, fmt.Sprintf("kubecluster: the host has KUBE-* iptables chains already (a kube-proxy or kubelet runs here, or `make cluster-down` was not run): %v", left))
 	}
-	if d := cgroupDirs(CgroupRoot); len(d) > 0 {
+	if d := critest.CgroupTree(CgroupRoot); len(d) > 0 {
 		testenv.Skip(t, fmt.Sprintf("kubecluster: %s exists (a cluster runs, or `make cluster-down` was not run after a killed one)", d[len(d)-1]))
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/eaddr/eaddr/internal/mountinfo"
 	"github.com/eaddr/eaddr/internal/testing/critest"
@@ -219,59 +218,12 @@ func unmountBelow(dir string) error {
 	return nil
 }
 
-// cgroupDirs returns every existing directory of the cgroup root in every
-// hierarchy, deepest first.
-func cgroupDirs(root string) []string {
-	var dirs []string
-	for _, mnt := range critest.CgroupMounts() {
-		filepath.WalkDir(filepath.Join(mnt, root), func(path string, d fs.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, path)
-			}
-			return nil
-		})
-	}
-	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
-	return dirs
-}
-
 // cgroupPIDs returns the processes in the cgroup root, in any hierarchy.
-func cgroupPIDs(root string) []int {
-	var pids []int
-	for _, d := range cgroupDirs(root) {
-		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(b)) {
-			var pid int
-			if _, err := fmt.Sscan(f, &pid); err == nil && !slices.Contains(pids, pid) {
-				pids = append(pids, pid)
-			}
-		}
-	}
-	return pids
-}
+func cgroupPIDs(root string) []int { return critest.CgroupPIDs(critest.CgroupTree(root)) }
 
 // removeCgroups removes the cgroup root's trees, deepest first, retrying
 // while just-killed tasks leave.
-func removeCgroups(root string) error {
-	var problems []error
-	for _, d := range cgroupDirs(root) {
-		var err error
-		for range 100 {
-			if err = unix.Rmdir(d); err == nil || errors.Is(err, unix.ENOENT) {
-				err = nil
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if err != nil {
-			problems = append(problems, fmt.Errorf("rmdir %s: %w", d, err))
-		}
-	}
-	return errors.Join(problems...)
-}
+func removeCgroups(root string) error { return critest.RemoveCgroupDirs(critest.CgroupTree(root)) }
 
 // makeCgroupRoot makes the kubelet's cgroup root in every hierarchy (the
 // kubelet refuses a root that does not exist). A new cpuset cgroup has no

@@ -40,7 +40,7 @@ func snapshot() hostSnapshot {
 		nft:     fmt.Sprint(nftTables()),
 		mounts:  strings.Join(mountPoints, "\n"),
 		sysctls: readSysctls(),
-		cgroups: cgroupDirs(CgroupRoot),
+		cgroups: critest.CgroupTree(CgroupRoot),
 		created: missingPaths(),
 	}
 }

@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/eaddr/eaddr/internal/testing/critest"
 )
 
 // State is everything a cluster changed on the host, written to a JSON file
@@ -126,15 +127,7 @@ var shared = map[string]bool{"/run/containerd/s": true, "/run/netns": true, "/va
 	"/var/lib/cni/results": true, "/var/lib/cni/networks": true, "/run/containerd": true}
 
 // missingPaths returns the hostPaths that do not exist now.
-func missingPaths() []string {
-	var out []string
-	for _, p := range hostPaths {
-		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+func missingPaths() []string { return critest.Missing(hostPaths) }
 
 // removeCreated removes the recorded host paths, deepest first.
 func (s *State) removeCreated() error {
