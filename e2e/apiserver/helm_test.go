@@ -67,8 +67,9 @@ func helmTemplate(t *testing.T, h *helmtest.Helm, kv ...string) []byte {
 }
 
 // decodeRendered decodes a YAML stream of the kinds a kustomization may
-// build (kustomizedKinds) strictly, document by document; what names the
-// stream in messages.
+// build (kustomizedKinds) strictly, document by document: what helm
+// template renders or kubectl kustomize builds; what names the stream in
+// messages.
 func decodeRendered(t *testing.T, what string, data []byte) []object {
 	t.Helper()
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))

@@ -1,11 +1,7 @@
 package apiserver
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
-	"fmt"
-	"io"
 	"io/fs"
 	"path/filepath"
 	"slices"
@@ -20,8 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 )
 
 // kustomizationNames are the file names kustomize reads as a kustomization
@@ -86,44 +80,6 @@ func kustomize(t *testing.T, k *kubetest.Kubectl, dir string) []byte {
 	return out
 }
 
-// decodeKustomized decodes kustomize's output strictly, document by document.
-func decodeKustomized(t *testing.T, dir string, data []byte) []object {
-	t.Helper()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var out []object
-	for i := 1; ; i++ {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		where := fmt.Sprintf("kubectl kustomize %s: document %d", dir, i)
-		if err != nil {
-			t.Fatalf("%s: %v", where, err)
-		}
-		j, err := yaml.YAMLToJSON(doc)
-		if err != nil {
-			t.Fatalf("%s: %v", where, err)
-		}
-		gvk, err := kjson.DefaultMetaFactory.Interpret(j)
-		if err != nil {
-			t.Fatalf("%s: %v", where, err)
-		}
-		newObj, ok := kustomizedKinds[*gvk]
-		if !ok {
-			t.Fatalf("%s: kind %s %s is not expected", where, gvk.GroupVersion(), gvk.Kind)
-		}
-		obj, _, err := kustomizedDecoder.Decode(doc, nil, newObj())
-		if err != nil {
-			t.Fatalf("%s (%s): %v", where, gvk.Kind, err)
-		}
-		out = append(out, object{where: where, gvk: *gvk, obj: obj, raw: doc})
-	}
-	if len(out) == 0 {
-		t.Fatalf("kubectl kustomize %s: no objects", dir)
-	}
-	return out
-}
-
 // TestKustomize: the real kubectl kustomize builds every kustomization under
 // deploy/ (what `kubectl apply -k DIR` applies), without a word on stderr,
 // into objects that decode strictly. An overlay inside its own base fails
@@ -132,7 +88,7 @@ func TestKustomize(t *testing.T) {
 	k := kubetest.NewKubectl(t)
 	for _, dir := range kustomizations(t) {
 		t.Run(dir, func(t *testing.T) {
-			for _, o := range decodeKustomized(t, dir, kustomize(t, k, dir)) {
+			for _, o := range decodeRendered(t, "kubectl kustomize "+dir, kustomize(t, k, dir)) {
 				t.Logf("%s: %s %s", o.where, o.gvk.Kind, o.obj.(interface{ GetName() string }).GetName())
 			}
 		})
@@ -155,10 +111,10 @@ func TestKustomizeServerDryRun(t *testing.T) {
 	for _, dir := range kustomizations(t) {
 		t.Run(dir, func(t *testing.T) {
 			out := kustomize(t, k, dir)
-			objs := decodeKustomized(t, dir, out)
+			objs := decodeRendered(t, "kubectl kustomize "+dir, out)
 			namespaces := namespacesOf(objs)
 			if len(namespaces) == 0 {
-				namespaces = namespacesOf(decodeKustomized(t, "base", kustomize(t, k, "base")))
+				namespaces = namespacesOf(decodeRendered(t, "kubectl kustomize base", kustomize(t, k, "base")))
 			}
 			if len(namespaces) > 0 {
 				if _, stderr, err := k.Run(bytes.Join(namespaces, []byte("\n---\n")), "apply", "--validate=strict", "-f", "-"); err != nil || len(stderr) > 0 {
@@ -200,7 +156,7 @@ func namespacesOf(objs []object) [][]byte {
 // kustomized is kubectl kustomize's output of dir, decoded.
 func kustomized(t *testing.T, dir string) []object {
 	t.Helper()
-	return decodeKustomized(t, dir, kustomize(t, kubetest.NewKubectl(t), dir))
+	return decodeRendered(t, "kubectl kustomize "+dir, kustomize(t, kubetest.NewKubectl(t), dir))
 }
 
 // the returns the one object of type T in objs.
