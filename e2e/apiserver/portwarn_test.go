@@ -29,16 +29,7 @@ func fillingPod(t *testing.T, r *critest.Runtime, uid string, n int) (*critest.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { c.Close() })
-		}
-	}()
+	eaddrtest.AcceptAll(t, l, true)
 	var conns []net.Conn
 	for i := 0; i < n; i++ {
 		c, err := ns.Dial("tcp4", "127.0.0.1:8080")

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/critest"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 )
@@ -55,11 +54,7 @@ func TestFloodingPodEvents(t *testing.T) {
 	r := critest.Start(t)
 	flood := r.StartContainer(t, r.RunPod(t, "flood", "shop", nil, nil), "app", "sleep", "3600")
 	quiet := r.StartContainer(t, r.RunPod(t, "quiet", "shop", nil, nil), "app", "sleep", "3600")
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	ns := eaddrtest.EmptyNS(t)
 	api := eaddrtest.NewEventsAPI(t)
 	p := eaddrtest.StartTrace(t, "--cri-endpoint", r.Socket, "--netns", strconv.FormatUint(ns.Inode(), 10), "--kube-events",
 		"--kubeconfig", eaddrtest.KubeconfigFor(t, api.Srv.URL, "test-token"), "--kube-events-qps", "0.01",

@@ -148,11 +148,7 @@ func findEvent(t *testing.T, r *critest.Runtime, c *critest.Container, d time.Du
 // go away when the test ends.
 func netnsWithListener(t *testing.T) (*netns.NS, int) {
 	t.Helper()
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	ns := eaddrtest.EmptyNS(t)
 	cmd := exec.Command(critest.BusyboxPath, "nc", "-l", "-p", "9090")
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Credential: &syscall.Credential{Uid: 65534, Gid: 65534},

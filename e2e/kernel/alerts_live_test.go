@@ -125,11 +125,7 @@ type filler struct {
 // listener on liveListen that keeps what it accepts. Cleanup closes it all.
 func fillingNetns(t *testing.T) (*netns.NS, *filler) {
 	t.Helper()
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	ns := eaddrtest.EmptyNS(t)
 	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", fmt.Sprintf("%d %d", liveLo, liveLo+liveUsable-1)); err != nil {
 		t.Fatal(err)
 	}

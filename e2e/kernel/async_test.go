@@ -196,16 +196,7 @@ func TestAsyncNothingPendingAfterConnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	eaddrtest.AcceptAll(t, l, false)
 	listening := &unix.SockaddrInet4{Port: l.Addr().(*net.TCPAddr).Port, Addr: [4]byte{127, 0, 0, 1}}
 	refused := &unix.SockaddrInet4{Port: eaddrtest.ClosedPort(t), Addr: [4]byte{127, 0, 0, 1}}
 	p := eaddrtest.StartTrace(t, "--errno", "all", "--pid", strconv.Itoa(os.Getpid()), "--rate-limit", "off", "--diagnose=false")

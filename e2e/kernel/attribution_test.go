@@ -28,28 +28,7 @@ func wedgedCRI(t *testing.T) (path string, accepted *atomic.Int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	accepted = new(atomic.Int64)
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			conns = append(conns, c) // held open, never read or written
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return path, accepted
+	return path, eaddrtest.AcceptAll(t, ln, true)
 }
 
 // nonPodCgroup makes a systemd-style service cgroup, not a pod's, removed at
@@ -127,11 +106,7 @@ func TestAttributionFreshCgroups(t *testing.T) {
 // process gets no pod.
 func TestAttributionNetNSReuse(t *testing.T) {
 	testenv.RequireRoot(t)
-	first, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { first.Close() })
+	first := eaddrtest.EmptyNS(t)
 	ex, err := netns.Exhaust(first, "tcp4", "127.0.0.1:8080", 40000, 40001)
 	if err != nil {
 		t.Fatal(err)

@@ -37,11 +37,7 @@ func TestCheckUnknownNetNS(t *testing.T) {
 		t.Errorf("stderr %q does not say nothing was audited", errOut)
 	}
 
-	clean, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { clean.Close() })
+	clean := eaddrtest.EmptyNS(t)
 	eaddrtest.Sandbox(t, clean)
 	if err := clean.SetSysctl("net.ipv4.ip_local_port_range", "40000 50001"); err != nil {
 		t.Fatal(err)
@@ -92,11 +88,7 @@ time.sleep(600)
 func heldNetNS(t *testing.T, comm string) (*netns.NS, int) {
 	t.Helper()
 	testenv.RequireRoot(t)
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	ns := eaddrtest.EmptyNS(t)
 	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "40000 40009"); err != nil {
 		t.Fatal(err)
 	}

@@ -73,11 +73,7 @@ func TestDiagnoseEstablished(t *testing.T) {
 // tcp_tw_reuse is off): the verdict counts TIME_WAIT as ss does.
 func TestDiagnoseTimeWait(t *testing.T) {
 	testenv.RequireRoot(t)
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	ns := eaddrtest.EmptyNS(t)
 	for k, v := range map[string]string{"net.ipv4.ip_local_port_range": "40000 40001", "net.ipv4.tcp_tw_reuse": "0"} {
 		if err := ns.SetSysctl(k, v); err != nil {
 			t.Fatal(err)
@@ -286,11 +282,7 @@ func snapshotTimes(t *testing.T, p *eaddrtest.TraceProc) []time.Time {
 // at 100% use critical, and exits 0, 1 or 2 as documented.
 func TestCheck(t *testing.T) {
 	testenv.RequireRoot(t)
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	ns := eaddrtest.EmptyNS(t)
 	eaddrtest.Sandbox(t, ns)
 	inode := strconv.FormatUint(ns.Inode(), 10)
 	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "31000 40001"); err != nil {
@@ -336,11 +328,7 @@ func TestCheck(t *testing.T) {
 // paths bound in one netns within one interval get two diagnoses.
 func TestDiagnoseUnix(t *testing.T) {
 	testenv.RequireRoot(t)
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	ns := eaddrtest.EmptyNS(t)
 	py := eaddrtest.Python(t)
 	dir := t.TempDir()
 	abstract := fmt.Sprintf("@eaddr-test-%d", time.Now().UnixNano())

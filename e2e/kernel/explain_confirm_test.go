@@ -110,16 +110,7 @@ func TestNetcatBindOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer dst.Close()
-	go func() {
-		for {
-			c, err := dst.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	eaddrtest.AcceptAll(t, dst, false)
 	busy, err := net.Listen("tcp4", "127.0.0.1:0") // holds the port nc is told to bind
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
@@ -23,11 +22,7 @@ import (
 func TestFloodingPodCannotHideAnother(t *testing.T) {
 	testenv.RequireRoot(t) // a netns of its own, and eaddr trace
 	const n = 20000
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	ns := eaddrtest.EmptyNS(t)
 	_, floodLeaf, floodUID, _ := eaddrtest.PodCgroup(t)
 	_, quietLeaf, quietUID, _ := eaddrtest.PodCgroup(t)
 	p := eaddrtest.StartTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--cri-endpoint", eaddrtest.DeadSocket(t), "--rate-limit-cgroup", "10/s",

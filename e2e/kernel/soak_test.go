@@ -46,11 +46,7 @@ func TestSoakBoundedMemory(t *testing.T) {
 	const nNetNS, nCgroups, nProcs = 200, 2000, 20000
 	var nsList strings.Builder
 	for range nNetNS {
-		ns, err := netns.New()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ns.Close() })
+		ns := eaddrtest.EmptyNS(t)
 		ex, err := netns.Exhaust(ns, "tcp4", "127.0.0.1:8080", 40000, 40001)
 		if err != nil {
 			t.Fatal(err)

@@ -94,11 +94,7 @@ while True:
 
 func newHostileNetNS(t *testing.T) *hostileNetNS {
 	t.Helper()
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	ns := eaddrtest.EmptyNS(t)
 	for name, v := range map[string]string{"net.ipv4.ip_local_port_range": hostileRange, "net.ipv4.tcp_tw_reuse": "0"} {
 		if err := ns.SetSysctl(name, v); err != nil {
 			t.Fatal(err)

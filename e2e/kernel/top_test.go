@@ -34,11 +34,7 @@ type filling struct {
 func newFilling(t *testing.T) *filling {
 	t.Helper()
 	testenv.RequireRoot(t)
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	ns := eaddrtest.EmptyNS(t)
 	eaddrtest.Sandbox(t, ns)
 	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", fmt.Sprintf("%d %d", topLo, topHi)); err != nil {
 		t.Fatal(err)

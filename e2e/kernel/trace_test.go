@@ -16,7 +16,6 @@ import (
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/demo"
-	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
@@ -395,11 +394,7 @@ func TestClassifiedAfterExit(t *testing.T) {
 func TestNodePortCollisions(t *testing.T) {
 	testenv.RequireRoot(t)
 	py := eaddrtest.Python(t)
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	ns := eaddrtest.EmptyNS(t)
 	// The scratch netns plays a host whose range was widened into 30000-32767.
 	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "31000 31001"); err != nil {
 		t.Fatal(err)
@@ -408,16 +403,7 @@ func TestNodePortCollisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	eaddrtest.AcceptAll(t, l, false)
 	inode := strconv.FormatUint(ns.Inode(), 10)
 	on := eaddrtest.StartTrace(t, "--nodeport-collisions", "--nodeport-netns", inode)
 	// The same netns without --nodeport-collisions: the check is off.

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
@@ -55,11 +54,7 @@ print("unix connect:", err)
 func TestUDPExhaustionByDefault(t *testing.T) {
 	testenv.RequireRoot(t)
 	py := eaddrtest.Python(t)
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	ns := eaddrtest.EmptyNS(t)
 	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "40000 40001"); err != nil {
 		t.Fatal(err)
 	}
