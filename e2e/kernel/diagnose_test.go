@@ -420,24 +420,16 @@ func TestCheckProcNetFallback(t *testing.T) {
 	// sock_diag's fallback: without the socket iterators, which need no sock_diag
 	cmd := exec.Command(eaddrtest.EaddrBin, "check", "-o", "json", "--netns", inode, "--socket-iterators=false")
 	cmd.Env = append(os.Environ(), "EADDR_TESTING_NO_SOCK_DIAG=1")
-	var out, errOut strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	out, errOut, code := eaddrtest.RunCmd(t, cmd)
 	var got diagnose.CheckReport
-	if err := json.Unmarshal([]byte(out.String()), &got); err != nil {
-		t.Fatalf("check output: %v\n%s\n%s", err, out.String(), errOut.String())
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("check output: %v\n%s\n%s", err, out, errOut)
 	}
 	if code != wantCode || len(got.NetNS) != 1 || len(want.NetNS) != 1 || got.NetNS[0].Error != "" ||
 		fmt.Sprint(got.NetNS[0].Destinations) != fmt.Sprint(want.NetNS[0].Destinations) || got.NetNS[0].Worst != diagnose.SevCritical {
 		t.Errorf("check with /proc/net (exit %d):\n%+v\nwith sock_diag (exit %d):\n%+v", code, got, wantCode, want)
 	}
-	if n := strings.Count(errOut.String(), "modprobe inet_diag tcp_diag udp_diag"); n != 1 {
-		t.Errorf("want one log line with the fix, got %d:\n%s", n, errOut.String())
+	if n := strings.Count(errOut, "modprobe inet_diag tcp_diag udp_diag"); n != 1 {
+		t.Errorf("want one log line with the fix, got %d:\n%s", n, errOut)
 	}
 }
