@@ -65,7 +65,11 @@ metadata:
   name: shop
   labels: {pod-security.kubernetes.io/enforce: baseline}
 ---
-` + pod("web", `      livenessProbe:
+` + pod("web", `      startupProbe:
+        httpGet: {path: /, port: 8080}
+        periodSeconds: 1
+        failureThreshold: 60
+      livenessProbe:
         httpGet: {path: /, port: 8080}
         periodSeconds: 2
         timeoutSeconds: 1
@@ -92,7 +96,9 @@ func (s *stories) nodePort(t *testing.T) {
 	t.Cleanup(func() { s.dumpNodePort(t, pod) }) // runs last: kubectl with the range back
 	s.narrowNode(t)
 	begin := time.Now()
-	unhealthy := s.waitPodEvent(t, "Unhealthy")
+	// The story's Unhealthy is the liveness probe's timeout: the reply was
+	// taken by the NodePort rule.
+	unhealthy := s.waitPodEvent(t, "Unhealthy", "Liveness probe failed: ", "context deadline exceeded")
 	warning := s.waitPodEvent(t, "SourcePortInNodePortRange")
 	line := s.waitCollision(t, pod, ip)
 	t.Logf("after %s: the kubelet's %q; eaddr's Event %q; eaddr's line %s", time.Since(begin).Round(100*time.Millisecond), unhealthy, warning, line)
@@ -117,9 +123,11 @@ func (s *stories) nodePortEaddr(t *testing.T) string {
 	return pod
 }
 
-// startProbedPod makes probedPod, waits for it to be Ready (its probe
-// passes while the node's range is its own) and for kube-proxy's NodePort
-// rules, and returns the pod's IP.
+// startProbedPod makes probedPod, waits for it to be Ready (its startup
+// probe has passed: httpd answers, while the node's range is its own;
+// without it Ready came before httpd listened on a loaded machine and the
+// first liveness probe's "connection refused" was taken for the story's)
+// and for kube-proxy's NodePort rules, and returns the pod's IP.
 func (s *stories) startProbedPod(t *testing.T) string {
 	t.Helper()
 	if _, _, err := s.k.Run([]byte(probedPod()), "apply", "-f", "-"); err != nil {
@@ -225,9 +233,9 @@ func (s *stories) apiGet(t *testing.T, path string) []byte {
 	return resp.Body
 }
 
-// waitPodEvent waits for an Event of reason on pod shop/web and returns
-// its message.
-func (s *stories) waitPodEvent(t *testing.T, reason string) string {
+// waitPodEvent waits for an Event of reason on pod shop/web whose message
+// contains each of contains, and returns it.
+func (s *stories) waitPodEvent(t *testing.T, reason string, contains ...string) string {
 	t.Helper()
 	var list struct {
 		Items []struct {
@@ -244,7 +252,7 @@ func (s *stories) waitPodEvent(t *testing.T, reason string) string {
 			Reason, Message, Type string
 			Source                struct{ Component string }
 		}) bool {
-			return e.Reason == reason
+			return e.Reason == reason && !slices.ContainsFunc(contains, func(c string) bool { return !strings.Contains(e.Message, c) })
 		}); i >= 0 {
 			return list.Items[i].Type + " " + list.Items[i].Message
 		}
