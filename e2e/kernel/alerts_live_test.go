@@ -19,17 +19,22 @@ import (
 )
 
 // The live test's clock: the shipped rules' windows divided by liveScale
-// (15m ranges and horizon -> 90s, for 5m -> 30s), and a netns of
-// liveUsable ports filled by one connection every liveFillEvery (2 a
-// second). Predicted then fires around 220 held ports plus its for, High at
-// 80% plus its for, well before the range is full; the test keeps
-// liveMargin ports free whatever happens, so no connect() can fail.
+// (15m ranges and horizon -> 30s, for 5m -> 10s), and a netns of
+// liveUsable ports filled by one connection every liveFillEvery (6 a
+// second). Predicted then fires around 220 held ports plus its for (about
+// 280 held, 47 s in), High at 80% plus its for (about 380 held, 63 s in),
+// before the range is full; the test keeps liveMargin ports free whatever
+// happens, so no connect() can fail. Prometheus scrapes and evaluates every
+// second (eaddrtest.StartPrometheus) and eaddr samples every second, so the
+// scaled for is ten evaluations. The fill rate is scaled with the windows
+// (it is 12 connections a minute in the shipped rules' time), so the ports
+// held when each alert fires do not depend on the scale.
 const (
-	liveScale     = 10
+	liveScale     = 30
 	liveLo        = 40000
 	liveUsable    = 400 // 40000-40399: an even count, so the kernel tries all
 	liveMargin    = 5
-	liveFillEvery = 500 * time.Millisecond
+	liveFillEvery = time.Second / 6
 	liveListen    = "127.0.0.1:8080" // outside the range
 )
 
