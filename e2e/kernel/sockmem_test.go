@@ -30,8 +30,8 @@ const manifestLimit = "256M"
 
 // hostileNetNS is a netns holding as many sockets as this machine lets one
 // netns hold: TIME_WAIT up to its bucket cap (net.ipv4.tcp_max_tw_buckets)
-// or as many as two processes churning connections toward sixteen
-// listeners keep (a TIME_WAIT lives 60 s); and about 200,000
+// (two processes churning connections toward 128 listeners reach it in
+// seconds; a TIME_WAIT lives 60 s); and about 200,000
 // established sockets over eleven processes, each holding up to 20,000
 // descriptors (the most a process may here), both ends of 9,000
 // connections toward a listener of its own. The port range is 9,000 ports
@@ -67,15 +67,19 @@ print("ready", flush=True)
 sys.stdin.read()
 `
 
-// hostileTimeWait churns connections toward its eight listeners, the
-// server's end closing first, so that each leaves a TIME_WAIT of a 4-tuple
-// of its own; it says "ready" once the netns holds its cap (argv[2]) of
-// them (or after 120 s, whatever it holds then), and churns on, to keep
-// them there.
+// hostileTimeWait churns connections toward its 64 listeners, the server's
+// end closing first, so that each leaves a TIME_WAIT of a 4-tuple of its
+// own; it says "ready" once the netns holds its cap (argv[2]) of them (or
+// after 120 s, whatever it holds then), and churns on, to keep them there.
+// Many listeners, so that each destination holds few of them: toward one
+// destination, connect()'s search for a free port slows as its TIME_WAITs
+// fill the range (with eight listeners each, the two held about 72,000
+// TIME_WAIT after 120 s here; with 64 each, they reach the cap of 131,072
+// in 4 s).
 const hostileTimeWait = `import socket, sys, time
 port, cap = int(sys.argv[1]), int(sys.argv[2])
 ls = []
-for p in range(port, port + 8):
+for p in range(port, port + 64):
     l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     l.bind(("127.0.0.1", p)); l.listen(4096); ls.append((p, l))
 def tw():
@@ -85,7 +89,7 @@ def tw():
             return int(f[f.index("tw") + 1])
 said, i, t0 = False, 0, time.time()
 while True:
-    p, l = ls[i % 8]
+    p, l = ls[i % 64]
     c = socket.create_connection(("127.0.0.1", p)); s = l.accept()[0]
     s.close(); c.recv(1); c.close(); i += 1
     if not said and i % 1000 == 0 and (tw() >= cap or time.time() > t0 + 120):
@@ -113,12 +117,11 @@ func newHostileNetNS(t *testing.T) *hostileNetNS {
 		t.Fatal(err)
 	}
 	tw := mustAtoi(t, capTW)
-	h.ready(t, h.start(t, hostileTimeWait, 7000, 0), h.start(t, hostileTimeWait, 7008, tw))
-	// Two churning processes hold about 72,000 here beside the
-	// established ones (about 1,200 connections a second, each TIME_WAIT
-	// living 60 s): a machine that holds fewer than a quarter of the cap
-	// tests too little.
-	if n := h.timeWaits(t); n < tw/4 {
+	h.ready(t, h.start(t, hostileTimeWait, 7000, 0), h.start(t, hostileTimeWait, 7064, tw))
+	// Two churning processes reach the cap here in seconds beside the
+	// established ones: a machine that holds fewer than half of it after
+	// 120 s of churn tests too little.
+	if n := h.timeWaits(t); n < tw/2 {
 		t.Fatalf("the netns holds %d TIME_WAIT after 120 s of churn; its cap is %d", n, tw)
 	}
 	return h
