@@ -39,14 +39,15 @@ deps:
 # once on 2 CPUs.
 # Printed as a plain go test prints, then the ten slowest tests, every skipped test with its reason and one summary
 # line: how many skipped, why, and what installs the packages they need (internal/testing/testenv/cmd/gotest).
-# CGO_ENABLED=0: the eaddr that the end-to-end tests' TestMain (eaddrtest.Main) builds, and the
-# test binaries, are built as every shipped eaddr is (make build, the image, the Dockerfile), and
-# as make kernels builds them, so the kernel tests on this kernel are the host entry's and share
-# its Go build cache.
+# CGO_ENABLED=0: the eaddr that the end-to-end tests run, and the test binaries, are built as
+# every shipped eaddr is (make build, the image, the Dockerfile), and as make kernels builds them,
+# so the kernel tests on this kernel are the host entry's and share its Go build cache. That eaddr
+# is built once, here, and given to each test binary's TestMain (eaddrtest.Main) as EADDR_TEST_BIN.
 test:
 	$(GO) vet ./...
 	$(GO) build -o bin/gotest ./internal/testing/testenv/cmd/gotest
-	CGO_ENABLED=0 GO='$(GO)' ./bin/gotest -p 1 -count=1 -timeout 20m ./...
+	CGO_ENABLED=0 $(GO) build -o bin/eaddr-test ./cmd/eaddr
+	CGO_ENABLED=0 GO='$(GO)' EADDR_TEST_BIN='$(CURDIR)/bin/eaddr-test' ./bin/gotest -p 1 -count=1 -timeout 20m ./...
 
 # One end-to-end tier alone (docs/testing.md "The test tree"); `make test` runs them with the rest.
 # As root, like make test.
@@ -72,19 +73,26 @@ test-logagent:
 # checkout's own permissions (e.g. under /root) do not matter, with the modules vendored into
 # it (the go command the tests run then needs no module cache). Tests that need root skip here:
 # EADDR_REQUIRE_BPF is unset for this tier; `make test` as root runs them (docs/testing.md).
-# The eaddr binary that the end-to-end tests' TestMain (eaddrtest.Main) builds is not itself built with -race.
-# As root the copy is always RACE_ROOT_WORK (one run at a time, an flock): Go's build cache keys a
-# package built without -trimpath by its directory, so a new temporary directory compiled every
-# package and every vendored module again with -race at each run (docs/testing.md "CI").
+# The eaddr binary the end-to-end tests run is built once, not with -race, by the caller, and
+# given to them as EADDR_TEST_BIN (eaddrtest.Main copies it instead of building its own: as
+# uid 65534 that was a build from an empty cache in each package, 70 s of cmd/eaddr's 75).
+# As root the copy is always RACE_ROOT_WORK (one run at a time, an flock), and uid 65534's Go
+# build cache RACE_CACHE stays between runs: Go's build cache keys a package built without
+# -trimpath by its directory, so a new temporary directory compiled every package and every
+# vendored module again with -race at each run (docs/testing.md "CI"). RACE_JOBS packages at a
+# time are built and run, each one's output printed whole when it ends.
 RACE_PKGS ?= ./...
 RACE_UID  ?= 65534
+RACE_JOBS ?= 2
 RACE_ROOT_WORK ?= /var/cache/eaddr-race/tree
+RACE_CACHE ?= /var/cache/eaddr-race/cache-$(RACE_UID)
 test-race:
 	@set -eu; \
 	if [ "$$(id -u)" = 0 ]; then \
 		work='$(RACE_ROOT_WORK)'; mkdir -p "$$(dirname "$$work")"; exec 9>"$$work.lock"; flock 9; \
 		rm -rf "$$work"; mkdir -m 700 "$$work"; \
-	else work=$$(mktemp -d "$${TMPDIR:-/tmp}/eaddr-race-XXXXXX"); fi; \
+		cache='$(RACE_CACHE)'; mkdir -p "$$cache"; chown -R $(RACE_UID):$(RACE_UID) "$$cache"; \
+	else work=$$(mktemp -d "$${TMPDIR:-/tmp}/eaddr-race-XXXXXX"); cache=$$($(GO) env GOCACHE); fi; \
 	trap 'rm -rf "$$work"' EXIT; \
 	git ls-files -z | tar -c --null -T - -f - | tar -x -C "$$work"; \
 	(cd "$$work" && $(GO) mod vendor); \
@@ -93,16 +101,19 @@ test-race:
 	if [ "$$uid" = 0 ]; then uid=$(RACE_UID); chown $(RACE_UID):$(RACE_UID) "$$work/.home"; \
 		drop="setpriv --reuid=$(RACE_UID) --regid=$(RACE_UID) --clear-groups"; fi; \
 	cd "$$work"; \
+	$(GO) build -o .eaddr ./cmd/eaddr; chmod a+rx .eaddr; \
 	pkgs=$$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' $(RACE_PKGS)); \
 	if [ -z "$$pkgs" ]; then echo "test-race: no package with tests in $(RACE_PKGS)" >&2; exit 1; fi; \
-	for p in $$pkgs; do \
-		bin="$$p/race.test"; \
-		$(GO) test -race -c -o "$$bin" "$$p"; chmod a+rx "$$bin"; \
-		echo "== go test -race $${p#$$work/} (uid $$uid)"; \
-		(cd "$$p" && $$drop env -u EADDR_REQUIRE_BPF HOME="$$work/.home" GOCACHE="$$work/.home/cache" \
-			GOMODCACHE="$$work/.home/mod" GOPROXY=off GOTOOLCHAIN=local PATH="$$(dirname "$$(command -v $(GO))"):$$PATH" \
-			./race.test -test.count=1 -test.timeout=10m); \
-	done
+	export drop uid work cache PATH="$$(dirname "$$(command -v $(GO))"):$$PATH"; \
+	printf '%s\n' $$pkgs | xargs -P '$(RACE_JOBS)' -I{} sh -c ' \
+		p=$$1; rc=0; \
+		$(GO) test -race -c -o "$$p/race.test" "$$p" >"$$p/race.out" 2>&1 && chmod a+rx "$$p/race.test" && \
+		(cd "$$p" && $$drop env -u EADDR_REQUIRE_BPF HOME="$$work/.home" GOCACHE="$$cache" \
+			GOMODCACHE="$$work/.home/mod" GOPROXY=off GOTOOLCHAIN=local EADDR_TEST_BIN="$$work/.eaddr" \
+			./race.test -test.count=1 -test.timeout=10m) >>"$$p/race.out" 2>&1 || rc=$$?; \
+		{ echo "== go test -race $${p#$$work/} (uid $$uid)$$([ $$rc = 0 ] || echo ", FAILED with status $$rc")"; \
+			cat "$$p/race.out"; } | flock "$$work" cat; \
+		exit $$rc' sh {}
 
 # Rebuild the committed BPF objects and Go bindings (amd64 and arm64) with the pinned clang.
 generate:

@@ -200,11 +200,12 @@ scenario() {
 }
 
 # gotests: each line of $EDIR/gotests is `PKGDIR TESTBIN REGEX`; the binary runs in its package's
-# directory, as go test runs it, with eaddrtest.Main's `go build` answered by $K/bin/go.
+# directory, as go test runs it, with the eaddr built on the host as eaddrtest.Main's binary
+# (EADDR_TEST_BIN: compiling eaddr under TCG would take most of 15 minutes).
 gotests() {
 	# the tests look their clients up by name: the host's (GNU wget, OpenBSD nc), not the
 	# busybox applets of /run/bb; the arm64 guest's applets are in its initramfs's /bin
-	PATH=$K/bin:$HOSTPATH
+	PATH=$HOSTPATH
 	if command -v python3 >/dev/null; then
 		t0=$(up); python3 -c 'import socket, resource, sys, time'; t1=$(up); python3 -c 'import socket'
 		kv python3_start "first $t0 -> $t1, again -> $(up) s uptime"
@@ -212,7 +213,7 @@ gotests() {
 	while read -r pkg bin re; do
 		echo "==== BEGIN gotest $pkg $re"
 		t0=$(up)
-		(cd "$REPO/$pkg" && EADDR_REQUIRE_BPF=1 EADDR_KERNEL_LACKS=$LACKS "$K/tests/$bin" -test.v -test.count=1 \
+		(cd "$REPO/$pkg" && EADDR_REQUIRE_BPF=1 EADDR_KERNEL_LACKS=$LACKS EADDR_TEST_BIN=$K/eaddr "$K/tests/$bin" -test.v -test.count=1 \
 			-test.timeout=20m -test.run "$re" 2>&1)
 		echo "==== END gotest $pkg rc=$? $t0 -> $(up) s uptime"
 	done < "$EDIR/gotests"

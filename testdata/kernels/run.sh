@@ -224,7 +224,7 @@ build() { # ARCH: eaddr, bindfail and, in one go command (it compiles them side 
 	local d=$work/$1 p bp=() sel
 	sel=$(selpkgs "${arch_tags[$1]}")
 	echo "== build for $1: eaddr, bindfail, go test -c of ${sel//$'\n'/ }"
-	mkdir -p "$d/tests" "$d/bin"
+	mkdir -p "$d/tests"
 	GOARCH=$1 CGO_ENABLED=0 go build -trimpath -o "$d/eaddr" ./cmd/eaddr
 	GOARCH=$1 CGO_ENABLED=0 go build -trimpath -o "$d/bindfail" ./testdata/kernels/bindfail
 	for p in $sel; do bp+=("./$p"); done
@@ -235,17 +235,6 @@ build() { # ARCH: eaddr, bindfail and, in one go command (it compiles them side 
 			[ "${p##*/}.test" = "${p//\//_}.test" ] || mv "$d/tests/${p##*/}.test" "$d/tests/${p//\//_}.test"
 		done
 	fi
-	# eaddrtest.Main (the e2e tiers' TestMain) runs `go build -o OUT ./cmd/eaddr`; in the guests
-	# this stands in for it with the eaddr just built here (compiling eaddr under TCG takes most of 15 minutes).
-	cat > "$d/bin/go" <<EOF
-#!/bin/sh
-# make kernels: stands in for eaddrtest.Main's \`go build -o OUT ./cmd/eaddr\` with the eaddr built on the host.
-out=
-while [ \$# -gt 0 ]; do [ "\$1" = -o ] && out=\$2; shift; done
-[ -n "\$out" ] || { echo "go (make kernels stand-in): only go build -o OUT ." >&2; exit 2; }
-exec cp $d/eaddr "\$out"
-EOF
-	chmod 755 "$d/bin/go"
 }
 # gotests TAGS FILE: the lines `PKGDIR TESTBIN REGEX` for guest-init.sh: the tests whose WHERE
 # shares a tag with TAGS (comma-separated).

@@ -8,6 +8,7 @@
 package eaddrtest
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,9 +23,16 @@ var EaddrBin string
 // package's TestMain calls it.
 func Main(m *testing.M) { os.Exit(RunWithBinary(m)) }
 
-// RunWithBinary is Main without the exit: it builds eaddr, runs the tests
-// and removes it, and returns m.Run's code, for a TestMain that does more
-// (e2e/apiserver's runs in deploy/).
+// BinEnv names an eaddr binary already built from this tree, which Main
+// copies instead of building one: the Makefile's test targets build it once
+// for all the test binaries they run (make test, make test-race), where
+// each package's build of its own cost seconds, and a minute as an
+// unprivileged user with an empty build cache. Unset, Main builds.
+const BinEnv = "EADDR_TEST_BIN"
+
+// RunWithBinary is Main without the exit: it builds eaddr (or copies
+// $EADDR_TEST_BIN), runs the tests and removes it, and returns m.Run's
+// code, for a TestMain that does more (e2e/apiserver's runs in deploy/).
 func RunWithBinary(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "eaddr-test-")
 	if err != nil {
@@ -33,10 +41,26 @@ func RunWithBinary(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	_ = os.Chmod(dir, 0o755) // TestTraceWithoutRoot runs it as nobody
 	EaddrBin = filepath.Join(dir, "eaddr")
-	build := exec.Command("go", "build", "-o", EaddrBin, "github.com/eaddr/eaddr/cmd/eaddr")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		panic("building eaddr: " + err.Error())
+	if err := placeBinary(EaddrBin, os.Getenv(BinEnv)); err != nil {
+		panic(err)
 	}
 	return m.Run()
+}
+
+// placeBinary builds eaddr at dst, or copies prebuilt there when it is
+// set, executable by everyone.
+func placeBinary(dst, prebuilt string) error {
+	if prebuilt == "" {
+		build := exec.Command("go", "build", "-o", dst, "github.com/eaddr/eaddr/cmd/eaddr")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("building eaddr: %w", err)
+		}
+		return nil
+	}
+	b, err := os.ReadFile(prebuilt)
+	if err != nil {
+		return fmt.Errorf("%s: %w", BinEnv, err)
+	}
+	return os.WriteFile(dst, b, 0o755)
 }
