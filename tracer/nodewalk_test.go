@@ -184,7 +184,12 @@ func startSleep(t *testing.T, ns *netns.NS) int {
 
 // A chunk that fills its buffer stops, and its other buckets are read
 // again one by one: with a buffer of 2 records the walk reads the same
-// sockets as with the whole buffer, none twice, none cut.
+// sockets of the test's netns as with the whole buffer, none twice, none
+// left out. The walk's cut count is not the test's to check: it is the
+// node's, and the hash tables are shared by every netns, so a bucket of
+// another netns holding more than 2 sockets (the TIME_WAITs the tests
+// before leave in the host's) is cut with a buffer of 2; a cut bucket
+// of the test's would leave its sockets out, which the comparison sees.
 func TestNodeWalkRereadsStoppedChunks(t *testing.T) {
 	w := newNodeWalk(t)
 	ns := newNetns(t)
@@ -205,9 +210,10 @@ func TestNodeWalkRereadsStoppedChunks(t *testing.T) {
 	}
 	ino := uint32(ns.Inode())
 	whole, small := read(0), read(2)
-	if got, want := keys(small.socks[ino]), keys(whole.socks[ino]); !slices.Equal(got, want) || len(want) != 81 ||
-		small.records[ino] != 81 || small.cut != 0 || whole.cut != 0 {
-		t.Errorf("read with a buffer of 2: %d sockets (%d records), cut %d; with the whole buffer %d, cut %d; want the same 81, none twice, none cut",
-			len(got), small.records[ino], small.cut, len(want), whole.cut)
+	got, want := keys(small.socks[ino]), keys(whole.socks[ino])
+	if !slices.Equal(got, want) || len(want) != 81 || small.records[ino] != 81 {
+		t.Errorf("read with a buffer of 2: %d sockets (%d records); with the whole buffer %d; want the same 81, none twice",
+			len(got), small.records[ino], len(want))
 	}
+	t.Logf("buckets cut on the node: %d with a buffer of 2, %d with the whole buffer", small.cut, whole.cut)
 }
