@@ -37,6 +37,18 @@ func nodeLayerOf(t *testing.T, p *eaddrtest.TraceProc, ev eaddrtest.JSONEvent) (
 	return layer
 }
 
+// heldWait is how long the node-layer tests wait for their event: past the
+// --diagnose-wait 1m they give eaddr, which may hold the event that long
+// for its diagnosis (a 15 s wait once saw no event under two busy loops).
+const heldWait = 70 * time.Second
+
+// stderrOf is what eaddr trace has written to stderr so far.
+func stderrOf(p *eaddrtest.TraceProc) string {
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
+	return p.Stderr.String()
+}
+
 // Issue 37's lab, end to end: pod 0 holds the 4 ports of the node's
 // MASQUERADE range (--to-ports 40000-40003, iptables-nft and nft) toward
 // the server; curl in pod 1 times out, and its event names the node's
@@ -50,9 +62,9 @@ func TestNodeSNATTimeout(t *testing.T) {
 			p := eaddrtest.StartTrace(t, "--errno", "ETIMEDOUT", "--diagnose-wait", "1m", "--metrics-addr", "127.0.0.1:0")
 			l.Hold(t, 0, 4, 4)
 			pid, out := eaddrtest.RunInNS(t, l.Pods[1], curl, "-sS", "--connect-timeout", "20", "http://"+snatlab.ServerDst(4)+"/")
-			evs := p.ForPID(pid, 1, 15*time.Second)
+			evs := p.ForPID(pid, 1, heldWait)
 			if len(evs) != 1 || evs[0].Errno != "ETIMEDOUT" || !evs[0].Async || evs[0].Diagnosis == nil {
-				t.Fatalf("events %+v (curl printed %q), want curl's ETIMEDOUT, diagnosed", evs, out)
+				t.Fatalf("events %+v (curl printed %q), want curl's ETIMEDOUT, diagnosed; eaddr's stderr:\n%s", evs, out, stderrOf(p))
 			}
 			g := evs[0].Diagnosis
 			if g.Cause != "node_snat" || !strings.Contains(g.Verdict, "the node's SNAT ran out of source ports toward 198.18.0.2:8080") ||
@@ -95,9 +107,9 @@ except OSError as e:
 	if out != "interrupted\nTimeoutError 110\n" {
 		t.Fatalf("python printed %q, want the signal, then TimeoutError 110", out)
 	}
-	evs := p.ForPID(pid, 1, 15*time.Second)
+	evs := p.ForPID(pid, 1, heldWait)
 	if len(evs) != 1 || evs[0].Errno != "ETIMEDOUT" || !evs[0].Interrupted || evs[0].Async || evs[0].Local == nil || evs[0].Local.Port == 0 {
-		t.Fatalf("events %+v, want one interrupted ETIMEDOUT with its source port", evs)
+		t.Fatalf("events %+v, want one interrupted ETIMEDOUT with its source port; eaddr's stderr:\n%s", evs, stderrOf(p))
 	}
 	if g := evs[0].Diagnosis; g == nil || g.Cause != "node_rule" {
 		t.Errorf("diagnosis %+v, want a node rule", g)
@@ -182,9 +194,9 @@ func TestConntrackFullTimeout(t *testing.T) {
 	p := eaddrtest.StartTrace(t, "--errno", "ETIMEDOUT", "--diagnose-wait", "1m")
 	l.Hold(t, 0, 8, 4)
 	pid, out := eaddrtest.RunInNS(t, l.Pods[1], curl, "-sS", "--connect-timeout", "20", "http://"+snatlab.ServerDst(4)+"/")
-	evs := p.ForPID(pid, 1, 15*time.Second)
+	evs := p.ForPID(pid, 1, heldWait)
 	if len(evs) != 1 || evs[0].Diagnosis == nil {
-		t.Fatalf("events %+v (curl printed %q), want curl's ETIMEDOUT, diagnosed", evs, out)
+		t.Fatalf("events %+v (curl printed %q), want curl's ETIMEDOUT, diagnosed; eaddr's stderr:\n%s", evs, out, stderrOf(p))
 	}
 	g := evs[0].Diagnosis
 	if g.Cause != "conntrack_full" || !strings.Contains(g.Verdict, "the node's conntrack table is full (8 entries of nf_conntrack_max 8)") ||
