@@ -17,7 +17,10 @@ import (
 // can be told which layer dropped its SYNs (nodelayer.go). Add is called by
 // the drops' reader, off the failures' path: it reads conntrack's counters
 // in the dropping netns (CTNETLINK, as conntrack -S) to say which moved,
-// and names the input device there. Lookup is safe beside it.
+// and names the input device there. Lookup is safe beside it, and names
+// the kernel function that freed the packet: a first scan of /proc/kallsyms
+// takes a second on a slow node, which the reader must not wait for (the
+// drops behind it would be missing from a diagnosis made meanwhile).
 type DropBook struct {
 	// Missed is the kernel's count of drops held back by the rate limit or
 	// lost (ring full) so far; nil: none.
@@ -49,7 +52,7 @@ type FlowDrops struct {
 	Last  time.Time
 	N     int    // drops seen (the rate limit may have held more back)
 	InDev string // the input device's name in the dropping netns ("" when none or not read)
-	Where string // the kernel function that freed it (nf_hook_slow, nft_do_chain, ...); "" when not known
+	Where string // the kernel function that freed it (nf_hook_slow, nft_do_chain, ...), named by Lookup; "" when not known
 	// Conntrack's counters in the dropping netns: how much each moved
 	// between the read before a drop and the read after it, summed over
 	// the Counted drops that had a read before.
@@ -78,10 +81,6 @@ func (b *DropBook) Since() time.Time { return b.since }
 
 // Add records d: which counters moved in its netns, its input device's name.
 func (b *DropBook) Add(d decode.NodeDrop) {
-	where := ""
-	if b.Ksyms != nil {
-		where = b.Ksyms.Func(d.Location)
-	}
 	if d.Orig.Src.Addr().Is4In6() || d.Orig.Dst.Addr().Is4In6() {
 		d.Orig = unmapFlow(d.Orig)
 	}
@@ -95,7 +94,7 @@ func (b *DropBook) Add(d decode.NodeDrop) {
 			delete(b.flows, b.order[0])
 			b.order = b.order[1:]
 		}
-		f = &FlowDrops{First: d, InDev: dev, Where: where}
+		f = &FlowDrops{First: d, InDev: dev}
 		b.flows[d.Orig] = f
 		b.order = append(b.order, d.Orig)
 	}
@@ -132,16 +131,21 @@ func (b *DropBook) CurrentAt(t time.Time, max time.Duration) bool {
 }
 
 // Lookup is the drops of flow f (its source and destination as the client
-// made it), if any.
+// made it), if any, with the function that freed the first named (outside
+// the book's lock: Add goes on while /proc/kallsyms is read).
 func (b *DropBook) Lookup(f decode.Flow) (FlowDrops, bool) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.checkMissed()
 	x, ok := b.flows[unmapFlow(f)]
-	if !ok {
-		return FlowDrops{}, false
+	var out FlowDrops
+	if ok {
+		out = *x
 	}
-	return *x, true
+	b.mu.Unlock()
+	if ok && b.Ksyms != nil {
+		out.Where = b.Ksyms.Func(out.First.Location)
+	}
+	return out, ok
 }
 
 // MissedSince: whether drops were held back or lost at or after t (as far

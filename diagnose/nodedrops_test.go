@@ -2,8 +2,12 @@ package diagnose
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose/netdiag"
@@ -92,5 +96,57 @@ func TestDropBookLaggingRead(t *testing.T) {
 	got, _ := b.Lookup(f)
 	if got.N != 2 || got.Counted != 1 || got.CTDrop != 10 {
 		t.Errorf("%+v: want 2 drops, the first counted (+10), the one read late not", got)
+	}
+}
+
+// The drops' reader never waits on /proc/kallsyms (a second per scan on a
+// slow node: a timeout diagnosed meanwhile found its drops missing): Add
+// returns while the file cannot be read at all (a FIFO nobody writes), and
+// Lookup names the function once it can.
+func TestDropBookNamesOffTheReader(t *testing.T) {
+	testenv.RequireRoot(t)
+	host, err := netdiag.HostInode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(t.TempDir(), "kallsyms")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := NewDropBook(16)
+	defer b.Close()
+	b.Ksyms = &netdiag.Kallsyms{Path: fifo}
+	b.Counters = func() (nodeport.ConntrackCounters, error) { return nodeport.ConntrackCounters{}, nil }
+	f := decode.Flow{Proto: 6, Src: netip.MustParseAddrPort("10.0.0.2:1"), Dst: netip.MustParseAddrPort("192.0.2.1:80")}
+	added := make(chan struct{})
+	go func() {
+		b.Add(decode.NodeDrop{Time: time.Now(), NetNS: uint32(host), Reason: "NETFILTER_DROP", Orig: f, Location: 0xffffffff81000150})
+		close(added)
+	}()
+	select {
+	case <-added:
+	case <-time.After(30 * time.Second): // Add is blocked opening the FIFO
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0) // it opens: let it read nothing
+		putKallsyms(t, fifo)
+		if err == nil {
+			w.Close()
+		}
+		<-added
+		t.Fatal("Add waited on the kallsyms file")
+	}
+	putKallsyms(t, fifo)
+	if got, ok := b.Lookup(f); !ok || got.Where != "nf_hook_slow" || got.N != 1 {
+		t.Errorf("Lookup: %+v %v, want one drop freed in nf_hook_slow", got, ok)
+	}
+}
+
+// putKallsyms puts a kallsyms file in place of the FIFO at path.
+func putKallsyms(t *testing.T, path string) {
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte("ffffffff81000000 T _stext\nffffffff81000100 t nf_hook_slow\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -56,6 +56,7 @@ func openNodeDrops(rate float64, host uint64, log *slog.Logger) *nodeDrops {
 			[]string{"reason", "protocol"})}
 	n.book = diagnose.NewDropBook(nodeDropsMax)
 	n.book.Ksyms = &netdiag.Kallsyms{}
+	go n.book.Ksyms.Load() // a second on a slow node: before the first timeout's diagnosis, not in it
 	n.book.Drained = nd.Drained
 	n.book.Missed = func() uint64 {
 		c, err := nd.Counts()

@@ -24,9 +24,13 @@ type Kallsyms struct {
 	err    error
 }
 
+// Load reads the text symbols' addresses now; Func does at its first call
+// otherwise. Safe beside Func.
+func (k *Kallsyms) Load() { k.once.Do(k.load) }
+
 // Func is the name of the function addr is in; "" when not known.
 func (k *Kallsyms) Func(addr uint64) string {
-	k.once.Do(k.load)
+	k.Load()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.err != nil || addr == 0 {
