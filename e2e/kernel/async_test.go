@@ -110,8 +110,8 @@ func TestAsyncOnlyWhenAsked(t *testing.T) {
 	pid, out := eaddrtest.RunInNS(t, ns, curl, "-sS", "http://127.0.0.1:8080/")
 	// off first: it sees the bind sentinel too (--errno all), and must not
 	// take it, arriving late, for its own.
-	off.Sentinel(t, "connect")
-	def.Sentinel(t, "bind")
+	off.SentinelPastHolds(t, "connect")
+	def.SentinelPastHolds(t, "bind")
 	for name, p := range map[string]*eaddrtest.TraceProc{"default": def, "--async=false": off} {
 		for _, ev := range p.ForPID(pid, 1, 0) {
 			if ev.Errno == "ECONNREFUSED" || ev.Async {

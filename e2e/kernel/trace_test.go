@@ -425,9 +425,9 @@ print(s.getsockname()[1])
 		ev.Remote == nil || ev.Remote.Port != 8080 || ev.NetNS != ns.Inode() {
 		t.Errorf("collision event %+v local %+v remote %+v", ev, ev.Local, ev.Remote)
 	}
-	// The refused connect after python's is off's sentinel: its connect
+	// The refused connects after python's are off's sentinels: its connect
 	// program was listening, and python's event would have come first.
-	off.Sentinel(t, "connect")
+	off.SentinelPastHolds(t, "connect")
 	if evs := off.ForPID(pid, 1, 0); len(evs) != 0 {
 		t.Errorf("without the flag: %+v", evs)
 	}

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/pipeline"
 )
 
 // TraceProc is a running `eaddr trace`.
@@ -245,15 +246,20 @@ func (p *TraceProc) NamesListed(t *testing.T) {
 }
 
 // Sentinel makes this test process fail one syscall in the host netns and
-// waits up to 5s for the trace to report it: "bind" fails bind() with
+// waits up to 30 s for the trace to report it: "bind" fails bind() with
 // EADDRNOTAVAIL (192.0.2.1, on no interface, at a random port), "connect"
 // fails a blocking connect() with ECONNREFUSED (a loopback port nothing
-// listens on; reported only with --errno all). The pipeline writes
-// events in the ring's order, so once the sentinel's event is out every
-// event of an earlier failure is too: a "nothing arrived" check after it
-// means nothing, not "not yet". Fails the test if the sentinel is not seen
-// within 30 s: a liveness bound, not a latency one (its binary's analysis
-// and its diagnosis each wait up to their bound, longer on a busy node).
+// listens on; reported only with --errno all). The pipeline writes events
+// in the ring's order but for one case: an event held for its binary's
+// analysis (pipeline.DefaultBinaryWait at most from when eaddr read it) is
+// overtaken by a later one whose binary is analysed, such as this test's.
+// So once the sentinel's event is out, every earlier failure's is out too
+// if its process already had one out (its binary analysed or its wait
+// over: its later events are not held): wait for that first, or use
+// SentinelPastHolds. A "nothing arrived" check then means nothing, not
+// "not yet". Failing the test when the sentinel is not seen within 30 s
+// is a liveness bound, not a latency one (its binary's analysis and its
+// diagnosis each wait up to their bound, longer on a busy node).
 func (p *TraceProc) Sentinel(t *testing.T, kind string) {
 	t.Helper()
 	self := os.Getpid()
@@ -285,6 +291,18 @@ func (p *TraceProc) Sentinel(t *testing.T, kind string) {
 	if ev := evs[n]; ev.Syscall != kind || ev.ErrnoNum != int(want) {
 		t.Fatalf("sentinel event %s %s, want %s %v", ev.Syscall, ev.Errno, kind, want)
 	}
+}
+
+// SentinelPastHolds is Sentinel for failures of processes that may have no
+// event out yet: a first sentinel is read after them, so their holds end
+// pipeline.DefaultBinaryWait after it at the latest; a second one, made
+// after that, is written after every event whose hold is over (the
+// pipeline releases those before it writes a new one), so after them.
+func (p *TraceProc) SentinelPastHolds(t *testing.T, kind string) {
+	t.Helper()
+	p.Sentinel(t, kind)
+	time.Sleep(pipeline.DefaultBinaryWait)
+	p.Sentinel(t, kind)
 }
 
 // ForRow returns the events in netns since the from'th: the row's
