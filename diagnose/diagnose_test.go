@@ -19,6 +19,7 @@ import (
 	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 func TestDiagnosisStrings(t *testing.T) {
@@ -76,7 +77,7 @@ type unixScene struct {
 
 func newUnixScene(t *testing.T) *unixScene {
 	t.Helper()
-	ns := testNS(t)
+	ns := testns.New(t)
 	s := &unixScene{ns: ns, dir: t.TempDir(), abstract: fmt.Sprintf("@eaddr-test-%d\x00x", time.Now().UnixNano())}
 	py := `import socket, sys, json, time
 d, ab = sys.argv[1], b"\0" + sys.argv[2][1:].encode() + b"\0x"
@@ -269,7 +270,7 @@ func TestDiagnoseProcNetFallback(t *testing.T) {
 // unix dump, holder scan) in a netns with about 2000 other bound unix
 // sockets, with sock_diag and with the /proc/net/unix fallback.
 func BenchmarkDiagnoseUnix(b *testing.B) {
-	ns := testNS(b)
+	ns := testns.New(b)
 	dir := b.TempDir()
 	cmd := exec.Command("python3", "-c", `import socket, resource, sys, time
 resource.setrlimit(resource.RLIMIT_NOFILE, (2100, 2100))
@@ -321,7 +322,7 @@ time.sleep(600)
 // to search them all, a file nobody seems to hold is only "probably" stale.
 func TestDiagnoseUnixOtherNetns(t *testing.T) {
 	s := newUnixScene(t) // netns A: holds live.sock
-	b := testNS(t)
+	b := testns.New(t)
 	sleep := exec.Command("sleep", "600")
 	if err := b.Start(sleep); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // served is a port a test netns serves on.
@@ -43,7 +44,7 @@ type fixNetns struct {
 
 func newFixNetns(t *testing.T, lo, hi int, srv []served, conns int) *fixNetns {
 	t.Helper()
-	f := fixIn(t, testNS(t), lo, hi, srv, conns)
+	f := fixIn(t, testns.New(t), lo, hi, srv, conns)
 	f.pid = startIn(t, f.ns)
 	return f
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/critest"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // TestOwnerOfRealPod: a pod a real containerd runs, as a kubelet asks it
@@ -54,7 +55,7 @@ func TestOwnerOfRealPod(t *testing.T) {
 	if o := ownerIn(t, d, d.HostNetNS, 1, 2); o.kind != ownerHost {
 		t.Errorf("the node's netns: %+v, want the host's", o)
 	}
-	plain := testNS(t)
+	plain := testns.New(t)
 	if o := ownerIn(t, d, plain.Inode(), startIn(t, plain)); o.kind != ownerOther || o.pid == 0 {
 		t.Errorf("a netns with a sleep in it: %+v, want no pod's, with its pid", o)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 	"github.com/eaddr/eaddr/tracer"
 )
 
@@ -46,12 +47,7 @@ sys.stdin.read()
 
 func newBusyNetNS(tb testing.TB, lo, hi, conns, tw int, reserved string) *busyNetNS {
 	tb.Helper()
-	testenv.RequireRoot(tb)
-	ns, err := netns.New()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { ns.Close() })
+	ns := testns.New(tb)
 	for name, v := range map[string]string{"net.ipv4.ip_local_port_range": fmt.Sprintf("%d %d", lo, hi),
 		"net.ipv4.tcp_tw_reuse": "0", "net.ipv4.ip_local_reserved_ports": reserved} {
 		if err := ns.SetSysctl(name, v); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // failScript moves the python process into the cgroup argv[1], then fails
@@ -46,12 +47,7 @@ type cgroupFailer struct {
 }
 
 func newCgroupFailer(t *testing.T) *cgroupFailer {
-	testenv.RequireRoot(t)
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	ns := testns.New(t)
 	root := filepath.Join(cgroup2Root(t), fmt.Sprintf("eaddr-test-%d-%s", os.Getpid(), filepath.Base(t.Name())))
 	if err := os.Mkdir(root, 0o755); err != nil {
 		t.Fatal(err)

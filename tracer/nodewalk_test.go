@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"os/exec"
 
-	"golang.org/x/sys/unix"
 	"slices"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/diagnose/portmodel"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 func newNodeWalk(t *testing.T) *NodeWalk {
@@ -109,7 +111,7 @@ func TestNodeWalkEqualsSockIter(t *testing.T) {
 	}
 	var all []made
 	for i := range 3 {
-		ns := newNetns(t)
+		ns := testns.New(t)
 		for name, v := range map[string]string{"net.ipv4.ip_local_port_range": fmt.Sprintf("%d 50999", 40000+i),
 			"net.ipv4.ip_local_reserved_ports": fmt.Sprintf("41000-41009,%d", 45000+i), "net.ipv4.tcp_tw_reuse": fmt.Sprint(i % 3)} {
 			if err := ns.SetSysctl(name, v); err != nil {
@@ -192,7 +194,7 @@ func startSleep(t *testing.T, ns *netns.NS) int {
 // of the test's would leave its sockets out, which the comparison sees.
 func TestNodeWalkRereadsStoppedChunks(t *testing.T) {
 	w := newNodeWalk(t)
-	ns := newNetns(t)
+	ns := testns.New(t)
 	sc := newScene(t, ns)
 	l := sc.listen()
 	for range 40 { // connections toward one destination: neighbouring buckets

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // A refused connect's source port, blocking or not, is the one the kernel
@@ -46,11 +47,7 @@ func TestReleasedSourcePort(t *testing.T) {
 // onePortNS is a netns whose ip_local_port_range is the single port 40000.
 func onePortNS(t *testing.T) *netns.NS {
 	t.Helper()
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	ns := testns.New(t)
 	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "40000 40000"); err != nil {
 		t.Fatal(err)
 	}

@@ -9,9 +9,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 	"golang.org/x/sys/unix"
-
-	"github.com/eaddr/eaddr/internal/netns"
 )
 
 // detach closes prog's link, as if the kernel skipped every run of it (a
@@ -61,12 +60,8 @@ func TestReleasedPortWithoutStateRun(t *testing.T) {
 func TestLaterErrorIsNotTheConnects(t *testing.T) {
 	tr := newTracer(t, Options{PID: uint32(os.Getpid()), Errnos: []int{int(unix.ECONNREFUSED), int(unix.ECONNRESET)}, Async: true})
 	detach(t, tr, tr.objs.AsyncState)
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	err = ns.Do(func() error { return connectThenReset(t) })
+	ns := testns.New(t)
+	err := ns.Do(func() error { return connectThenReset(t) })
 	if err != nil {
 		t.Fatal(err)
 	}

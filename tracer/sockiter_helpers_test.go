@@ -31,17 +31,6 @@ func newSockIter(t *testing.T) *SockIter {
 	return it
 }
 
-func newNetns(t *testing.T) *netns.NS {
-	t.Helper()
-	testenv.RequireRoot(t)
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatalf("netns.New: %v", err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	return ns
-}
-
 // readIn reads ns's sockets from a thread inside it.
 func readIn(t *testing.T, it *SockIter, ns *netns.NS) []portmodel.Socket {
 	t.Helper()

@@ -13,6 +13,7 @@ import (
 	"github.com/eaddr/eaddr/diagnose/portmodel"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 	"golang.org/x/sys/unix"
 )
 
@@ -68,7 +69,7 @@ func kernelHasTWEntryStamp(t *testing.T) bool {
 // of each against what the test made, and against ss.
 func TestSockIterReadsWhatWasMade(t *testing.T) {
 	it := newSockIter(t)
-	ns := newNetns(t)
+	ns := testns.New(t)
 	sc := newScene(t, ns)
 	startSec, startMS := monotonic(t)
 	l := sc.listen()
@@ -272,7 +273,7 @@ func someSockets(t *testing.T, ns *netns.NS) map[uint64]bool {
 // netns fails instead of answering for the wrong one.
 func TestSockIterNetnsIsolation(t *testing.T) {
 	it := newSockIter(t)
-	ns1, ns2 := newNetns(t), newNetns(t)
+	ns1, ns2 := testns.New(t), testns.New(t)
 	in1, in2 := someSockets(t, ns1), someSockets(t, ns2)
 	for _, tc := range []struct {
 		ns          *netns.NS
@@ -323,7 +324,7 @@ func TestSockIterNetnsIsolation(t *testing.T) {
 // tcp6_timewait_sock) and a v4-mapped one, which reads as IPv4.
 func TestSockIterIPv6(t *testing.T) {
 	it := newSockIter(t)
-	ns := newNetns(t)
+	ns := testns.New(t)
 	sc := newScene(t, ns)
 	startSec, startMS := monotonic(t)
 	l := sc.socket6()
@@ -362,7 +363,7 @@ func TestSockIterIPv6(t *testing.T) {
 // (the iterator's uid) and through iter/task_file (sk_uid).
 func TestSockIterUID(t *testing.T) {
 	it := newSockIter(t)
-	ns := newNetns(t)
+	ns := testns.New(t)
 	sc := newScene(t, ns)
 	const uid = 4321
 	asUID := func(fd *int) func() error {

@@ -17,9 +17,9 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 	"github.com/eaddr/eaddr/pipeline"
 )
 
@@ -99,11 +99,7 @@ func TestFlagsAcceptedAtStart(t *testing.T) {
 	}
 	defer ln.Close()
 	ns := eaddrtest.Exhausted(t, "tcp4", "127.0.0.1") // no process inside: the test's fd keeps it
-	withProc, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { withProc.Close() })
+	withProc := testns.New(t)
 	sleeper := exec.Command("sleep", "60")
 	if err := withProc.Start(sleeper); err != nil {
 		t.Fatal(err)

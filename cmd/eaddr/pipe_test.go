@@ -7,20 +7,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // A reader that closed stdout (eaddr top | head -1) got what it wanted:
 // every command exits 0, as trace does, and says nothing on stderr about it.
 func TestClosedStdoutExitsZero(t *testing.T) {
-	testenv.RequireRoot(t) // top and check need to see every netns
-	ns, err := netns.New() // clean: check's own status is 0 there
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	testenv.RequireRoot(t)                // top and check need to see every netns
+	ns := testns.New(t)                   // clean: check's own status is 0 there
 	sleep := exec.Command("sleep", "600") // a process to enter the netns through
 	if err := ns.Start(sleep); err != nil {
 		t.Fatal(err)

@@ -19,20 +19,9 @@ import (
 
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 	"golang.org/x/sys/unix"
 )
-
-// newNS creates a throwaway network namespace, closed at cleanup.
-func newNS(t testing.TB) *netns.NS {
-	t.Helper()
-	testenv.RequireRoot(t)
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatalf("netns.New: %v", err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	return ns
-}
 
 // startIn starts argv inside ns; the process is killed and reaped at cleanup.
 func startIn(t testing.TB, ns *netns.NS, argv ...string) *exec.Cmd {
@@ -53,7 +42,7 @@ func startIn(t testing.TB, ns *netns.NS, argv ...string) *exec.Cmd {
 // sandbox process, and a Netns handle on it opened through that process.
 func sandbox(t testing.TB) (*netns.NS, *Netns) {
 	t.Helper()
-	ns := newNS(t)
+	ns := testns.New(t)
 	cmd := startIn(t, ns, "sleep", "60")
 	n, err := OpenNetns(ns.Inode(), cmd.Process.Pid)
 	if err != nil {
@@ -156,7 +145,7 @@ func TestStateName(t *testing.T) {
 }
 
 func TestOpenNetns(t *testing.T) {
-	ns := newNS(t)
+	ns := testns.New(t)
 	sleep := startIn(t, ns, "sleep", "60")
 	pid := sleep.Process.Pid
 
@@ -196,7 +185,7 @@ func TestOpenNetns(t *testing.T) {
 	}
 
 	// A namespace nobody is in cannot be opened.
-	empty := newNS(t)
+	empty := testns.New(t)
 	if n3, err := OpenNetns(empty.Inode(), pid, 1); err == nil {
 		n3.Close()
 		t.Errorf("OpenNetns of a netns without processes succeeded (pid %d)", n3.PID())
@@ -696,7 +685,7 @@ func BenchmarkDumpSockets(b *testing.B) {
 
 // TestNetnsOpen checks netns.Open, on which OpenNetns is built.
 func TestNetnsOpen(t *testing.T) {
-	ns := newNS(t)
+	ns := testns.New(t)
 	sleep := startIn(t, ns, "sleep", "60")
 	o, err := netns.Open(procPath(sleep.Process.Pid, "ns/net"))
 	if err != nil {

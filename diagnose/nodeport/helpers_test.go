@@ -6,21 +6,7 @@ import (
 	"testing"
 
 	"github.com/eaddr/eaddr/internal/netns"
-	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
-
-// newNS makes a throwaway network namespace, closed when the test ends
-// (its rules go with it).
-func newNS(t *testing.T) *netns.NS {
-	t.Helper()
-	testenv.RequireRoot(t)
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatalf("netns.New: %v", err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	return ns
-}
 
 // run runs a program inside ns and fails the test when it fails.
 func run(t *testing.T, ns *netns.NS, prog string, args ...string) {

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // writeFile writes s to a file of the test's temporary directory.
@@ -29,7 +30,7 @@ func writeFile(t *testing.T, s string) string {
 func TestIPTablesNftNodePorts(t *testing.T) {
 	ipt := testenv.Program(t, "iptables-nft", "iptables")
 	ip6t := testenv.Program(t, "ip6tables-nft", "iptables")
-	ns := newNS(t)
+	ns := testns.New(t)
 	for _, args := range [][]string{
 		{"-t", "nat", "-N", "KUBE-NODEPORTS"},
 		{"-t", "nat", "-N", "KUBE-EXT-WEB"},
@@ -75,7 +76,7 @@ func TestIPTablesNftNodePorts(t *testing.T) {
 	wantMiss(t, tab, tcp, 30081)
 	wantMiss(t, tab, udp, 30080)
 
-	other := readIn(t, newNS(t))
+	other := readIn(t, testns.New(t))
 	if s := source(t, other, ModeIPTables); s.Err != nil || s.Entries != 0 {
 		t.Errorf("iptables source of another netns %+v, want read, 0 entries", s)
 	}
@@ -87,7 +88,7 @@ func TestIPTablesNftNodePorts(t *testing.T) {
 // iptables-legacy and Find does not guess.
 func TestIPTablesLegacyNotDecoded(t *testing.T) {
 	ipt := testenv.Program(t, "iptables-legacy", "iptables")
-	ns := newNS(t)
+	ns := testns.New(t)
 	empty := readIn(t, ns)
 	if s := source(t, empty, SourceLegacy); s.Err != nil {
 		t.Errorf("legacy source of a netns without legacy rules: %v, want nil", s.Err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // TestIPVSNotLoaded: on a kernel without the IPVS family, the source says
@@ -16,7 +17,7 @@ func TestIPVSNotLoaded(t *testing.T) {
 	if _, err := os.Stat("/proc/net/ip_vs"); err == nil {
 		t.Skip("ip_vs is loaded on this kernel: testdata/kernels/ipvsreply's TestIPVSNodePorts covers it")
 	}
-	tab := readIn(t, newNS(t))
+	tab := readIn(t, testns.New(t))
 	s := source(t, tab, ModeIPVS)
 	if !errors.Is(s.Err, errNoIPVS) || !strings.Contains(s.Err.Error(), "module not loaded") {
 		t.Errorf("ipvs source %+v, want the error %q", s, errNoIPVS)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // kubeProxyNft writes, with nft, the NodePort maps the way kube-proxy's
@@ -36,7 +37,7 @@ func kubeProxyNft(t *testing.T, ns *netns.NS, fam string, chains []string, nodeP
 // IPv6, read back with the Service port each element names; a port not in
 // the maps is a miss, as are the rules of another netns.
 func TestNftablesNodePorts(t *testing.T) {
-	ns := newNS(t)
+	ns := testns.New(t)
 	web := "external-ULMVA6XW-eaddr-test/web/tcp/http"
 	dns := "external-4ABCDEFG-kube-system/dns/udp/dns"
 	unnamed := "external-ZZZZZZZZ-eaddr-test/plain/tcp/"
@@ -44,7 +45,7 @@ func TestNftablesNodePorts(t *testing.T) {
 		"tcp . 30080 : goto "+web+", udp . 30053 : goto "+dns+", tcp . 30081 : goto "+unnamed,
 		"tcp . 30090 comment \"eaddr-test/none:p\" : goto reject-chain")
 	kubeProxyNft(t, ns, "ip6", []string{web}, "tcp . 30443 : goto "+web, "")
-	other := newNS(t)
+	other := testns.New(t)
 	kubeProxyNft(t, other, "ip", []string{web}, "tcp . 31000 : goto "+web, "")
 
 	tab := readIn(t, ns)
@@ -65,7 +66,7 @@ func TestNftablesNodePorts(t *testing.T) {
 	o := readIn(t, other)
 	wantHit(t, o, tcp, 31000, Hit{Mode: ModeNftables, Service: "eaddr-test/web:http", Port: 31000, Proto: tcp, Verdict: "goto " + web})
 	wantMiss(t, o, tcp, 30080)
-	empty := readIn(t, newNS(t))
+	empty := readIn(t, testns.New(t))
 	if s := source(t, empty, ModeNftables); s.Err != nil || s.Entries != 0 {
 		t.Errorf("nftables source of an empty netns %+v, want read, 0 entries", s)
 	}
@@ -100,5 +101,5 @@ func TestHostRulesNotSeen(t *testing.T) {
 	tcp := uint8(unix.IPPROTO_TCP)
 	wantHit(t, host, tcp, 32766, Hit{Mode: ModeNftables, Service: "eaddr-test/host:p", Port: 32766, Proto: tcp,
 		Verdict: "goto external-HOSTHOST-eaddr-test/host/tcp/p"})
-	wantMiss(t, readIn(t, newNS(t)), tcp, 32766)
+	wantMiss(t, readIn(t, testns.New(t)), tcp, 32766)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // lab is a throwaway netns in which a kernel test makes real sockets and
@@ -38,12 +39,7 @@ var nonLoop = netip.MustParseAddr("10.77.0.1")
 // 0.0.0.0:5000, 0.0.0.0:5001 and [::1]:5000 (outside the range).
 func newLab(t *testing.T, lo, hi int, sysctls ...string) *lab {
 	t.Helper()
-	testenv.RequireRoot(t)
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatalf("netns: %v", err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	ns := testns.New(t)
 	l := &lab{t: t, ns: ns, lo: lo, hi: hi, listeners: map[netip.AddrPort]int{}, ts: true}
 	l.sysctl("net.ipv4.ip_local_port_range", fmt.Sprintf("%d %d", lo, hi))
 	for _, kv := range sysctls {

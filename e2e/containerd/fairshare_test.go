@@ -11,6 +11,7 @@ import (
 
 	"github.com/eaddr/eaddr/internal/testing/critest"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // containerCgroup is the cgroup v2 directory of c's init process.
@@ -54,7 +55,7 @@ func TestFloodingPodEvents(t *testing.T) {
 	r := critest.Start(t)
 	flood := r.StartContainer(t, r.RunPod(t, "flood", "shop", nil, nil), "app", "sleep", "3600")
 	quiet := r.StartContainer(t, r.RunPod(t, "quiet", "shop", nil, nil), "app", "sleep", "3600")
-	ns := eaddrtest.EmptyNS(t)
+	ns := testns.New(t)
 	api := eaddrtest.NewEventsAPI(t)
 	p := eaddrtest.StartTrace(t, "--cri-endpoint", r.Socket, "--netns", strconv.FormatUint(ns.Inode(), 10), "--kube-events",
 		"--kubeconfig", eaddrtest.KubeconfigFor(t, api.Srv.URL, "test-token"), "--kube-events-qps", "0.01",

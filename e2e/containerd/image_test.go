@@ -15,6 +15,7 @@ import (
 	"github.com/eaddr/eaddr/internal/testing/critest"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // The image `make image` builds traces the node it runs on. Imported into a
@@ -148,7 +149,7 @@ func findEvent(t *testing.T, r *critest.Runtime, c *critest.Container, d time.Du
 // go away when the test ends.
 func netnsWithListener(t *testing.T) (*netns.NS, int) {
 	t.Helper()
-	ns := eaddrtest.EmptyNS(t)
+	ns := testns.New(t)
 	cmd := exec.Command(critest.BusyboxPath, "nc", "-l", "-p", "9090")
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Credential: &syscall.Credential{Uid: 65534, Gid: 65534},

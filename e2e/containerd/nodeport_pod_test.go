@@ -13,6 +13,7 @@ import (
 
 	"github.com/eaddr/eaddr/internal/testing/critest"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // podIP is the pod's own address, as the runtime reports it.
@@ -41,7 +42,7 @@ func TestNodePortProbedPod(t *testing.T) {
 	r := critest.Start(t)
 	pod := r.RunPod(t, "web", "shop", nil, nil)
 	ip := podIP(t, r, pod)
-	ns := eaddrtest.EmptyNS(t)
+	ns := testns.New(t)
 	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "31000 31001"); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // The live test's clock: the shipped rules' windows divided by liveScale
@@ -130,7 +131,7 @@ type filler struct {
 // listener on liveListen that keeps what it accepts. Cleanup closes it all.
 func fillingNetns(t *testing.T) (*netns.NS, *filler) {
 	t.Helper()
-	ns := eaddrtest.EmptyNS(t)
+	ns := testns.New(t)
 	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", fmt.Sprintf("%d %d", liveLo, liveLo+liveUsable-1)); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,7 +49,7 @@ func asyncClients(t *testing.T, godial, dst string) map[string][]string {
 // client printed. The sentinel after each proves nothing else was coming.
 func TestAsyncFailures(t *testing.T) {
 	testenv.RequireRoot(t)
-	refused, dropped := eaddrtest.EmptyNS(t), eaddrtest.BlackholeNS(t)
+	refused, dropped := testns.New(t), eaddrtest.BlackholeNS(t)
 	godial := eaddrtest.BuildGodial(t)
 	p := eaddrtest.StartTrace(t, "--errno", "ECONNREFUSED,ETIMEDOUT")
 	for _, sc := range []struct {
@@ -102,8 +103,7 @@ func checkAsync(t *testing.T, ev eaddrtest.JSONEvent, errno, dst string, min, ma
 // The default errnos are unchanged: no asynchronous event, and --async=false
 // turns them off under --errno all. The sentinel proves each trace listened.
 func TestAsyncOnlyWhenAsked(t *testing.T) {
-	testenv.RequireRoot(t)
-	ns := eaddrtest.EmptyNS(t)
+	ns := testns.New(t)
 	curl := testenv.Program(t, "curl", "curl")
 	def := eaddrtest.StartTrace(t)
 	off := eaddrtest.StartTrace(t, "--errno", "all", "--async=false")
@@ -287,8 +287,7 @@ func errnos(evs []eaddrtest.JSONEvent) string {
 // (/proc/.../syscall); then the listener closes and the next SYN is
 // refused.
 func TestInterruptedConnectIsOneFailure(t *testing.T) {
-	testenv.RequireRoot(t)
-	ns := eaddrtest.EmptyNS(t)
+	ns := testns.New(t)
 	if err := ns.SetSysctl("net.ipv4.tcp_syn_retries", "3"); err != nil {
 		t.Fatal(err)
 	}

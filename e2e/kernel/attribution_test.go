@@ -17,6 +17,7 @@ import (
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // wedgedCRI is a CRI socket that accepts connections and never answers, as a
@@ -105,8 +106,7 @@ func TestAttributionFreshCgroups(t *testing.T) {
 // positive control); in the new netns with the same inode, the same kind of
 // process gets no pod.
 func TestAttributionNetNSReuse(t *testing.T) {
-	testenv.RequireRoot(t)
-	first := eaddrtest.EmptyNS(t)
+	first := testns.New(t)
 	ex, err := netns.Exhaust(first, "tcp4", "127.0.0.1:8080", 40000, 40001)
 	if err != nil {
 		t.Fatal(err)

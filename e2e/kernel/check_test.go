@@ -14,18 +14,14 @@ import (
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // A real netns with no process left in it cannot be entered: check calls
 // it unknown with why and exits 3, also beside a clean one; beside a
 // critical one it exits 1.
 func TestCheckUnknownNetNS(t *testing.T) {
-	testenv.RequireRoot(t)
-	empty, err := netns.New() // held by this test's fd only: no process to enter it through
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { empty.Close() })
+	empty := testns.New(t) // held by this test's fd only: no process to enter it through
 	emptyInode := strconv.FormatUint(empty.Inode(), 10)
 	rep, code := eaddrtest.RunCheckJSON(t, "--netns", emptyInode)
 	if code != 3 || rep.Worst != diagnose.SevUnknown || len(rep.NetNS) != 1 || rep.NetNS[0].Worst != diagnose.SevUnknown ||
@@ -37,7 +33,7 @@ func TestCheckUnknownNetNS(t *testing.T) {
 		t.Errorf("stderr %q does not say nothing was audited", errOut)
 	}
 
-	clean := eaddrtest.EmptyNS(t)
+	clean := testns.New(t)
 	eaddrtest.Sandbox(t, clean)
 	if err := clean.SetSysctl("net.ipv4.ip_local_port_range", "40000 50001"); err != nil {
 		t.Fatal(err)
@@ -87,8 +83,7 @@ time.sleep(600)
 // connect() toward it fails. It returns the netns and the holder's pid.
 func heldNetNS(t *testing.T, comm string) (*netns.NS, int) {
 	t.Helper()
-	testenv.RequireRoot(t)
-	ns := eaddrtest.EmptyNS(t)
+	ns := testns.New(t)
 	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "40000 40009"); err != nil {
 		t.Fatal(err)
 	}

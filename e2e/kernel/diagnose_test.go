@@ -16,7 +16,7 @@ import (
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
-	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // diagTrace traces ns with a diagnosis wait no machine here outlasts: the
@@ -72,8 +72,7 @@ func TestDiagnoseEstablished(t *testing.T) {
 // Exhaustion held by TIME_WAIT sockets (the client closed first, and
 // tcp_tw_reuse is off): the verdict counts TIME_WAIT as ss does.
 func TestDiagnoseTimeWait(t *testing.T) {
-	testenv.RequireRoot(t)
-	ns := eaddrtest.EmptyNS(t)
+	ns := testns.New(t)
 	for k, v := range map[string]string{"net.ipv4.ip_local_port_range": "40000 40001", "net.ipv4.tcp_tw_reuse": "0"} {
 		if err := ns.SetSysctl(k, v); err != nil {
 			t.Fatal(err)
@@ -281,8 +280,7 @@ func snapshotTimes(t *testing.T, p *eaddrtest.TraceProc) []time.Time {
 // clears it when ip_local_reserved_ports covers the overlap, calls a netns
 // at 100% use critical, and exits 0, 1 or 2 as documented.
 func TestCheck(t *testing.T) {
-	testenv.RequireRoot(t)
-	ns := eaddrtest.EmptyNS(t)
+	ns := testns.New(t)
 	eaddrtest.Sandbox(t, ns)
 	inode := strconv.FormatUint(ns.Inode(), 10)
 	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "31000 40001"); err != nil {
@@ -327,8 +325,7 @@ func TestCheck(t *testing.T) {
 // Each names the file or name and its holder, never ports, and the two
 // paths bound in one netns within one interval get two diagnoses.
 func TestDiagnoseUnix(t *testing.T) {
-	testenv.RequireRoot(t)
-	ns := eaddrtest.EmptyNS(t)
+	ns := testns.New(t)
 	py := eaddrtest.Python(t)
 	dir := t.TempDir()
 	abstract := fmt.Sprintf("@eaddr-test-%d", time.Now().UnixNano())

@@ -7,6 +7,7 @@ import (
 
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // A pod that fails toward 20,000 addresses while eaddr is stopped (so that
@@ -22,7 +23,7 @@ import (
 func TestFloodingPodCannotHideAnother(t *testing.T) {
 	testenv.RequireRoot(t) // a netns of its own, and eaddr trace
 	const n = 20000
-	ns := eaddrtest.EmptyNS(t)
+	ns := testns.New(t)
 	_, floodLeaf, floodUID, _ := eaddrtest.PodCgroup(t)
 	_, quietLeaf, quietUID, _ := eaddrtest.PodCgroup(t)
 	p := eaddrtest.StartTrace(t, "--netns", strconv.FormatUint(ns.Inode(), 10), "--cri-endpoint", eaddrtest.DeadSocket(t), "--rate-limit-cgroup", "10/s",

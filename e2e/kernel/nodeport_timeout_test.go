@@ -11,6 +11,7 @@ import (
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // nodePortNS is the seed's node, in a throwaway netns: ip_local_port_range
@@ -25,7 +26,7 @@ import (
 func nodePortNS(t *testing.T) *netns.NS {
 	t.Helper()
 	nft := testenv.Program(t, "nft", "nftables")
-	ns := eaddrtest.EmptyNS(t)
+	ns := testns.New(t)
 	for k, v := range map[string]string{"net.ipv4.ip_local_port_range": "30100 30109", "net.ipv4.tcp_syn_retries": "1"} {
 		if err := ns.SetSysctl(k, v); err != nil {
 			t.Fatal(err)

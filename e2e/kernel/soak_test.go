@@ -17,6 +17,7 @@ import (
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // Bounded memory: 20,000 short-lived processes in 2,000 cgroups and 200
@@ -46,7 +47,7 @@ func TestSoakBoundedMemory(t *testing.T) {
 	const nNetNS, nCgroups, nProcs = 200, 2000, 20000
 	var nsList strings.Builder
 	for range nNetNS {
-		ns := eaddrtest.EmptyNS(t)
+		ns := testns.New(t)
 		ex, err := netns.Exhaust(ns, "tcp4", "127.0.0.1:8080", 40000, 40001)
 		if err != nil {
 			t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // memBoundMiB is the most memory (VmHWM) eaddr trace and eaddr check take
@@ -98,7 +99,7 @@ while True:
 
 func newHostileNetNS(t *testing.T) *hostileNetNS {
 	t.Helper()
-	ns := eaddrtest.EmptyNS(t)
+	ns := testns.New(t)
 	for name, v := range map[string]string{"net.ipv4.ip_local_port_range": hostileRange, "net.ipv4.tcp_tw_reuse": "0"} {
 		if err := ns.SetSysctl(name, v); err != nil {
 			t.Fatal(err)

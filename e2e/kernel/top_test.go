@@ -15,7 +15,7 @@ import (
 
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
-	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 	"github.com/eaddr/eaddr/top"
 )
 
@@ -33,8 +33,7 @@ type filling struct {
 
 func newFilling(t *testing.T) *filling {
 	t.Helper()
-	testenv.RequireRoot(t)
-	ns := eaddrtest.EmptyNS(t)
+	ns := testns.New(t)
 	eaddrtest.Sandbox(t, ns)
 	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", fmt.Sprintf("%d %d", topLo, topHi)); err != nil {
 		t.Fatal(err)

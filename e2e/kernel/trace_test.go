@@ -18,6 +18,7 @@ import (
 	"github.com/eaddr/eaddr/demo"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // Every real client fails once with EADDRNOTAVAIL in connect(), and eaddr
@@ -394,7 +395,7 @@ func TestClassifiedAfterExit(t *testing.T) {
 func TestNodePortCollisions(t *testing.T) {
 	testenv.RequireRoot(t)
 	py := eaddrtest.Python(t)
-	ns := eaddrtest.EmptyNS(t)
+	ns := testns.New(t)
 	// The scratch netns plays a host whose range was widened into 30000-32767.
 	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "31000 31001"); err != nil {
 		t.Fatal(err)

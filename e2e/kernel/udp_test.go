@@ -6,6 +6,7 @@ import (
 
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // udpExhaustScript binds UDP sockets on both ports of the netns's range,
@@ -54,7 +55,7 @@ print("unix connect:", err)
 func TestUDPExhaustionByDefault(t *testing.T) {
 	testenv.RequireRoot(t)
 	py := eaddrtest.Python(t)
-	ns := eaddrtest.EmptyNS(t)
+	ns := testns.New(t)
 	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "40000 40001"); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // The scenarios of TestWordingsRealPrograms, each a network namespace of its
@@ -279,7 +280,7 @@ func TestWordingsRealPrograms(t *testing.T) {
 		scA:  eaddrtest.Exhausted(t, "tcp4", "127.0.0.1"),
 		scA6: eaddrtest.Exhausted(t, "tcp6", "::1"),
 		scB:  listenerNS(t, "tcp4", "127.0.0.1:8080"),
-		scC:  eaddrtest.EmptyNS(t),
+		scC:  testns.New(t),
 		scT:  eaddrtest.BlackholeNS(t),
 	}
 	godial := eaddrtest.BuildGodial(t)
@@ -615,7 +616,7 @@ func wordingsSummary(results []wordingResult) string {
 // listenerNS returns a fresh netns in which a listener holds address.
 func listenerNS(t *testing.T, network, address string) *netns.NS {
 	t.Helper()
-	ns := eaddrtest.EmptyNS(t)
+	ns := testns.New(t)
 	l, err := ns.Listen(network, address)
 	if err != nil {
 		t.Fatal(err)

@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/pdeath"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // A child outlives the thread of the goroutine that called Start: that
@@ -96,14 +96,7 @@ func TestCallerWaits(t *testing.T) {
 // thread of its caller and every idle thread (NS.Do's thread, given back
 // after the fork, would be one of them).
 func TestNetNSStart(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: a new netns")
-	}
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	ns := testns.New(t) // skips (fails under EADDR_REQUIRE_BPF=1) when not root
 	cmd := exec.Command(sleepPath(t), "600")
 	cmd.SysProcAttr = &unix.SysProcAttr{Pdeathsig: unix.SIGKILL}
 	var inside []string

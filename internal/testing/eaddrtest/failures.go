@@ -11,18 +11,14 @@ import (
 	"github.com/eaddr/eaddr/demo"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // Exhausted returns a fresh netns whose two-port range is held by two
 // connections to host:8080. Everything is removed when the test ends.
 func Exhausted(t *testing.T, network, host string) *netns.NS {
 	t.Helper()
-	testenv.RequireRoot(t)
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	ns := testns.New(t)
 	ex, err := netns.Exhaust(ns, network, net.JoinHostPort(host, "8080"), 40000, 40001)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +102,7 @@ func ClosedPort(t *testing.T) int {
 // give up with ETIMEDOUT after about 3 s. Nothing leaves the netns.
 func BlackholeNS(t *testing.T) *netns.NS {
 	t.Helper()
-	ns := EmptyNS(t)
+	ns := testns.New(t)
 	if err := ns.SetSysctl("net.ipv4.tcp_syn_retries", "1"); err != nil {
 		t.Fatal(err)
 	}
@@ -115,17 +111,6 @@ func BlackholeNS(t *testing.T) *netns.NS {
 	if out, _, err := RunIn(context.Background(), ns, []string{"sh", "-c", script}); err != nil || out != "" {
 		t.Fatalf("setting up the blackhole: %v %s", err, out)
 	}
-	return ns
-}
-
-// EmptyNS returns a fresh netns with only lo up.
-func EmptyNS(t *testing.T) *netns.NS {
-	t.Helper()
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
 	return ns
 }
 

@@ -25,6 +25,7 @@ import (
 
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // Port is the server's TCP and UDP port.
@@ -89,13 +90,13 @@ func New(t testing.TB, o Options) *Lab {
 		o.Pods = 2
 	}
 	l := &Lab{Opts: o}
-	l.Node, l.Server = newNS(t), newNS(t)
+	l.Node, l.Server = testns.New(t), testns.New(t)
 	t.Cleanup(l.closeConns) // before the namespaces close (cleanups run last first)
 	l.Run(t, l.Node, "ip", "link", "add", "up0", "type", "veth", "peer", "name", "up1", "netns", l.Server.Path())
 	l.addr(t, l.Node, "up0", "198.18.0.1/24", "fd00:ea::1/64")
 	l.addr(t, l.Server, "up1", "198.18.0.2/24", "fd00:ea::2/64")
 	for i := range o.Pods {
-		p := newNS(t)
+		p := testns.New(t)
 		l.Pods = append(l.Pods, p)
 		dev := fmt.Sprintf("pod%d", i+1)
 		l.Run(t, l.Node, "ip", "link", "add", dev, "type", "veth", "peer", "name", "eth0", "netns", p.Path())
@@ -109,16 +110,6 @@ func New(t testing.TB, o Options) *Lab {
 	l.rules(t)
 	l.serve(t)
 	return l
-}
-
-func newNS(t testing.TB) *netns.NS {
-	t.Helper()
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	return ns
 }
 
 func sysctls(t testing.TB, ns *netns.NS, kv map[string]string) {

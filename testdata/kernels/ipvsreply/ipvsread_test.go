@@ -9,6 +9,7 @@ import (
 
 	"github.com/eaddr/eaddr/diagnose/nodeport"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 // TestIPVSNodePorts (here, not in diagnose/nodeport, because only the
@@ -23,7 +24,7 @@ func TestIPVSNodePorts(t *testing.T) {
 	loadIPVS(t)
 	const extra = 12
 	ipvsadm := testenv.Program(t, "ipvsadm", "ipvsadm")
-	ns := newNS(t)
+	ns := testns.New(t)
 	run(t, ns, ipvsadm, "-A", "-t", "192.0.2.1:30080", "-s", "rr")
 	run(t, ns, ipvsadm, "-a", "-t", "192.0.2.1:30080", "-r", "198.51.100.7:8080", "-m")
 	run(t, ns, ipvsadm, "-A", "-u", "192.0.2.1:30053", "-s", "rr")
@@ -37,7 +38,7 @@ func TestIPVSNodePorts(t *testing.T) {
 		run(t, ns, ipvsadm, "-A", "-t", svc, "-s", "rr")
 		run(t, ns, ipvsadm, "-a", "-t", svc, "-r", fmt.Sprintf("198.51.100.7:%d", 8100+i), "-m")
 	}
-	other := newNS(t)
+	other := testns.New(t)
 	run(t, other, ipvsadm, "-A", "-t", "192.0.2.1:31000", "-s", "rr")
 
 	tab := read(t, ns)

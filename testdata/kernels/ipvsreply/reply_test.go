@@ -18,6 +18,7 @@ import (
 	"github.com/eaddr/eaddr/diagnose/nodeport"
 	"github.com/eaddr/eaddr/internal/netns"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
+	"github.com/eaddr/eaddr/internal/testing/testns"
 )
 
 const (
@@ -35,7 +36,7 @@ func TestIPVSTakesNodePortReply(t *testing.T) {
 	loadIPVS(t)
 	ipvsadm := testenv.Program(t, "ipvsadm", "ipvsadm")
 	ip := testenv.Program(t, "ip", "iproute2")
-	node, peer := newNS(t), newNS(t)
+	node, peer := testns.New(t), testns.New(t)
 	run(t, node, ip, "link", "add", "np0", "type", "veth", "peer", "name", "np1")
 	run(t, node, ip, "link", "set", "np1", "netns", peer.Path())
 	run(t, node, ip, "addr", "add", nodeAddr+"/24", "dev", "np0")
@@ -212,16 +213,6 @@ func setSysctl(t *testing.T, ns *netns.NS, name, value string) {
 	if err := ns.SetSysctl(name, value); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func newNS(t *testing.T) *netns.NS {
-	t.Helper()
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	return ns
 }
 
 // run runs a program in ns and fails the test when it fails.
