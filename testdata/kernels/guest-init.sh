@@ -32,10 +32,15 @@ for a in $params; do
 done
 
 # off: in a guest, power off (qemu exits with -no-reboot); on the host, only leave this script.
-# Only the guests' PID 1, on a kernel booted by run.sh, powers off.
+# Only the guests' PID 1, on a kernel booted by run.sh, powers off. PID 1 must not exit while the
+# power-off runs (the kernel panics: "Attempted to kill init!"), and it must wait without exec:
+# the power-off shuts the 9p device down, and an amd64 guest's programs (sleep included) are the
+# host's, over 9p (seen once: "sleep: Input/output error", then the panic). So the shell's own
+# read, on the console, which never sends a line, until the power-off ends the guest.
 off() {
 	if [ $$ = 1 ] && [ "$MODE" = vm ] && $B grep -q 'guest_init=' /proc/cmdline; then
-		sync; echo o > /proc/sysrq-trigger; sleep 30
+		sync; echo o > /proc/sysrq-trigger
+		while :; do read -t 1 _ < /dev/console; done 2>/dev/null
 	fi
 	exit 0
 }
