@@ -340,7 +340,7 @@ func TestDumpSocketsTimeWait(t *testing.T) {
 			}
 		}
 		return len(tw) == 2
-	}, func() string { return fmtSocks(socks) })
+	}, func() string { return fmtSocks(socks) + tcpEnds(t, ns) })
 	for _, s := range tw {
 		p := s.Local.Port()
 		if p < 41000 || p > 41999 || s.Remote.String() != "127.0.0.1:8081" || s.Inode != 0 {

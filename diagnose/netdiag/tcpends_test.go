@@ -1,0 +1,70 @@
+package netdiag
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/eaddr/eaddr/internal/netns"
+)
+
+// tcpEnds says how ns's TCP connections ended early, for a test whose
+// connection is gone without the TIME_WAIT it waited for: the netns's
+// nonzero TcpExt counters of aborts and TIME_WAITs (an abort on memory or on
+// too many orphans resets both sides; a full TIME_WAIT table closes without
+// one), its Tcp OutRsts and EstabResets, and the machine's sockstat TCP line
+// (orphans, TIME_WAITs, pages). What cannot be read is said.
+func tcpEnds(t testing.TB, ns *netns.NS) string {
+	t.Helper()
+	var netstat, snmp, sockstat []byte
+	err := ns.Do(func() (err error) {
+		if netstat, err = os.ReadFile("/proc/thread-self/net/netstat"); err != nil {
+			return err
+		}
+		if snmp, err = os.ReadFile("/proc/thread-self/net/snmp"); err != nil {
+			return err
+		}
+		sockstat, err = os.ReadFile("/proc/thread-self/net/sockstat")
+		return err
+	})
+	if err != nil {
+		return fmt.Sprintf(" (TCP counters of %s not read: %v)", ns, err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nTCP counters of %s:", ns)
+	ext := procCounters(string(netstat), "TcpExt")
+	for _, name := range slices.Sorted(maps.Keys(ext)) {
+		if v := ext[name]; v != "0" && (strings.Contains(name, "Abort") || strings.HasPrefix(name, "TW") || strings.Contains(name, "TimeWait")) {
+			fmt.Fprintf(&b, " %s=%s", name, v)
+		}
+	}
+	tcp := procCounters(string(snmp), "Tcp")
+	fmt.Fprintf(&b, " OutRsts=%s EstabResets=%s", tcp["OutRsts"], tcp["EstabResets"])
+	for _, line := range strings.Split(string(sockstat), "\n") {
+		if strings.HasPrefix(line, "TCP:") {
+			fmt.Fprintf(&b, "; sockstat %s", line)
+		}
+	}
+	return b.String()
+}
+
+// procCounters reads the counters of one row of /proc/net/netstat or snmp:
+// a line of names after "prefix:", then a line of values.
+func procCounters(text, prefix string) map[string]string {
+	out := map[string]string{}
+	lines := strings.Split(text, "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) == 0 || names[0] != prefix+":" || len(values) != len(names) || values[0] != prefix+":" {
+			continue
+		}
+		for j := 1; j < len(names); j++ {
+			out[names[j]] = values[j]
+		}
+		return out
+	}
+	return out
+}
