@@ -46,3 +46,16 @@ func TestBuildOnceAndComplete(t *testing.T) {
 		}
 	}
 }
+
+// Dir: the environment variable when set and not empty, else the default.
+func TestDir(t *testing.T) {
+	const env = "EADDR_TEST_BUILDCACHE_DIR"
+	t.Setenv(env, "")
+	if d := Dir(env, "/var/cache/x"); d != "/var/cache/x" {
+		t.Errorf("empty %s: Dir = %q, want the default", env, d)
+	}
+	t.Setenv(env, "/tmp/elsewhere")
+	if d := Dir(env, "/var/cache/x"); d != "/tmp/elsewhere" {
+		t.Errorf("%s=/tmp/elsewhere: Dir = %q", env, d)
+	}
+}

@@ -57,6 +57,15 @@ func Lock(ctx context.Context, path, what string, logf func(format string, args 
 	}, nil
 }
 
+// Dir is the cache directory a tool's environment variable env names, or
+// def when env is unset or empty.
+func Dir(env, def string) string {
+	if d := os.Getenv(env); d != "" {
+		return d
+	}
+	return def
+}
+
 // WritableDir is nil when dir exists and this process may create files in
 // it, or when it does not exist and its nearest existing parent allows that.
 func WritableDir(dir string) error {

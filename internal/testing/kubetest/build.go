@@ -42,12 +42,7 @@ const CacheEnv = "EADDR_KUBE_CACHE"
 const DefaultCacheDir = "/var/cache/eaddr-kube"
 
 // CacheDir is $EADDR_KUBE_CACHE, or DefaultCacheDir.
-func CacheDir() string {
-	if d := os.Getenv(CacheEnv); d != "" {
-		return d
-	}
-	return DefaultCacheDir
-}
+func CacheDir() string { return buildcache.Dir(CacheEnv, DefaultCacheDir) }
 
 // BinaryPath is where the command name (one of Commands) of Version is (or
 // will be) cached.

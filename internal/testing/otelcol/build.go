@@ -59,12 +59,7 @@ const CacheEnv = "EADDR_OTELCOL_CACHE"
 const DefaultCacheDir = "/var/cache/eaddr-otelcol"
 
 // CacheDir is $EADDR_OTELCOL_CACHE, or DefaultCacheDir.
-func CacheDir() string {
-	if d := os.Getenv(CacheEnv); d != "" {
-		return d
-	}
-	return DefaultCacheDir
-}
+func CacheDir() string { return buildcache.Dir(CacheEnv, DefaultCacheDir) }
 
 // BinaryPath is where the collector is (or will be) cached: its name
 // carries Version and a digest of the wrapper's sources, so that another
