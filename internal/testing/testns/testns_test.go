@@ -6,11 +6,13 @@ import (
 	"testing"
 
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 // TestNewIsFreshAndClosedAtCleanup: the namespace is not the test's own, and
 // it is closed once the test that made it ends.
 func TestNewIsFreshAndClosedAtCleanup(t *testing.T) {
+	testenv.RequireRoot(t) // else New skips the subtest, and this one has nothing to check
 	own, err := os.Readlink("/proc/self/ns/net")
 	if err != nil {
 		t.Fatal(err)
