@@ -14,9 +14,10 @@ import (
 // tcpEnds says how ns's TCP connections ended early, for a test whose
 // connection is gone without the TIME_WAIT it waited for: the netns's
 // nonzero TcpExt counters of aborts and TIME_WAITs (an abort on memory or on
-// too many orphans resets both sides; a full TIME_WAIT table closes without
-// one), its Tcp OutRsts and EstabResets, and the machine's sockstat TCP line
-// (orphans, TIME_WAITs, pages). What cannot be read is said.
+// too many orphans resets both sides; a TIME_WAIT not made, its table full or
+// its allocation failed, counts TCPTimeWaitOverflow), its Tcp OutRsts and
+// EstabResets, and sockstat's TCP line (its inuse and tw are the netns's,
+// orphan and mem the machine's). What cannot be read is said.
 func tcpEnds(t testing.TB, ns *netns.NS) string {
 	t.Helper()
 	var netstat, snmp, sockstat []byte

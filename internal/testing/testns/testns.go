@@ -10,8 +10,9 @@ import (
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
-// New returns a fresh network namespace with only lo up, closed when the test
-// ends (its sockets, rules and sysctls go with it). It skips (testenv: a
+// New returns a fresh network namespace with only lo up; the test's handle on
+// it is closed when the test ends, so the namespace, its rules and sysctls go
+// once no process or socket holds it. It skips (testenv: a
 // failure under EADDR_REQUIRE_BPF=1) when not root, and fails the test when
 // the namespace cannot be made.
 func New(t testing.TB) *netns.NS {
