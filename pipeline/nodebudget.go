@@ -39,25 +39,13 @@ type nodeBudget struct {
 	warn int  // with k: --warn
 	k    reportSink
 
-	entries, ports, sources *prometheus.GaugeVec
-	ctEntries, ctMax        prometheus.Gauge
-	cloudLimit              prometheus.Gauge
-	cloudSet                bool
+	gauges     *budgetCollector
+	cloudLimit prometheus.Gauge
+	cloudSet   bool
 }
 
 func newNodeBudget(host uint64, cloudNATLimit float64, log *slog.Logger) *nodeBudget {
-	key := []string{"egress", "destination", "protocol"}
-	b := &nodeBudget{host: host, log: log, read: diagnose.ReadNodeBudgets,
-		entries: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eaddr_snat_entries",
-			Help: "Conntrack entries of the node's netns whose source NAT (MASQUERADE) holds a port of the egress address toward the destination (after DNAT), at the last port sample, for the destinations holding the most."}, key),
-		ports: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eaddr_snat_ports",
-			Help: "Ports the MASQUERADE rule that chose them can give toward that destination from that egress address (its --to-ports range, 1024-65535 without one): eaddr_snat_entries of it is exhaustion."}, key),
-		sources: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eaddr_snat_source_entries",
-			Help: "Of eaddr_snat_entries, those of one original source (a pod's address), for the 8 sources holding the most, with its pod when one of this node has the address: each pod's share."}, append(key, "source", "namespace", "pod")),
-		ctEntries: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eaddr_conntrack_entries",
-			Help: "Entries of the node netns's conntrack table at the last port sample (CTNETLINK, as conntrack -C)."}),
-		ctMax: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eaddr_conntrack_max",
-			Help: "net.netfilter.nf_conntrack_max: past it, conntrack makes no entry and drops new flows."}),
+	b := &nodeBudget{host: host, log: log, read: diagnose.ReadNodeBudgets, gauges: newBudgetCollector(),
 		cloudLimit: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eaddr_cloud_nat_limit",
 			Help: "--cloud-nat-limit: the connections a cloud NAT gives toward one destination (AWS NAT gateway: 55000), for the alert that sums eaddr_snat_entries over the nodes behind it."}),
 	}
@@ -88,7 +76,7 @@ func (r *traceRun) nodeBudgetSampler() func(*ports.Sample) {
 }
 
 func (b *nodeBudget) collectors() []prometheus.Collector {
-	cs := []prometheus.Collector{b.entries, b.ports, b.sources, b.ctEntries, b.ctMax}
+	cs := []prometheus.Collector{b.gauges}
 	if b.cloudSet {
 		cs = append(cs, b.cloudLimit)
 	}
@@ -96,45 +84,38 @@ func (b *nodeBudget) collectors() []prometheus.Collector {
 }
 
 // sampled takes one sample of the node's budgets (the port sample itself
-// is not used: the sampler calls it once per sample).
+// is not used: the sampler calls it once per sample). A table not read
+// leaves the SNAT series of the last sample, and its use when that was
+// not read either.
 func (b *nodeBudget) sampled(*ports.Sample) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	nb, err := b.read(b.host, nodeBudgetTop, b.podOf)
-	if nb != nil && nb.Conntrack != nil && b.met {
-		b.ctEntries.Set(float64(nb.Conntrack.Count))
-		b.ctMax.Set(float64(nb.Conntrack.Max))
+	if b.met {
+		b.publish(nb, err)
 	}
 	if err != nil {
 		b.log.Debug("node budget: cannot read the node's conntrack table", "err", err)
 		return
-	}
-	if b.met {
-		b.set(nb.SNAT)
 	}
 	if b.k != nil {
 		b.warnings(nb.SNAT)
 	}
 }
 
-// set replaces the SNAT series with those of bs.
-func (b *nodeBudget) set(bs []diagnose.SNATBudget) {
-	b.entries.Reset()
-	b.ports.Reset()
-	b.sources.Reset()
-	for i := range bs {
-		s := &bs[i]
-		l := []string{s.Egress.String(), s.Dst.String(), decode.ProtocolName(uint16(s.Proto))}
-		b.entries.WithLabelValues(l...).Set(float64(s.Entries))
-		b.ports.WithLabelValues(l...).Set(float64(s.Ports()))
-		for _, h := range s.Holders {
-			ns, pod := "", ""
-			if h.Pod != nil {
-				ns, pod = h.Pod.Namespace, h.Pod.Name
-			}
-			b.sources.WithLabelValues(append(l, h.Addr.String(), ns, pod)...).Set(float64(h.Entries))
-		}
+// publish makes one sample's budgets what a scrape sees, all at once.
+func (b *nodeBudget) publish(nb *diagnose.NodeBudgets, err error) {
+	v := &budgetView{}
+	if last := b.gauges.last.Load(); last != nil {
+		*v = *last
 	}
+	if nb != nil && nb.Conntrack != nil {
+		v.ct = nb.Conntrack
+	}
+	if err == nil {
+		v.snat = nb.SNAT
+	}
+	b.gauges.publish(v)
 }
 
 // warnings sends, for each budget at --warn percent or more, a Warning

@@ -1,11 +1,14 @@
 package pipeline
 
 import (
+	"errors"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
 	"github.com/eaddr/eaddr/decode"
@@ -68,18 +71,114 @@ func TestNodeBudgetLab(t *testing.T) {
 	b.met, b.k, b.warn = true, sink, 80
 	b.podOf = func(a netip.Addr) (*decode.Pod, bool) { return pod0, a == snatlab.PodAddr(0, 4) }
 	b.sampled(nil)
-	key := []string{snatlab.NodeAddr(4).String(), snatlab.ServerDst(4), "tcp"}
-	share := func(src, ns, pod string) float64 {
-		return gaugeValue(b.sources.WithLabelValues(append(key, src, ns, pod)...))
+	got := budgetSeries(t, b)
+	egress, dst := snatlab.NodeAddr(4).String(), snatlab.ServerDst(4)
+	if e, p := got[snatSeries("eaddr_snat_entries", egress, dst)], got[snatSeries("eaddr_snat_ports", egress, dst)]; e != 4 || p != 4 {
+		t.Errorf("eaddr_snat_entries %v of eaddr_snat_ports %v, want 4 of 4 (series %v)", e, p, got)
 	}
-	if e, p := gaugeValue(b.entries.WithLabelValues(key...)), gaugeValue(b.ports.WithLabelValues(key...)); e != 4 || p != 4 {
-		t.Errorf("eaddr_snat_entries %v of eaddr_snat_ports %v, want 4 of 4", e, p)
-	}
-	if s0, s1 := share("10.98.1.2", "lab", "pod0"), share("10.98.2.2", "", ""); s0 != 3 || s1 != 1 {
-		t.Errorf("shares: pod 0 %v, pod 1 %v; want 3 and 1", s0, s1)
+	if s0, s1 := got[snatSeries("eaddr_snat_source_entries", egress, dst, "10.98.1.2", "lab", "pod0")],
+		got[snatSeries("eaddr_snat_source_entries", egress, dst, "10.98.2.2", "", "")]; s0 != 3 || s1 != 1 {
+		t.Errorf("shares: pod 0 %v, pod 1 %v; want 3 and 1 (series %v)", s0, s1, got)
 	}
 	if len(sink.got) != 1 || sink.got[0].PodUID != "u-0" || sink.got[0].Dest.String() != snatlab.ServerDst(4) {
 		t.Fatalf("warnings %+v (%d unnamed): want one on pod 0 toward %s", sink.got, sink.unnamed, snatlab.ServerDst(4))
 	}
 	t.Logf("note: %s. Fix: %s", sink.got[0].Verdict, sink.got[0].Fix)
+}
+
+// A scrape sees one sample whole: during the next one (its read not
+// done) the last one's series, every one of them; after it, the new
+// sample's only (a destination gone from the top has no series left). A
+// table not read keeps the SNAT series of the last sample and shows the
+// table's use when that was read.
+func TestNodeBudgetScrapeWhole(t *testing.T) {
+	const eg = "198.18.0.1"
+	budget := func(dst string, entries int) diagnose.SNATBudget {
+		return diagnose.SNATBudget{Proto: unix.IPPROTO_TCP, Egress: netip.MustParseAddr(eg), Dst: netip.MustParseAddrPort(dst),
+			Entries: entries, Lo: 40000, Hi: 40009, Holders: []diagnose.SNATHolder{{Addr: netip.MustParseAddr("10.98.1.2"), Entries: entries}}}
+	}
+	type result struct {
+		nb  *diagnose.NodeBudgets
+		err error
+	}
+	reads := make(chan result)
+	b := newNodeBudget(1, 0, slog.New(slog.DiscardHandler))
+	b.met = true
+	b.read = func(uint64, int, func(netip.Addr) (*decode.Pod, bool)) (*diagnose.NodeBudgets, error) {
+		r := <-reads
+		return r.nb, r.err
+	}
+	sample := func() chan struct{} {
+		done := make(chan struct{})
+		go func() { b.sampled(nil); close(done) }()
+		return done
+	}
+	if got := budgetSeries(t, b); len(got) != 0 {
+		t.Fatalf("before any sample: %v, want no series", got)
+	}
+	first := &diagnose.NodeBudgets{SNAT: []diagnose.SNATBudget{budget("198.18.0.2:443", 9), budget("198.18.0.3:443", 2)},
+		Conntrack: &diagnose.ConntrackUse{Count: 11, Max: 100}}
+	done := sample()
+	reads <- result{nb: first}
+	<-done
+	whole := budgetSeries(t, b)
+	if len(whole) != 8 || whole[snatSeries("eaddr_snat_entries", eg, "198.18.0.3:443")] != 2 {
+		t.Fatalf("first sample: %v, want 2 destinations with entries, ports and a source each, and the table's use", whole)
+	}
+	done = sample() // the second sample's read has not returned
+	if got := budgetSeries(t, b); !maps.Equal(got, whole) {
+		t.Errorf("mid-sample: %v, want the first sample whole: %v", got, whole)
+	}
+	reads <- result{nb: &diagnose.NodeBudgets{SNAT: []diagnose.SNATBudget{budget("198.18.0.2:443", 10)}, Conntrack: &diagnose.ConntrackUse{Count: 12, Max: 100}}}
+	<-done
+	second := budgetSeries(t, b)
+	want := map[string]float64{snatSeries("eaddr_snat_entries", eg, "198.18.0.2:443"): 10, snatSeries("eaddr_snat_ports", eg, "198.18.0.2:443"): 10,
+		snatSeries("eaddr_snat_source_entries", eg, "198.18.0.2:443", "10.98.1.2", "", ""): 10, "eaddr_conntrack_entries": 12, "eaddr_conntrack_max": 100}
+	if !maps.Equal(second, want) {
+		t.Errorf("second sample: %v, want %v", second, want)
+	}
+	done = sample()
+	reads <- result{nb: &diagnose.NodeBudgets{Conntrack: &diagnose.ConntrackUse{Count: 13, Max: 100}}, err: errors.New("dump interrupted")}
+	<-done
+	want["eaddr_conntrack_entries"] = 13
+	if got := budgetSeries(t, b); !maps.Equal(got, want) {
+		t.Errorf("after a table not read: %v, want the SNAT series kept and the use read: %v", got, want)
+	}
+}
+
+// budgetSeries scrapes b's collectors: each series by its family's name
+// and labels, as snatSeries writes them.
+func budgetSeries(t *testing.T, b *nodeBudget) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(b.collectors()...)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			k := f.GetName()
+			for _, l := range m.GetLabel() { // sorted by name
+				k += " " + l.GetName() + "=" + l.GetValue()
+			}
+			out[k] = m.GetGauge().GetValue()
+		}
+	}
+	return out
+}
+
+// snatSeries is the key budgetSeries gives a SNAT series toward dst from
+// egress (tcp), with a source's address, namespace and pod when given.
+func snatSeries(name, egress, dst string, source ...string) string {
+	k := name + " destination=" + dst + " egress=" + egress
+	if len(source) == 3 {
+		k += " namespace=" + source[1] + " pod=" + source[2]
+	}
+	k += " protocol=tcp"
+	if len(source) == 3 {
+		k += " source=" + source[0]
+	}
+	return k
 }
