@@ -308,7 +308,8 @@ func TestAlertsAreDocumented(t *testing.T) {
 	}
 }
 
-// exportedMetrics greps the metric names eaddr registers (Name: "eaddr_...")
+// exportedMetrics greps the metric names eaddr registers (Name: "eaddr_..."
+// in the options of a metric, or NewDesc("eaddr_..." for a collector's own)
 // from pipeline/*.go, so that a renamed metric fails the tests below.
 func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
@@ -325,12 +326,12 @@ func exportedMetrics(t *testing.T) map[string]bool {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range regexp.MustCompile(`\bName:\s*"(eaddr_[a-z0-9_]+)"`).FindAllSubmatch(src, -1) {
+		for _, m := range regexp.MustCompile(`(?:\bName:\s*|\bNewDesc\(\s*)"(eaddr_[a-z0-9_]+)"`).FindAllSubmatch(src, -1) {
 			names[string(m[1])] = true
 		}
 	}
 	// Sanity: the grep finds what it is for.
-	for _, n := range []string{"eaddr_errors_total", "eaddr_ephemeral_ports_in_use", "eaddr_up"} {
+	for _, n := range []string{"eaddr_errors_total", "eaddr_ephemeral_ports_in_use", "eaddr_up", "eaddr_snat_entries"} {
 		if !names[n] {
 			t.Fatalf("pipeline/*.go: %s not found by the grep (found %v)", n, names)
 		}
