@@ -31,8 +31,12 @@ type Config struct {
 	Cgroup string         // only cgroup paths with this prefix
 	Node   string         // the node's name in each record
 	// Explain: 0 off, 1 short, 2 full (with every other client's wording).
-	Explain          int
-	CRIEndpoint      string
+	Explain     int
+	CRIEndpoint string
+	// NoPods: no traced process is in a pod (eaddr demo's own netns), so
+	// a container runtime that cannot be asked is logged at debug level
+	// only, even on a node with pods.
+	NoPods           bool
 	Flush            time.Duration // the longest an event waits in the ring
 	MetricsAddr      string        // serve /metrics and /healthz here ("": off)
 	MetricsMaxSeries int
@@ -277,7 +281,7 @@ func newTraceRun(c Config, t *tracer.Tracer, out io.Writer, log *slog.Logger, me
 	}
 	r.dec = dec
 	_, pods := pod.PodCgroups()
-	r.names = kube.NewResolver(c.CRIEndpoint, pods, log)
+	r.names = kube.NewResolver(c.CRIEndpoint, pods && !c.NoPods, log)
 	host := c.HostNetNS
 	if host == 0 {
 		host, _ = netdiag.HostInode()

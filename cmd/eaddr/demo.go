@@ -172,6 +172,10 @@ func startDemoTrace(ctx context.Context, f DemoFlags, ns *netns.NS, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
+	// Its clients are its own, in its netns: no pod's names to miss, and
+	// no warning to wrap across the screen on a node whose runtime eaddr
+	// cannot reach.
+	c.NoPods = true
 	w := &demoWatch{byPID: map[uint32][]demoEvent{}, done: make(chan error, 1)}
 	attached := make(chan struct{})
 	hooks := pipeline.Hooks{Attached: func() { close(attached) }, Event: w.record}

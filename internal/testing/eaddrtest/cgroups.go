@@ -36,10 +36,7 @@ func Cgroup2Mount(t *testing.T) string {
 	return ""
 }
 
-// A client moved into a kubepods-style cgroup (cgroupfs layout) fails, and
-// its event carries the pod UID, QoS and container ID from the cgroup path;
-// with no runtime socket, that is all, with one warning.
-// podCgroup makes a kubepods-style cgroup (cgroupfs layout) with a random
+// PodCgroup makes a kubepods-style cgroup (cgroupfs layout) with a random
 // pod UID and container ID under the cgroup2 mount, removed at cleanup.
 func PodCgroup(t *testing.T) (root, leaf, uid, cid string) {
 	t.Helper()
