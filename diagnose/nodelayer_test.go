@@ -12,6 +12,7 @@ import (
 	"github.com/eaddr/eaddr/decode"
 	"github.com/eaddr/eaddr/diagnose/netdiag"
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/connwait"
 	"github.com/eaddr/eaddr/internal/testing/snatlab"
 	"github.com/eaddr/eaddr/tracer"
 )
@@ -66,11 +67,11 @@ func timeout(t *testing.T, ns *netns.NS, dst netip.AddrPort) *decode.Event {
 		}
 		local, _ := unix.Getsockname(fd)
 		ev.Local = decode.Addr{Valid: true, Family: uint16(fam), IP: addrPortOf(local)}
-		if err := pollOut(fd, 30*time.Second); err != nil {
+		var errno unix.Errno
+		if err := connwait.Outcome(fd, 30*time.Second); !errors.As(err, &errno) {
 			return err
 		}
-		soErr, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
-		ev.Errno = soErr
+		ev.Errno = int(errno)
 		return nil
 	})
 	if err != nil || ev.Errno != int(unix.ETIMEDOUT) {
@@ -79,20 +80,6 @@ func timeout(t *testing.T, ns *netns.NS, dst netip.AddrPort) *decode.Event {
 	ev.Time, ev.AsyncAfter = time.Now(), time.Since(start)
 	ev.Remote = decode.Addr{Valid: true, Family: ev.Local.Family, IP: dst}
 	return ev
-}
-
-// pollOut waits until fd is writable (its connect ended) or d has passed.
-// A poll the Go runtime's preemption signal interrupts (EINTR: seen in the
-// 6.1 amd64 guest beside two busy loops) is polled again for what is left.
-func pollOut(fd int, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
-		_, err := unix.Poll(pfd, int(max(time.Until(deadline), 0)/time.Millisecond))
-		if !errors.Is(err, unix.EINTR) || time.Now().After(deadline) {
-			return err
-		}
-	}
 }
 
 func addrPortOf(sa unix.Sockaddr) netip.AddrPort {

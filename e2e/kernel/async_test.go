@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/eaddr/eaddr/demo"
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/connwait"
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"github.com/eaddr/eaddr/internal/testing/testns"
-	"golang.org/x/sys/unix"
 )
 
 // asyncClients are the clients that connect non-blocking, each toward
@@ -144,7 +146,11 @@ func TestAsyncSocketReuse(t *testing.T) {
 			}
 			err = unix.Connect(fd, sa)
 			if flags == unix.SOCK_NONBLOCK && err == unix.EINPROGRESS {
-				err = awaitRefusal(fd)
+				// Its end, before the close: the RST to the SYN may be
+				// handled after connect() returned (the loopback's softirq
+				// can run late, on ksoftirqd, on a loaded machine), and a
+				// socket closed in SYN_SENT has no refusal to report.
+				err = connwait.Outcome(fd, time.Minute)
 			}
 			unix.Close(fd)
 			if err != unix.ECONNREFUSED {
@@ -182,31 +188,6 @@ func bindSentinel(t *testing.T) {
 	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{192, 0, 2, 1}}); err != unix.EADDRNOTAVAIL {
 		t.Fatalf("bind to 192.0.2.1: %v, want EADDRNOTAVAIL", err)
 	}
-}
-
-// awaitRefusal waits for a non-blocking connect's outcome and returns it
-// (SO_ERROR). The RST to the SYN may be handled after connect() returns
-// (the loopback's softirq can run late, on ksoftirqd, on a loaded machine):
-// a socket closed before it is closed in SYN_SENT and has no asynchronous
-// refusal to report.
-func awaitRefusal(fd int) error {
-	for {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
-		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
-			return err
-		}
-		if fds[0].Revents != 0 {
-			break
-		}
-	}
-	soerr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
-	if err != nil {
-		return err
-	}
-	if soerr == 0 {
-		return nil
-	}
-	return unix.Errno(soerr)
 }
 
 // A non-blocking connect that succeeds within the call (loopback: the

@@ -17,6 +17,7 @@ import (
 	"github.com/eaddr/eaddr/diagnose"
 	"github.com/eaddr/eaddr/diagnose/nodeport"
 	"github.com/eaddr/eaddr/internal/netns"
+	"github.com/eaddr/eaddr/internal/testing/connwait"
 	"github.com/eaddr/eaddr/internal/testing/testenv"
 	"github.com/eaddr/eaddr/internal/testing/testns"
 )
@@ -142,39 +143,13 @@ func connect(t *testing.T, ns *netns.NS) (int, error) {
 			return err
 		}
 		port = sa.(*unix.SockaddrInet4).Port
-		verdict = wait(fd)
+		verdict = connwait.Outcome(fd, 2*time.Minute) // with tcp_syn_retries 1 the kernel gives up after about 3 s
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return port, verdict
-}
-
-// wait polls fd until the kernel ends the connect, and returns SO_ERROR.
-// The bound is only a guard against a hang: with tcp_syn_retries 1 the
-// kernel gives up after about 3 s.
-func wait(fd int) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
-		n, err := unix.Poll(fds, 1000)
-		if errors.Is(err, unix.EINTR) || (err == nil && n == 0) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("poll: %w", err)
-		}
-		e, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
-		if err != nil {
-			return err
-		}
-		if e != 0 {
-			return unix.Errno(e)
-		}
-		return nil
-	}
-	return errors.New("no verdict on the connect after 2 minutes")
 }
 
 func accept(ln net.Listener) {
