@@ -157,8 +157,15 @@ func TestTopTmux(t *testing.T) {
 		if len(r) == 2 && r[0].name == name && r[0].eta != "-" {
 			return true
 		}
-		if filling.ss() < 60 { // rising, but below the flat one's 120: on top by time to exhaustion, not by use
-			filling.add(2)
+		// Rising by 2 each time the screen shows the last rise, so that every
+		// sample of top sees it grow, however fast this polls and however
+		// late top draws its first table (idle, the rise once ended before
+		// top's first samples: a flat netns, no time, 2 minutes waited).
+		// Below the flat one's 120: on top by time to exhaustion, not by use.
+		if now := filling.ss(); now < 60 {
+			if r, ok := rowOf(s, name); ok && r.used == strconv.Itoa(now) {
+				filling.add(2)
+			}
 		}
 		return false
 	})
