@@ -115,10 +115,24 @@ func StartTraceWith(t *testing.T, setup func(*exec.Cmd), args ...string) *TraceP
 		}
 		if !strings.Contains(p.Stderr.String(), "msg=stopped") || (!p.LossOK && !strings.Contains(p.Stderr.String(), "lost=0")) {
 			t.Errorf("no totals with lost=0 on stderr after SIGINT:\n%s", p.Stderr.String())
+		} else if t.Failed() {
+			// Where a missing event went: lost, dropped, suppressed,
+			// filtered, or runs of a BPF program the kernel skipped.
+			t.Logf("eaddr's totals at its stop: %s", stoppedLine(p.Stderr.String()))
 		}
 	})
 	p.Stderr.WaitFor(t, "attached", 30*time.Second)
 	return p
+}
+
+// stoppedLine is the line of log that holds eaddr's totals (msg=stopped).
+func stoppedLine(log string) string {
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "msg=stopped") {
+			return l
+		}
+	}
+	return ""
 }
 
 // Done is closed once eaddr trace's stdout is closed: it exited.
