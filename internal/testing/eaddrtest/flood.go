@@ -30,12 +30,7 @@ for i in range(%d):
 // Totals parses the "stopped" line of a finished trace.
 func Totals(t *testing.T, stderr string) map[string]int {
 	t.Helper()
-	var line string
-	for _, l := range strings.Split(stderr, "\n") {
-		if strings.Contains(l, "msg=stopped") {
-			line = l
-		}
-	}
+	line := stoppedLine(stderr)
 	if line == "" {
 		t.Fatalf("no totals in:\n%s", stderr)
 	}

@@ -125,14 +125,16 @@ func StartTraceWith(t *testing.T, setup func(*exec.Cmd), args ...string) *TraceP
 	return p
 }
 
-// stoppedLine is the line of log that holds eaddr's totals (msg=stopped).
+// stoppedLine is the last line of log that holds eaddr's totals
+// (msg=stopped); "" when none does.
 func stoppedLine(log string) string {
+	var line string
 	for _, l := range strings.Split(log, "\n") {
 		if strings.Contains(l, "msg=stopped") {
-			return l
+			line = l
 		}
 	}
-	return ""
+	return line
 }
 
 // Done is closed once eaddr trace's stdout is closed: it exited.
