@@ -311,6 +311,17 @@ func TestDumpSocketsTimeWait(t *testing.T) {
 	if err := ns.SetSysctl("net.ipv4.ip_local_port_range", "41000 41999"); err != nil {
 		t.Fatal(err)
 	}
+	// A reset ends a TIME_WAIT unless tcp_rfc1337 is 1
+	// (tcp_timewait_state_process), and loopback sends one now and then: a
+	// server's segment delivered late, after the server's socket is gone,
+	// reaches the client's TIME_WAIT, which answers with an ACK, which the
+	// listener answers with a reset (the tcp:tcp_send_reset tracepoint:
+	// reason TCP_FLAGS from the LISTEN socket, once in 100 to 300 runs
+	// beside two busy loops). The test replays the server's FINs to make
+	// that happen each run, and keeps its TIME_WAITs by RFC 1337's rule.
+	if err := ns.SetSysctl("net.ipv4.tcp_rfc1337", "1"); err != nil {
+		t.Fatal(err)
+	}
 	if sc, err := n.Sysctls(); err != nil || sc.TCPTWReuse != 0 {
 		t.Fatalf("Sysctls: %+v, %v; want TCPTWReuse 0", sc, err)
 	}
@@ -319,6 +330,7 @@ func TestDumpSocketsTimeWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	acceptAll(t, l)
+	late := captureFINs(t, ns, 8081)
 	for range 2 {
 		c, err := ns.Dial("tcp4", "127.0.0.1:8081")
 		if err != nil {
@@ -328,10 +340,7 @@ func TestDumpSocketsTimeWait(t *testing.T) {
 	}
 	var tw []Socket
 	var socks []Socket
-	// The clients' TIME_WAITs, whatever else the dump holds (the server's
-	// side leaves LAST_ACK on its own time); the dump is logged if they
-	// never come (CI, 6.12 guest, two busy loops: once, 30 s without them).
-	waitForSaying(t, "the 2 clients' TIME_WAIT sockets", func() bool {
+	timeWaits := func() bool {
 		socks = dump(t, n, false)
 		tw = tw[:0]
 		for _, s := range socks {
@@ -340,14 +349,29 @@ func TestDumpSocketsTimeWait(t *testing.T) {
 			}
 		}
 		return len(tw) == 2
-	}, func() string { return fmtSocks(socks) + tcpEnds(t, ns) })
+	}
+	seen := func() string { return fmtSocks(socks) + tcpEnds(t, ns) }
+	// The clients' TIME_WAITs and the server's sockets gone (its side
+	// leaves LAST_ACK on its own time; CI, 6.12 guest, two busy loops:
+	// once 30 s without them), then the late FINs and their resets.
+	waitForSaying(t, "the 2 clients' TIME_WAIT sockets, the server's closed", func() bool {
+		return timeWaits() && len(socks) == 3
+	}, seen)
+	rsts := tcpCounter(t, ns, "OutRsts")
+	if got := late.replay(t); got < 2 {
+		t.Fatalf("the server sent %d FINs, want 2 or more", got)
+	}
+	waitForSaying(t, "a reset for each late FIN", func() bool { return tcpCounter(t, ns, "OutRsts") >= rsts+2 }, seen)
+	if !timeWaits() {
+		t.Fatalf("want the 2 clients' TIME_WAIT sockets kept after the resets; got%s", seen())
+	}
 	for _, s := range tw {
 		p := s.Local.Port()
 		if p < 41000 || p > 41999 || s.Remote.String() != "127.0.0.1:8081" || s.Inode != 0 {
 			t.Errorf("TIME_WAIT socket %+v: want local port in 41000-41999, remote 127.0.0.1:8081, inode 0", s)
 		}
 	}
-	t.Logf("after the clients closed first:%s", fmtSocks(socks))
+	t.Logf("after the clients closed first and the server's FINs came again:%s", fmtSocks(socks))
 }
 
 func TestDumpSocketsIPv6(t *testing.T) {

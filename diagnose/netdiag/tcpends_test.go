@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -72,4 +73,21 @@ func procCounters(text, prefix string) map[string]string {
 		return out
 	}
 	return out
+}
+
+// tcpCounter is the Tcp counter name of ns's /proc/net/snmp.
+func tcpCounter(t testing.TB, ns *netns.NS, name string) int {
+	t.Helper()
+	var snmp []byte
+	if err := ns.Do(func() (err error) {
+		snmp, err = os.ReadFile("/proc/thread-self/net/snmp")
+		return err
+	}); err != nil {
+		t.Fatalf("read the TCP counters of %s: %v", ns, err)
+	}
+	v, err := strconv.Atoi(procCounters(string(snmp), "Tcp")[name])
+	if err != nil {
+		t.Fatalf("Tcp %s of %s: %v", name, ns, err)
+	}
+	return v
 }
