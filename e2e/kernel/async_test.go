@@ -64,13 +64,15 @@ func TestAsyncFailures(t *testing.T) {
 	} {
 		for name, argv := range asyncClients(t, godial, sc.dst) {
 			t.Run(sc.name+"/"+name, func(t *testing.T) {
-				start := time.Now()
+				start, from := time.Now(), p.Count()
 				pid, out := eaddrtest.RunInNS(t, sc.ns, argv...)
 				p.ForPID(pid, 1, 5*time.Second)
 				p.Sentinel(t, "connect")
 				evs := p.ForPID(pid, 2, 0)
 				if len(evs) != 1 {
-					t.Fatalf("%d events, want 1: %+v (it printed %q after %v)", len(evs), evs, out, time.Since(start))
+					// the netns's others say whether it came with another pid
+					t.Fatalf("%d events, want 1: %+v (it printed %q after %v); all events of its netns since it started: %+v",
+						len(evs), evs, out, time.Since(start), p.ForRow(from, sc.ns.Inode()))
 				}
 				checkAsync(t, evs[0], sc.errno, sc.dst, sc.min, sc.max, out)
 			})

@@ -38,9 +38,7 @@ func TestLossAccounting(t *testing.T) {
 	if c["delivered"]+c["dropped"]+c["suppressed"]+c["filtered"] != c["events"] {
 		t.Errorf("delivered %d + dropped %d + suppressed %d + filtered %d != events %d", c["delivered"], c["dropped"], c["suppressed"], c["filtered"], c["events"])
 	}
-	p.Mu.Lock()
-	lines := len(p.Events)
-	p.Mu.Unlock()
+	lines := p.Count()
 	if lines != c["delivered"] {
 		t.Errorf("%d lines on stdout, %d delivered", lines, c["delivered"])
 	}

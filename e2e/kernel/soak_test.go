@@ -115,9 +115,7 @@ func TestSoakBoundedMemory(t *testing.T) {
 		t.Helper()
 		last, lastMove := -1, time.Now()
 		for ; ; time.Sleep(100 * time.Millisecond) {
-			p.Mu.Lock()
-			written := len(p.Events)
-			p.Mu.Unlock()
+			written := p.Count()
 			fams := eaddrtest.Scrape(t, base)
 			dropped := int(fams["eaddr_dropped_events_total"].GetMetric()[0].GetCounter().GetValue())
 			suppressed := int(fams["eaddr_suppressed_events_total"].GetMetric()[0].GetCounter().GetValue())

@@ -416,9 +416,7 @@ func TestWordingPackagesListed(t *testing.T) {
 func runWordingRow(t *testing.T, p *eaddrtest.TraceProc, ns *netns.NS, row wordingRow, argv []string) wordingResult {
 	t.Helper()
 	res := wordingResult{row: row}
-	p.Mu.Lock()
-	from := len(p.Events)
-	p.Mu.Unlock()
+	from := p.Count()
 	out, pid, err := eaddrtest.RunIn(t.Context(), ns, argv)
 	if err != nil {
 		t.Fatalf("%q: %v", argv, err)

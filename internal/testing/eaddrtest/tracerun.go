@@ -321,6 +321,13 @@ func (p *TraceProc) SentinelPastHolds(t *testing.T, kind string) {
 	p.Sentinel(t, kind)
 }
 
+// Count is the number of events read so far: a from for ForRow.
+func (p *TraceProc) Count() int {
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
+	return len(p.Events)
+}
+
 // ForRow returns the events in netns since the from'th: the row's
 // program and its helpers, which can be the ones that fail (git runs
 // git-remote-http as a grandchild, which prints through git's stderr).
