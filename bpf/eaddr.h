@@ -71,6 +71,13 @@ enum errno_id {
 #define EADDR_IPPROTO_TCP 6
 #define EADDR_SOCK_BINDPORT_LOCK 4 /* sk_userlocks: bind() chose the port (include/net/sock.h) */
 
+/* The slots of the per-CPU counter map lost. */
+enum lost_slot {
+	EADDR_LOST_RING = 0,   /* events dropped: the ring buffer was full */
+	EADDR_LOST_UNSEEN = 1, /* pending connects whose end nothing of eaddr's saw (errno unknown) */
+	EADDR_LOST_SLOTS = 2,
+};
+
 /* Non-blocking connects waiting for their outcome (LRU, by socket). */
 #define EADDR_PENDING 8192
 
@@ -284,6 +291,7 @@ struct eaddr_enums {
 	enum syscall_id syscall;
 	enum event_flag flag;
 	enum errno_id err;
+	enum lost_slot lost;
 };
 
 #endif /* EADDR_H */

@@ -31,6 +31,7 @@ type metrics struct {
 	errSeries map[errKey]prometheus.Counter
 
 	lost         atomic.Uint64                       // kernel drops, set by the trace loop
+	asyncUnseen  atomic.Uint64                       // pending connects whose end no program saw
 	skipped      [len(tracer.Programs)]atomic.Uint64 // runs the kernel skipped, by program
 	dropped      atomic.Uint64                       // events not written whole to stdout
 	suppressed   atomic.Uint64                       // events held back by --rate-limit
@@ -122,6 +123,10 @@ func newMetrics(maxSeries, maxPortSeries int, noDest bool) *metrics {
 			Help: "Events the kernel dropped because the ring buffer was full.",
 		}, func() float64 { return float64(m.lost.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "eaddr_async_unseen_total",
+			Help: "Non-blocking connects (--async) whose end the kernel did not show eaddr's programs, and whose error their program had read by the time the socket was destroyed: failures whose errno and event are lost. No skipped run is counted for them (eaddr_bpf_runs_skipped_total).",
+		}, func() float64 { return float64(m.asyncUnseen.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "eaddr_dropped_events_total",
 			Help: "Events read but not written to stdout: its queue was full, its reader went away, or it did not take them before shutdown. Only whole lines are written.",
 		}, func() float64 { return float64(m.dropped.Load()) }),
@@ -175,7 +180,7 @@ func (m *metrics) skippedCollectors() []prometheus.Collector {
 	for i, name := range tracer.Programs {
 		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "eaddr_bpf_runs_skipped_total",
-			Help:        "Runs of eaddr's BPF program the kernel skipped, as it was already running on that CPU (for the syscall programs: any kprobe or tracepoint program was): a skipped exit_connect or exit_bind may have been a failure; what a skipped async_state records, async_error records again. Counted by the kernel for the socket programs (async_*) on every kernel eaddr runs on, for the syscall ones by 6.12, not by 6.1 (there a 0 is no proof).",
+			Help:        "Runs of eaddr's BPF program the kernel skipped, as it was already running on that CPU (for the syscall programs: any kprobe or tracepoint program was): a skipped exit_connect or exit_bind may have been a failure; what a skipped async_state records, async_error records again. Counted by the kernel for the socket programs (async_*) on every kernel eaddr runs on, for the syscall ones (exit_*) by 6.12, not by 6.1 (there a 0 is no proof).",
 			ConstLabels: prometheus.Labels{"program": name},
 		}, func() float64 { return float64(m.skipped[i].Load()) }))
 	}

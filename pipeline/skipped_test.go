@@ -43,7 +43,7 @@ func TestRunsSkipped(t *testing.T) {
 			got[labelValue(m, "program")] = m.GetCounter().GetValue()
 		}
 	}
-	want := map[string]float64{"exit_connect": 2, "exit_bind": 0, "async_error": 0, "async_state": 5}
+	want := map[string]float64{"exit_connect": 2, "exit_bind": 0, "async_error": 0, "async_state": 5, "async_destroy": 0, "exit_getsockopt": 0}
 	if len(got) != len(want) {
 		t.Fatalf("eaddr_bpf_runs_skipped_total %v; want %v", got, want)
 	}

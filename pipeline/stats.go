@@ -35,6 +35,7 @@ func (r *traceRun) tick(now time.Time) {
 func (r *traceRun) updateMetrics(st tracer.Stats) {
 	m := r.met
 	m.lost.Store(st.KernelLost)
+	m.asyncUnseen.Store(st.AsyncUnseen)
 	for i, n := range st.RunsSkipped {
 		m.skipped[i].Store(n)
 	}
@@ -89,6 +90,7 @@ func (r *traceRun) cacheSizes(st tracer.Stats) *Caches {
 type Stats struct {
 	Events, Lost, Malformed      uint64 // reported by the kernel; dropped by the kernel; not an event
 	RunsSkipped                  uint64 // runs of eaddr's programs the kernel skipped (tracer.Stats)
+	AsyncUnseen                  uint64 // pending connects whose end no program saw (tracer.Stats)
 	Written, Delivered, Dropped  uint64
 	Filtered, FilteredUnresolved uint64
 	Suppressed                   uint64
@@ -139,7 +141,7 @@ func (r *traceRun) stats() Stats {
 		r.log.Warn("reading counters", "err", err)
 	}
 	b := r.limits
-	s := Stats{Events: st.Events + b.total, Lost: st.KernelLost, RunsSkipped: st.RunsSkippedTotal(), Malformed: st.Malformed, Written: r.written,
+	s := Stats{Events: st.Events + b.total, Lost: st.KernelLost, RunsSkipped: st.RunsSkippedTotal(), AsyncUnseen: st.AsyncUnseen, Malformed: st.Malformed, Written: r.written,
 		Delivered: r.sk.Delivered(), Dropped: r.sk.Dropped(), Filtered: r.filtered + b.filtered,
 		FilteredUnresolved: r.filteredUnresolved + b.unresolved, Suppressed: b.held(), NamesNotAwaited: r.hold.overflow,
 		NamesHeld: r.hold.held, NamesWaitMax: r.hold.waitMax,
@@ -195,6 +197,9 @@ func (r *traceRun) stoppedAttrs(s Stats) []any {
 	}
 	if s.RunsSkipped > 0 {
 		attrs = append(attrs, "runs_skipped", s.RunsSkipped)
+	}
+	if s.AsyncUnseen > 0 {
+		attrs = append(attrs, "async_unseen", s.AsyncUnseen)
 	}
 	return attrs
 }

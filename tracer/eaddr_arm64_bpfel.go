@@ -142,6 +142,14 @@ type eaddrLimitState struct {
 	Tat uint64
 }
 
+type eaddrLostSlot uint32
+
+const (
+	eaddrLostSlotEADDR_LOST_RING   eaddrLostSlot = 0
+	eaddrLostSlotEADDR_LOST_UNSEEN eaddrLostSlot = 1
+	eaddrLostSlotEADDR_LOST_SLOTS  eaddrLostSlot = 2
+)
+
 type eaddrProcFacts struct {
 	_       structs.HostLayout
 	ExeIno  uint64
@@ -185,10 +193,12 @@ const (
 	eaddrMapPending              = "pending"
 	eaddrMapPendingScratch       = "pending_scratch"
 	eaddrMapProcs                = "procs"
+	eaddrProgAsyncDestroy        = "async_destroy"
 	eaddrProgAsyncError          = "async_error"
 	eaddrProgAsyncState          = "async_state"
 	eaddrProgExitBind            = "exit_bind"
 	eaddrProgExitConnect         = "exit_connect"
+	eaddrProgExitGetsockopt      = "exit_getsockopt"
 	eaddrVarAllErrnos            = "all_errnos"
 	eaddrVarAsyncOn              = "async_on"
 	eaddrVarCgIntervalNs         = "cg_interval_ns"
@@ -259,10 +269,12 @@ type eaddrSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type eaddrProgramSpecs struct {
-	AsyncError  *ebpf.ProgramSpec `ebpf:"async_error"`
-	AsyncState  *ebpf.ProgramSpec `ebpf:"async_state"`
-	ExitBind    *ebpf.ProgramSpec `ebpf:"exit_bind"`
-	ExitConnect *ebpf.ProgramSpec `ebpf:"exit_connect"`
+	AsyncDestroy   *ebpf.ProgramSpec `ebpf:"async_destroy"`
+	AsyncError     *ebpf.ProgramSpec `ebpf:"async_error"`
+	AsyncState     *ebpf.ProgramSpec `ebpf:"async_state"`
+	ExitBind       *ebpf.ProgramSpec `ebpf:"exit_bind"`
+	ExitConnect    *ebpf.ProgramSpec `ebpf:"exit_connect"`
+	ExitGetsockopt *ebpf.ProgramSpec `ebpf:"exit_getsockopt"`
 }
 
 // eaddrMapSpecs contains maps before they are loaded into the kernel.
@@ -408,18 +420,22 @@ type eaddrVariables struct {
 //
 // It can be passed to loadEaddrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type eaddrPrograms struct {
-	AsyncError  *ebpf.Program `ebpf:"async_error"`
-	AsyncState  *ebpf.Program `ebpf:"async_state"`
-	ExitBind    *ebpf.Program `ebpf:"exit_bind"`
-	ExitConnect *ebpf.Program `ebpf:"exit_connect"`
+	AsyncDestroy   *ebpf.Program `ebpf:"async_destroy"`
+	AsyncError     *ebpf.Program `ebpf:"async_error"`
+	AsyncState     *ebpf.Program `ebpf:"async_state"`
+	ExitBind       *ebpf.Program `ebpf:"exit_bind"`
+	ExitConnect    *ebpf.Program `ebpf:"exit_connect"`
+	ExitGetsockopt *ebpf.Program `ebpf:"exit_getsockopt"`
 }
 
 func (p *eaddrPrograms) Close() error {
 	return _EaddrClose(
+		p.AsyncDestroy,
 		p.AsyncError,
 		p.AsyncState,
 		p.ExitBind,
 		p.ExitConnect,
+		p.ExitGetsockopt,
 	)
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eaddr/eaddr/internal/testing/eaddrtest"
+	"github.com/eaddr/eaddr/tracer"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -66,7 +67,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s: %v, want %v for netns %d", name, f, want, ns.Inode())
 		}
 	}
-	for _, name := range []string{"eaddr_lost_events_total", "eaddr_events_total", "go_goroutines", "process_resident_memory_bytes"} {
+	for _, name := range []string{"eaddr_lost_events_total", "eaddr_async_unseen_total", "eaddr_events_total", "go_goroutines", "process_resident_memory_bytes"} {
 		if fams[name] == nil {
 			t.Errorf("no %s", name)
 		}
@@ -74,8 +75,8 @@ func TestMetrics(t *testing.T) {
 	if v := fams["eaddr_lost_events_total"].GetMetric()[0].GetCounter().GetValue(); v != 0 {
 		t.Errorf("lost %v", v)
 	}
-	if f := fams["eaddr_bpf_runs_skipped_total"]; len(f.GetMetric()) != 4 {
-		t.Errorf("eaddr_bpf_runs_skipped_total: %v; want a series for each of the 4 programs", f)
+	if f := fams["eaddr_bpf_runs_skipped_total"]; len(f.GetMetric()) != len(tracer.Programs) {
+		t.Errorf("eaddr_bpf_runs_skipped_total: %v; want a series for each of the %d programs", f, len(tracer.Programs))
 	}
 }
 
