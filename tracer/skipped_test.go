@@ -77,26 +77,7 @@ func TestLaterErrorIsNotTheConnects(t *testing.T) {
 // and resets (SO_LINGER 0).
 func connectThenReset(t *testing.T) error {
 	t.Helper()
-	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(l)
-	addr := &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: 8080}
-	if err := unix.Bind(l, addr); err != nil {
-		return err
-	}
-	if err := unix.Listen(l, 0); err != nil {
-		return err
-	}
-	first, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(first)
-	if err := unix.Connect(first, addr); err != nil {
-		return err
-	}
+	l, addr := fullListener(t)
 	second, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
 		return err
@@ -134,6 +115,35 @@ func connectThenReset(t *testing.T) error {
 			t.Fatalf("the second client never saw the reset")
 		}
 	}
+}
+
+// fullListener listens on 127.0.0.1:8080 (in the calling thread's netns)
+// with backlog 0, and fills its accept queue with a first, blocking client:
+// the SYNs of later connects are dropped until it accepts. Both sockets
+// are closed at the test's end.
+func fullListener(t *testing.T) (l int, addr *unix.SockaddrInet4) {
+	t.Helper()
+	addr = &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: 8080}
+	for _, client := range []bool{false, true} {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		switch {
+		case client:
+			err = unix.Connect(fd, addr)
+		default:
+			l = fd
+			if err = unix.Bind(fd, addr); err == nil {
+				err = unix.Listen(fd, 0)
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l, addr
 }
 
 func tcpState(t *testing.T, fd int) uint8 {

@@ -54,33 +54,13 @@ func TestAsyncUnseenCounted(t *testing.T) {
 }
 
 // timeOutThree makes three non-blocking connects time out (the kernel gives
-// up after about 3 s, TCP_SYNCNT 1): a listener whose accept queue (backlog
-// 0) a first client fills drops their SYNs. The first one's error is read
-// with SO_ERROR, the second's not at all (its end waited for in TCP_INFO's
-// state), the third's with recv; then all are closed: their sockets are
-// destroyed.
+// up after about 3 s, TCP_SYNCNT 1): a full accept queue (fullListener)
+// drops their SYNs. The first one's error is read with SO_ERROR, the
+// second's not at all (its end waited for in TCP_INFO's state), the
+// third's with recv; then all are closed: their sockets are destroyed.
 func timeOutThree(t *testing.T) error {
 	t.Helper()
-	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(l)
-	addr := &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: 8080}
-	if err := unix.Bind(l, addr); err != nil {
-		return err
-	}
-	if err := unix.Listen(l, 0); err != nil {
-		return err
-	}
-	first, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(first)
-	if err := unix.Connect(first, addr); err != nil {
-		return err
-	}
+	_, addr := fullListener(t)
 	fds := [3]int{-1, -1, -1}
 	defer func() {
 		for _, fd := range fds {
@@ -90,6 +70,7 @@ func timeOutThree(t *testing.T) error {
 		}
 	}()
 	for i := range fds {
+		var err error
 		if fds[i], err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK, 0); err != nil {
 			return err
 		}
