@@ -1047,6 +1047,10 @@ int exit_getsockopt(struct syscall_exit_ctx *ctx)
 	__u64 key = (__u64)sk;
 	if (!sk || !bpf_map_lookup_elem(&pending, &key))
 		return 0;
+	/* Ended: optval is read from the program's memory, where another of
+	 * its threads could write; a connect still going is not ended by it. */
+	if (BPF_CORE_READ(sk, __sk_common.skc_state) != EADDR_TCP_CLOSE)
+		return 0;
 	int err = 0;
 	if (bpf_probe_read_user(&err, sizeof(err), (const void *)PT_REGS_PARM4_CORE_SYSCALL(regs)) || err <= 0)
 		return 0; /* 0: connected, or still connecting: the state's change tells */
