@@ -485,9 +485,10 @@ type Stats struct {
 	// AsyncUnseen are pending connects (--async) whose socket was destroyed
 	// before either async program saw the connect end, with its error
 	// already read by its program other than with SO_ERROR (recv, send): a
-	// failure whose errno and event are lost. The kernel did not run the programs at all (no
-	// skipped run was counted): this VM's kernel does not run BPF programs
-	// in a softirq over its agent's threads (docs/testing.md).
+	// failure whose errno and event are lost. The kernel did not run the
+	// programs at all (no skipped run was counted): this VM's kernel does
+	// not run BPF programs in a softirq over its agent's threads
+	// (docs/testing.md).
 	AsyncUnseen uint64
 }
 
