@@ -153,12 +153,33 @@ struct {
 	__type(value, struct proc_facts);
 } procs SEC(".maps");
 
-/* Socket -> the event of its connect() that returned EINPROGRESS (LRU). */
+/* How much of a kept connect's end the async programs saw. */
+enum pending_end {
+	PENDING_OPEN = 0, /* nothing yet */
+	/* It left SYN_SENT for CLOSE with no error on the socket: its program's
+	 * close(), a disconnect (connect() with AF_UNSPEC, shutdown(): the
+	 * report of ECONNRESET follows), or a failure whose error its program
+	 * took (SO_ERROR, recv) between the kernel's setting it and the change
+	 * (tcp_done_with_error: the report follows, the error gone). */
+	PENDING_QUIET = 1,
+	/* Then the kernel reported an error the socket no longer held: its
+	 * program took it, and it is the connect's. */
+	PENDING_TAKEN = 2,
+};
+
+/* A connect() that returned EINPROGRESS, kept until its end. */
+struct pending_conn {
+	struct event ev; /* the event it will be */
+	__s32 taken;     /* the error its program read with SO_ERROR while kept; 0 if none */
+	__u32 end;       /* enum pending_end */
+};
+
+/* Socket -> its pending connect (LRU). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, EADDR_PENDING);
 	__type(key, __u64);
-	__type(value, struct event);
+	__type(value, struct pending_conn);
 } pending SEC(".maps");
 
 /* Sockets whose pending connect was reported, with the errno: a program
@@ -182,12 +203,12 @@ struct {
 	__type(value, struct conn_end);
 } conn_ends SEC(".maps");
 
-/* Where a pending event is built: too big for the BPF stack. */
+/* Where a pending connect is built: too big for the BPF stack. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct event);
+	__type(value, struct pending_conn);
 } pending_scratch SEC(".maps");
 
 /* Force the types into BTF so bpf2go -type can emit them. */
@@ -816,9 +837,10 @@ static __always_inline void released(struct event *e, struct sock *sk)
 static __always_inline void async_report(struct sock *sk, int err, __u64 cookie)
 {
 	__u64 key = (__u64)sk;
-	struct event *p = bpf_map_lookup_elem(&pending, &key);
-	if (!p || err <= 0)
+	struct pending_conn *pc = bpf_map_lookup_elem(&pending, &key);
+	if (!pc || err <= 0)
 		return;
+	struct event *p = &pc->ev;
 	/* Connected, and its change to ESTABLISHED not seen (the kernel skipped
 	 * that run of async_state): this error is a later one, not the
 	 * connect's. */
@@ -892,9 +914,12 @@ static __always_inline int track_pending(bool intr)
 	if (!sk || BPF_CORE_READ(sk, sk_protocol) != EADDR_IPPROTO_TCP)
 		return 0;
 	__u32 zero = 0;
-	struct event *e = bpf_map_lookup_elem(&pending_scratch, &zero);
-	if (!e)
+	struct pending_conn *pc = bpf_map_lookup_elem(&pending_scratch, &zero);
+	if (!pc)
 		return 0;
+	pc->taken = 0;
+	pc->end = PENDING_OPEN;
+	struct event *e = &pc->ev;
 	__u64 cgroup_id = task_cgroup_id(task);
 	e->boot_ns = bpf_ktime_get_boot_ns();
 	e->cgroup_id = cgroup_id;
@@ -909,7 +934,7 @@ static __always_inline int track_pending(bool intr)
 	fill_task(e, task, task_net, bpf_get_current_pid_tgid(), false);
 	fill_call(e, task, regs, (const void *)PT_REGS_PARM2_SYSCALL(regs), (int)PT_REGS_PARM3_SYSCALL(regs));
 	__u64 key = (__u64)sk;
-	bpf_map_update_elem(&pending, &key, e, BPF_ANY);
+	bpf_map_update_elem(&pending, &key, pc, BPF_ANY);
 	/* Over loopback the outcome can come within connect() itself, before
 	 * the entry was there: a refusal is reported now, a connection made
 	 * leaves no entry behind (a stale one would be taken, once the memory
@@ -974,6 +999,29 @@ static __always_inline void record_end(const struct sock *sk)
 	bpf_map_update_elem(&conn_ends, &key, &c, BPF_ANY);
 }
 
+/* The kernel reported an error on a socket whose pending connect left
+ * SYN_SENT for CLOSE with none on it (PENDING_QUIET). tcp_done_with_error
+ * sets the error before that change: held now, it was set after it, by
+ * tcp_disconnect (connect() with AF_UNSPEC, shutdown()), whose ECONNRESET is
+ * the program's own doing, not a failure: forgotten. Not held, its program
+ * took it in between: reported with what it took when exit_getsockopt has
+ * seen that; else left to it, or to async_destroy, as the connect's failure
+ * (PENDING_TAKEN). False when sk has no such connect. */
+static __always_inline bool error_after_quiet(struct sock *sk, int err)
+{
+	__u64 key = (__u64)sk;
+	struct pending_conn *p = bpf_map_lookup_elem(&pending, &key);
+	if (!p || p->end != PENDING_QUIET)
+		return false;
+	if (err > 0)
+		bpf_map_delete_elem(&pending, &key);
+	else if (p->taken > 0)
+		async_report(sk, p->taken, bpf_get_socket_cookie(sk));
+	else
+		p->end = PENDING_TAKEN;
+	return true;
+}
+
 /* A socket's error: a pending connect refused, timed out, unreachable.
  * The kernel reports it after the change to CLOSE (tcp_done_with_error),
  * so the failing connect's source port is recorded here too: when the
@@ -986,18 +1034,39 @@ int BPF_PROG(async_error, const struct sock *sk)
 	if (ended_on && sk->__sk_common.skc_state == EADDR_TCP_CLOSE && sk->sk_protocol == EADDR_IPPROTO_TCP &&
 	    never_answered(sk))
 		record_end(sk);
-	if (async_on)
+	if (async_on && !error_after_quiet((struct sock *)sk, sk->sk_err))
 		async_report((struct sock *)sk, sk->sk_err, bpf_get_socket_cookie((struct sock *)sk));
 	return 0;
 }
 
-/* A pending connect that leaves SYN_SENT: connected (forgotten), or closed,
- * with its error when the state changes before the error is reported
- * (tcp_done_with_error), without one when the program gave up. A socket
- * that enters SYN_SENT is a new connect: what was reported for its memory
- * before is another socket's. Attached also without async_on (Options
- * NodePort, ended_on): it makes each connecting socket's cookie and records
- * how failing connects ended. */
+/* A pending connect left SYN_SENT for CLOSE. tcp_done_with_error sets the
+ * error, then changes the state (here), then reports the error (async_error),
+ * and its program may take the error (SO_ERROR, recv) at any point after the
+ * first. With the error still on the socket, it is reported; else with the
+ * one its program took, if exit_getsockopt has seen that; else it is kept
+ * (PENDING_QUIET) for what follows (error_after_quiet): the report of an
+ * error it took, or of a disconnect's, or none (its program's close():
+ * async_destroy forgets it). */
+static __always_inline void closed(struct sock *sk)
+{
+	__u64 key = (__u64)sk;
+	struct pending_conn *p = bpf_map_lookup_elem(&pending, &key);
+	if (!p)
+		return;
+	int taken = p->taken, err = sk->sk_err;
+	if (err <= 0 && taken <= 0) {
+		p->end = PENDING_QUIET;
+		return;
+	}
+	async_report(sk, err > 0 ? err : taken, bpf_get_socket_cookie(sk));
+	bpf_map_delete_elem(&pending, &key);
+}
+
+/* A pending connect that leaves SYN_SENT: connected (forgotten), or closed
+ * (closed). A socket that enters SYN_SENT is a new connect: what was
+ * reported for its memory before is another socket's. Attached also without
+ * async_on (Options NodePort, ended_on): it makes each connecting socket's
+ * cookie and records how failing connects ended. */
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(async_state, const struct sock *sk, int oldstate, int newstate)
 {
@@ -1018,8 +1087,10 @@ int BPF_PROG(async_state, const struct sock *sk, int oldstate, int newstate)
 		record_end(sk);
 	if (!async_on)
 		return 0;
-	if (newstate == EADDR_TCP_CLOSE)
-		async_report((struct sock *)sk, sk->sk_err, bpf_get_socket_cookie((struct sock *)sk));
+	if (newstate == EADDR_TCP_CLOSE) {
+		closed((struct sock *)sk);
+		return 0;
+	}
 	__u64 key = (__u64)sk;
 	bpf_map_delete_elem(&pending, &key);
 	return 0;
@@ -1029,10 +1100,14 @@ int BPF_PROG(async_state, const struct sock *sk, int oldstate, int newstate)
 #define EADDR_SO_ERROR 4
 
 /* A program reads its socket's error (getsockopt SOL_SOCKET SO_ERROR) while
- * the socket's pending connect is still kept: neither async program saw the
- * connect end (async_destroy says when that happens). The error the program
- * got is the connect's: reported now, from its optval. Everything else
- * costs a compare (ret) or two (level, optname). */
+ * the socket's pending connect is kept: what it took is kept with it
+ * (closed, error_after_quiet and async_destroy report it when the socket
+ * no longer holds the error). When the connect has ended (CLOSE) and neither async
+ * program saw that (PENDING_OPEN: the kernel did not run them), or saw its
+ * error taken (PENDING_TAKEN), it is reported now, with that error. A
+ * connect still going is not ended here: optval is read from the program's
+ * memory, where another of its threads could write. Everything else costs a
+ * compare (ret) or two (level, optname). */
 SEC("tracepoint/syscalls/sys_exit_getsockopt")
 int exit_getsockopt(struct syscall_exit_ctx *ctx)
 {
@@ -1045,42 +1120,43 @@ int exit_getsockopt(struct syscall_exit_ctx *ctx)
 		return 0;
 	struct sock *sk = fd_sock(task, (int)PT_REGS_PARM1_CORE_SYSCALL(regs));
 	__u64 key = (__u64)sk;
-	if (!sk || !bpf_map_lookup_elem(&pending, &key))
-		return 0;
-	/* Ended: optval is read from the program's memory, where another of
-	 * its threads could write; a connect still going is not ended by it. */
-	if (BPF_CORE_READ(sk, __sk_common.skc_state) != EADDR_TCP_CLOSE)
+	struct pending_conn *p = sk ? bpf_map_lookup_elem(&pending, &key) : 0;
+	if (!p)
 		return 0;
 	int err = 0;
 	if (bpf_probe_read_user(&err, sizeof(err), (const void *)PT_REGS_PARM4_CORE_SYSCALL(regs)) || err <= 0)
 		return 0; /* 0: connected, or still connecting: the state's change tells */
-	async_report(sk, err, 0); /* the cookie: the event's, read at connect() */
+	p->taken = err;
+	if (BPF_CORE_READ(sk, __sk_common.skc_state) == EADDR_TCP_CLOSE && p->end != PENDING_QUIET)
+		async_report(sk, err, 0); /* the cookie: the event's, read at connect() */
 	return 0;
 }
 
-/* A TCP socket destroyed while its pending connect is still kept: neither
- * async program saw the connect end, nor did its program read the error
- * with SO_ERROR. Not a skipped run (the kernel counts those, and what one
- * skips the other records): both were not run at all,
- * which happens where the kernel does not run BPF programs in a softirq
- * (a timer's timeout, a reset's or an ICMP error's end of the handshake)
- * over some tasks (docs/testing.md, "the seventh round"). Runs in the
- * context of whoever destroys the socket, mostly its program's close().
- * The error is reported when the socket still holds it (its program has not
- * read it; exit_getsockopt reported those it read with SO_ERROR); read
- * otherwise (recv, send), it is gone, and the failure is counted
- * (EADDR_LOST_UNSEEN) instead of guessed. A connect that succeeded unseen
- * is only forgotten. */
+/* A TCP socket destroyed while its pending connect is still kept: its end
+ * was not seen whole. Not a skipped run (the kernel counts those, and what
+ * one skips the other records): neither async program was run at all, which
+ * happens where the kernel does not run BPF programs in a softirq (a timer's
+ * timeout, a reset's or an ICMP error's end of the handshake) over some
+ * tasks (docs/testing.md, "the seventh round"); or its program took the
+ * error after async_error had looked (PENDING_TAKEN). Runs in the context of
+ * whoever destroys the socket, mostly its program's close(). The error is
+ * reported when the socket still holds it, else the one its program took
+ * with SO_ERROR; taken otherwise (recv, send), it is gone, and the failure is
+ * counted (EADDR_LOST_UNSEEN) instead of guessed. A connect that succeeded
+ * unseen, or was disconnected (PENDING_QUIET), is only forgotten. */
 SEC("tp_btf/tcp_destroy_sock")
 int BPF_PROG(async_destroy, struct sock *sk)
 {
 	__u64 key = (__u64)sk;
-	if (!bpf_map_lookup_elem(&pending, &key))
+	struct pending_conn *p = bpf_map_lookup_elem(&pending, &key);
+	if (!p)
 		return 0;
-	if (never_answered(sk))
-		async_report(sk, sk->sk_err, bpf_get_socket_cookie(sk));
+	bool failed = p->end != PENDING_QUIET && never_answered(sk);
+	int taken = p->taken, err = sk->sk_err;
+	if (failed)
+		async_report(sk, err > 0 ? err : taken, bpf_get_socket_cookie(sk));
 	/* 0 only when async_report did not claim it: nobody reported it. */
-	if (bpf_map_delete_elem(&pending, &key) == 0 && never_answered(sk))
+	if (bpf_map_delete_elem(&pending, &key) == 0 && failed)
 		count_in(EADDR_LOST_UNSEEN);
 	return 0;
 }

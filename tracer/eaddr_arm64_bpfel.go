@@ -150,6 +150,13 @@ const (
 	eaddrLostSlotEADDR_LOST_SLOTS  eaddrLostSlot = 2
 )
 
+type eaddrPendingConn struct {
+	_     structs.HostLayout
+	Ev    eaddrEvent
+	Taken int32
+	End   uint32
+}
+
 type eaddrProcFacts struct {
 	_       structs.HostLayout
 	ExeIno  uint64

@@ -1,0 +1,218 @@
+package tracer
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/eaddr/eaddr/internal/testing/testns"
+)
+
+// A failing connect's program can take the socket's error with SO_ERROR,
+// which takes no lock, from another CPU after the kernel set it and before
+// the async programs look (tcp_done_with_error sets the error, changes the
+// state to CLOSE, then reports the error): seen in a Debian 12 guest, where
+// the connect then had no event and nothing counted it. (recv and send take
+// the socket's lock, which the kernel holds meanwhile: they cannot.)
+// holdEnd makes that moment happen: it holds the change to CLOSE until the
+// error was taken, and the program's exit of getsockopt either before the
+// change (late false) or after the error's report (late true). The failure
+// is reported, with the error the program took, before the socket is
+// closed, and nothing counted unseen. A connect its program disconnects
+// (connect with AF_UNSPEC: CLOSE with no error, then the report of
+// ECONNRESET, which SO_ERROR then reads) is no failure.
+func TestAsyncErrorTaken(t *testing.T) {
+	cpus := allowedCPUs(t)
+	if len(cpus) < 2 {
+		t.Skipf("needs two CPUs, has %v: the program takes the error on one while the other is held in the connect's end", cpus)
+	}
+	h := newHoldEnd(t)
+	tr := newTracer(t, Options{PID: uint32(os.Getpid()), Errnos: []int{int(unix.ETIMEDOUT), int(unix.ECONNRESET)}, Async: true})
+	h.seeReports(t)
+	for _, tc := range []struct {
+		name string
+		late bool
+	}{{"SO_ERROR seen before the change", false}, {"SO_ERROR seen after the report", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := stats(t, tr).AsyncUnseen
+			err := testns.New(t).Do(func() error { return takeError(t, h, tr, tc.late, cpus[:2]) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			noMoreEvents(t, tr)
+			if got := stats(t, tr).AsyncUnseen - before; got != 0 {
+				t.Errorf("AsyncUnseen went up by %d, want 0", got)
+			}
+		})
+	}
+	t.Run("disconnected", func(t *testing.T) {
+		before := stats(t, tr).AsyncUnseen
+		if err := testns.New(t).Do(func() error { return disconnectPending(t) }); err != nil {
+			t.Fatal(err)
+		}
+		noMoreEvents(t, tr)
+		if got := stats(t, tr).AsyncUnseen - before; got != 0 {
+			t.Errorf("AsyncUnseen went up by %d: a disconnect is no failure", got)
+		}
+	})
+}
+
+// takeError makes a non-blocking connect time out (its SYN dropped by a full
+// accept queue, TCP_USER_TIMEOUT 200 ms) while holdEnd holds its change to
+// CLOSE until a thread on cpus[1] takes the error with SO_ERROR (late: and
+// holds that thread's exit of getsockopt until the error's report). This
+// thread stays on cpus[0], and busy, so that the connect's timer runs there.
+// The failure's event must be read before the socket is closed.
+func takeError(t *testing.T, h *holdEnd, tr *Tracer, late bool, cpus []int) error {
+	t.Helper()
+	defer pinTo(t, cpus[0])()
+	_, addr := fullListener(t)
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, 200); err != nil {
+		return err
+	}
+	cookie, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_COOKIE)
+	if err != nil {
+		return err
+	}
+	tids, start, took := make(chan int), make(chan struct{}), make(chan error, 1)
+	var done atomic.Bool
+	go func() {
+		defer done.Store(true)
+		runtime.LockOSThread() // not unlocked: the thread ends with the goroutine, pinned
+		pinTo(t, cpus[1])
+		tids <- unix.Gettid()
+		if _, ok := <-start; ok {
+			took <- taker(fd, late, h)
+		}
+	}()
+	h.arm(t, cookie, <-tids, cpus[1], late)
+	defer h.set(t, h.objs.TargetCookie, uint64(0))
+	if err := unix.Connect(fd, addr); !errors.Is(err, unix.EINPROGRESS) {
+		close(start)
+		return fmt.Errorf("connect: %v, want EINPROGRESS (its SYN dropped)", err)
+	}
+	start <- struct{}{}
+	for !done.Load() {
+		unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+	}
+	if err := <-took; err != nil {
+		return err
+	}
+	switch held, errAfter := h.outcome(t); {
+	case held != holdendHoldOutcomeHOLD_RELEASED:
+		return fmt.Errorf("the condition was not made: hold_close ended %d (1: held until the error was taken), want 1", held)
+	case errAfter != 0:
+		return fmt.Errorf("the condition was not made: the socket still held error %d after the hold", errAfter)
+	}
+	ev := expect(t, tr, "the connect's failure, before its socket is closed", SysConnect, unix.ETIMEDOUT)
+	if ev.Flags&FlagAsync == 0 || ev.SockCookie != cookie {
+		t.Errorf("flags %#x cookie %d, want async and the socket's %d", ev.Flags, ev.SockCookie, cookie)
+	}
+	return nil
+}
+
+// taker reads fd's SO_ERROR until it has the connect's error, then
+// releases hold_close (late: hold_exit did, before the call returned).
+func taker(fd int, late bool, h *holdEnd) error {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		e, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		switch {
+		case err != nil:
+			return fmt.Errorf("SO_ERROR: %w", err)
+		case e == 0:
+			continue
+		case unix.Errno(e) != unix.ETIMEDOUT:
+			return fmt.Errorf("the program took %v, want ETIMEDOUT", unix.Errno(e))
+		case late:
+			return nil
+		}
+		return h.objs.Released.Set(uint32(1))
+	}
+	return errors.New("no error to take within 10 s")
+}
+
+// disconnectPending disconnects a pending connect (connect with AF_UNSPEC),
+// reads the socket's error (ECONNRESET) and closes it.
+func disconnectPending(t *testing.T) error {
+	t.Helper()
+	_, addr := fullListener(t)
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Connect(fd, addr); !errors.Is(err, unix.EINPROGRESS) {
+		return fmt.Errorf("connect: %v, want EINPROGRESS", err)
+	}
+	unspec := unix.RawSockaddr{Family: unix.AF_UNSPEC}
+	if _, _, e := unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&unspec)), unsafe.Sizeof(unspec)); e != 0 {
+		return fmt.Errorf("connect AF_UNSPEC: %v", e)
+	}
+	if st := tcpState(t, fd); st != tcpClose {
+		return fmt.Errorf("disconnected socket in state %d, want CLOSE", st)
+	}
+	e, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+	if err != nil || unix.Errno(e) != unix.ECONNRESET {
+		return fmt.Errorf("SO_ERROR after the disconnect: %v %v, want ECONNRESET", unix.Errno(e), err)
+	}
+	return nil
+}
+
+// pinTo keeps the calling (locked) thread on cpu; the returned func puts
+// back the CPUs it had.
+func pinTo(t *testing.T, cpu int) (restore func()) {
+	t.Helper()
+	var was, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &was); err != nil {
+		t.Fatal(err)
+	}
+	one.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		t.Fatal(err)
+	}
+	return func() { unix.SchedSetaffinity(0, &was) }
+}
+
+func allowedCPUs(t *testing.T) []int {
+	t.Helper()
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	var cpus []int
+	for i := range 1024 {
+		if set.IsSet(i) {
+			cpus = append(cpus, i)
+		}
+	}
+	return cpus
+}
+
+func stats(t *testing.T, tr *Tracer) Stats {
+	t.Helper()
+	st, err := tr.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// noMoreEvents fails when the tracer has an event to read.
+func noMoreEvents(t *testing.T, tr *Tracer) {
+	t.Helper()
+	if ev, err := readOne(t, tr, 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("an event more: syscall %d %s flags %#x (%v)", ev.Syscall, unix.ErrnoName(unix.Errno(ev.Err)), ev.Flags, err)
+	}
+}
