@@ -5,6 +5,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/eaddr/eaddr/internal/testing/testenv"
 )
 
 //go:generate go tool bpf2go -cc clang-19 -cflags "-O2 -g -Wall -Werror" -target amd64,arm64 -type hold_outcome holdend ../bpf/holdend.bpf.c -- -I../bpf
@@ -20,6 +22,7 @@ type holdEnd struct {
 
 func newHoldEnd(t *testing.T) *holdEnd {
 	t.Helper()
+	testenv.RequireRoot(t)
 	h := &holdEnd{}
 	if err := loadHoldendObjects(&h.objs, nil); err != nil {
 		t.Fatalf("loading bpf/holdend.bpf.c: %+v", err)
