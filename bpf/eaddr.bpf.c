@@ -159,8 +159,10 @@ enum pending_end {
 	/* It left SYN_SENT for CLOSE with no error on the socket: its program's
 	 * close(), a disconnect (connect() with AF_UNSPEC, shutdown(): the
 	 * report of ECONNRESET follows), or a failure whose error its program
-	 * took (SO_ERROR, recv) between the kernel's setting it and the change
-	 * (tcp_done_with_error: the report follows, the error gone). */
+	 * took with SO_ERROR, which takes no lock, between the kernel's setting
+	 * it and the change (tcp_done_with_error: the report follows, the error
+	 * gone; recv and send wait for the socket's lock, which the kernel
+	 * holds). */
 	PENDING_QUIET = 1,
 	/* Then the kernel reported an error the socket no longer held: its
 	 * program took it, and it is the connect's. */
@@ -1041,7 +1043,7 @@ int BPF_PROG(async_error, const struct sock *sk)
 
 /* A pending connect left SYN_SENT for CLOSE. tcp_done_with_error sets the
  * error, then changes the state (here), then reports the error (async_error),
- * and its program may take the error (SO_ERROR, recv) at any point after the
+ * and its program may take the error with SO_ERROR at any point after the
  * first. With the error still on the socket, it is reported; else with the
  * one its program took, if exit_getsockopt has seen that; else it is kept
  * (PENDING_QUIET) for what follows (error_after_quiet): the report of an
@@ -1102,9 +1104,10 @@ int BPF_PROG(async_state, const struct sock *sk, int oldstate, int newstate)
 /* A program reads its socket's error (getsockopt SOL_SOCKET SO_ERROR) while
  * the socket's pending connect is kept: what it took is kept with it
  * (closed, error_after_quiet and async_destroy report it when the socket
- * no longer holds the error). When the connect has ended (CLOSE) and neither async
- * program saw that (PENDING_OPEN: the kernel did not run them), or saw its
- * error taken (PENDING_TAKEN), it is reported now, with that error. A
+ * no longer holds the error). When the connect has ended (CLOSE) and
+ * neither async program saw that (PENDING_OPEN: the kernel did not run
+ * them), or they saw its error taken (PENDING_TAKEN), it is reported now,
+ * with that error. A
  * connect still going is not ended here: optval is read from the program's
  * memory, where another of its threads could write. Everything else costs a
  * compare (ret) or two (level, optname). */
@@ -1143,7 +1146,8 @@ int exit_getsockopt(struct syscall_exit_ctx *ctx)
  * reported when the socket still holds it, else the one its program took
  * with SO_ERROR; taken otherwise (recv, send), it is gone, and the failure is
  * counted (EADDR_LOST_UNSEEN) instead of guessed. A connect that succeeded
- * unseen, or was disconnected (PENDING_QUIET), is only forgotten. */
+ * unseen, or that its program closed while it went on (PENDING_QUIET), is
+ * only forgotten. */
 SEC("tp_btf/tcp_destroy_sock")
 int BPF_PROG(async_destroy, struct sock *sk)
 {
