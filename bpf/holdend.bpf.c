@@ -11,14 +11,19 @@
  * eaddr's own on the same tracepoint as it is attached before or after them:
  *
  *   hold_close  (before async_state) holds the target socket's change from
- *               SYN_SENT to CLOSE until the error was taken (released: set
- *               by user space once its call returned, or by hold_exit);
- *   hold_enter,
- *   hold_exit   (before exit_getsockopt) with late set: once the target
- *               thread's getsockopt took the error, release hold_close and
- *               hold the call's exit, and so exit_getsockopt, until the
- *               kernel has reported the error (reported);
+ *               SYN_SENT to CLOSE until the error was taken (released);
+ *   hold_enter  (sys_enter_getsockopt) keeps the taker's optval;
+ *   hold_exit   (before exit_getsockopt) with late set: once the taker's
+ *               getsockopt took the error, releases hold_close and holds
+ *               the call's exit, and so exit_getsockopt, until the kernel
+ *               has reported the error (reported);
+ *   see_exit    (after exit_getsockopt) without late: once the taker's
+ *               getsockopt took the error, releases hold_close;
  *   see_report  (after async_error) sets reported.
+ *
+ * Nothing waits for user space while a hold lasts: the taker is a process
+ * of its own on the other CPU, so that no stop of the test process's
+ * runtime (its thread on the held CPU cannot reach a safe point) stops it.
  *
  * A hold never lasts longer than HOLD_NS (held says how it ended).
  */
@@ -45,7 +50,7 @@ const enum hold_outcome *unused_hold_outcome __attribute__((unused));
 
 /* Set by user space (Collection.Variables) before a connect. */
 volatile __u64 target_cookie; /* the socket's cookie (SO_COOKIE) */
-volatile __u32 taker_tid;     /* the thread that takes the error */
+volatile __u32 taker_pid;     /* the process that takes the error */
 volatile __u32 taker_cpu;     /* the only CPU it runs on */
 volatile __u32 late;          /* hold its getsockopt's exit until the report */
 /* Set by user space or by these programs. */
@@ -97,7 +102,14 @@ int BPF_PROG(hold_close, const struct sock *sk, int oldstate, int newstate)
 
 static __always_inline bool taker(void)
 {
-	return late && taker_tid && (__u32)bpf_get_current_pid_tgid() == taker_tid;
+	return taker_pid && bpf_get_current_pid_tgid() >> 32 == taker_pid;
+}
+
+/* The taker's getsockopt returned an error it took. */
+static __always_inline bool took(struct syscall_exit_ctx *ctx)
+{
+	int err = 0;
+	return taker() && ctx->ret == 0 && !bpf_probe_read_user(&err, sizeof(err), (const void *)optval) && err > 0;
 }
 
 SEC("tracepoint/syscalls/sys_enter_getsockopt")
@@ -109,10 +121,17 @@ int hold_enter(struct syscall_enter_ctx *ctx)
 }
 
 SEC("tracepoint/syscalls/sys_exit_getsockopt")
+int see_exit(struct syscall_exit_ctx *ctx)
+{
+	if (!late && took(ctx))
+		released = 1;
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_getsockopt")
 int hold_exit(struct syscall_exit_ctx *ctx)
 {
-	int err = 0;
-	if (!taker() || ctx->ret != 0 || bpf_probe_read_user(&err, sizeof(err), (const void *)optval) || err <= 0)
+	if (!late || !took(ctx))
 		return 0;
 	released = 1;
 	__u64 until = bpf_ktime_get_ns() + HOLD_NS;

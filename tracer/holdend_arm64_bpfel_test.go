@@ -28,6 +28,7 @@ const (
 	holdendProgHoldClose        = "hold_close"
 	holdendProgHoldEnter        = "hold_enter"
 	holdendProgHoldExit         = "hold_exit"
+	holdendProgSeeExit          = "see_exit"
 	holdendProgSeeReport        = "see_report"
 	holdendVarErrAfter          = "err_after"
 	holdendVarHeld              = "held"
@@ -36,7 +37,7 @@ const (
 	holdendVarReleased          = "released"
 	holdendVarReported          = "reported"
 	holdendVarTakerCpu          = "taker_cpu"
-	holdendVarTakerTid          = "taker_tid"
+	holdendVarTakerPid          = "taker_pid"
 	holdendVarTargetCookie      = "target_cookie"
 	holdendVarUnusedHoldOutcome = "unused_hold_outcome"
 )
@@ -86,6 +87,7 @@ type holdendProgramSpecs struct {
 	HoldClose *ebpf.ProgramSpec `ebpf:"hold_close"`
 	HoldEnter *ebpf.ProgramSpec `ebpf:"hold_enter"`
 	HoldExit  *ebpf.ProgramSpec `ebpf:"hold_exit"`
+	SeeExit   *ebpf.ProgramSpec `ebpf:"see_exit"`
 	SeeReport *ebpf.ProgramSpec `ebpf:"see_report"`
 }
 
@@ -106,7 +108,7 @@ type holdendVariableSpecs struct {
 	Released          *ebpf.VariableSpec `ebpf:"released"`
 	Reported          *ebpf.VariableSpec `ebpf:"reported"`
 	TakerCpu          *ebpf.VariableSpec `ebpf:"taker_cpu"`
-	TakerTid          *ebpf.VariableSpec `ebpf:"taker_tid"`
+	TakerPid          *ebpf.VariableSpec `ebpf:"taker_pid"`
 	TargetCookie      *ebpf.VariableSpec `ebpf:"target_cookie"`
 	UnusedHoldOutcome *ebpf.VariableSpec `ebpf:"unused_hold_outcome"`
 }
@@ -148,7 +150,7 @@ type holdendVariables struct {
 	Released          *ebpf.Variable `ebpf:"released"`
 	Reported          *ebpf.Variable `ebpf:"reported"`
 	TakerCpu          *ebpf.Variable `ebpf:"taker_cpu"`
-	TakerTid          *ebpf.Variable `ebpf:"taker_tid"`
+	TakerPid          *ebpf.Variable `ebpf:"taker_pid"`
 	TargetCookie      *ebpf.Variable `ebpf:"target_cookie"`
 	UnusedHoldOutcome *ebpf.Variable `ebpf:"unused_hold_outcome"`
 }
@@ -160,6 +162,7 @@ type holdendPrograms struct {
 	HoldClose *ebpf.Program `ebpf:"hold_close"`
 	HoldEnter *ebpf.Program `ebpf:"hold_enter"`
 	HoldExit  *ebpf.Program `ebpf:"hold_exit"`
+	SeeExit   *ebpf.Program `ebpf:"see_exit"`
 	SeeReport *ebpf.Program `ebpf:"see_report"`
 }
 
@@ -168,6 +171,7 @@ func (p *holdendPrograms) Close() error {
 		p.HoldClose,
 		p.HoldEnter,
 		p.HoldExit,
+		p.SeeExit,
 		p.SeeReport,
 	)
 }

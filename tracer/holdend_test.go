@@ -15,7 +15,7 @@ import (
 // taken the socket's error (bpf/holdend.bpf.c): the moment in which eaddr's
 // async programs find the socket without it, made on demand. Attach it
 // (newHoldEnd) before the tracer, whose programs then run after its holds,
-// and seeReports after.
+// and attachAfter after.
 type holdEnd struct {
 	objs holdendObjects
 }
@@ -34,8 +34,12 @@ func newHoldEnd(t *testing.T) *holdEnd {
 	return h
 }
 
-// seeReports attaches see_report: after the tracer's async_error.
-func (h *holdEnd) seeReports(t *testing.T) { h.attach(t, h.objs.SeeReport, "") }
+// attachAfter attaches see_report and see_exit: after the tracer's
+// async_error and exit_getsockopt.
+func (h *holdEnd) attachAfter(t *testing.T) {
+	h.attach(t, h.objs.SeeReport, "")
+	h.attach(t, h.objs.SeeExit, "sys_exit_getsockopt")
+}
 
 // attach attaches a tp_btf program (tracepoint "") or a syscalls tracepoint's.
 func (h *holdEnd) attach(t *testing.T, prog *ebpf.Program, tracepoint string) {
@@ -54,9 +58,9 @@ func (h *holdEnd) attach(t *testing.T, prog *ebpf.Program, tracepoint string) {
 }
 
 // arm makes the next failing connect of the socket with this cookie be held
-// until its error is taken by thread tid, which runs only on CPU cpu; late:
-// and that thread's getsockopt be held until the kernel reported the error.
-func (h *holdEnd) arm(t *testing.T, cookie uint64, tid, cpu int, late bool) {
+// until its error is taken by process pid, which runs only on CPU cpu; late:
+// and that process's getsockopt be held until the kernel reported the error.
+func (h *holdEnd) arm(t *testing.T, cookie uint64, pid, cpu int, late bool) {
 	t.Helper()
 	v := h.objs.holdendVariables
 	h.set(t, v.TargetCookie, uint64(0))
@@ -64,16 +68,13 @@ func (h *holdEnd) arm(t *testing.T, cookie uint64, tid, cpu int, late bool) {
 		v   *ebpf.Variable
 		val any
 	}{
-		{v.TakerTid, uint32(tid)}, {v.TakerCpu, uint32(cpu)}, {v.Late, boolU32(late)},
+		{v.TakerPid, uint32(pid)}, {v.TakerCpu, uint32(cpu)}, {v.Late, boolU32(late)},
 		{v.Released, uint32(0)}, {v.Reported, uint32(0)}, {v.Held, uint32(0)},
 		{v.ErrAfter, int32(0)}, {v.Optval, uint64(0)}, {v.TargetCookie, cookie},
 	} {
 		h.set(t, s.v, s.val)
 	}
 }
-
-// release ends hold_close's hold: the error was taken.
-func (h *holdEnd) release(t *testing.T) { h.set(t, h.objs.Released, uint32(1)) }
 
 // outcome says how hold_close ended, and the socket's error when it did.
 func (h *holdEnd) outcome(t *testing.T) (holdendHoldOutcome, int32) {

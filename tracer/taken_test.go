@@ -1,10 +1,13 @@
 package tracer
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,9 +24,10 @@ import (
 // state to CLOSE, then reports the error): seen in a Debian 12 guest, where
 // the connect then had no event and nothing counted it. (recv and send take
 // the socket's lock, which the kernel holds meanwhile: they cannot.)
-// holdEnd makes that moment happen: it holds the change to CLOSE until the
-// error was taken, and the program's exit of getsockopt either before the
-// change (late false) or after the error's report (late true). The failure
+// holdEnd makes that moment happen: it holds the change to CLOSE until a
+// taker process on the other CPU took the error, and lets the taker's exit
+// of getsockopt run either before the change (late false) or after the
+// error's report (late true). The failure
 // is reported, with the error the program took, before the socket is
 // closed, and nothing counted unseen. A connect its program disconnects
 // (connect with AF_UNSPEC: CLOSE with no error, then the report of
@@ -35,7 +39,7 @@ func TestAsyncErrorTaken(t *testing.T) {
 	}
 	h := newHoldEnd(t)
 	tr := newTracer(t, Options{PID: uint32(os.Getpid()), Errnos: []int{int(unix.ETIMEDOUT), int(unix.ECONNRESET)}, Async: true})
-	h.seeReports(t)
+	h.attachAfter(t)
 	for _, tc := range []struct {
 		name string
 		late bool
@@ -66,13 +70,13 @@ func TestAsyncErrorTaken(t *testing.T) {
 
 // takeError makes a non-blocking connect time out (its SYN dropped by a full
 // accept queue, TCP_USER_TIMEOUT 200 ms) while holdEnd holds its change to
-// CLOSE until a thread on cpus[1] takes the error with SO_ERROR (late: and
-// holds that thread's exit of getsockopt until the error's report). This
-// thread stays on cpus[0], and busy, so that the connect's timer runs there.
-// The failure's event must be read before the socket is closed.
+// CLOSE until a taker process on cpus[0] takes the error with SO_ERROR
+// (late: and holds the taker's exit of getsockopt until the error's report).
+// This thread connects on cpus[1] and stays there, busy, so that the
+// connect's timer runs there. The failure's event must be read before the
+// socket is closed.
 func takeError(t *testing.T, h *holdEnd, tr *Tracer, late bool, cpus []int) error {
 	t.Helper()
-	defer pinTo(t, cpus[0])()
 	_, addr := fullListener(t)
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
@@ -86,29 +90,18 @@ func takeError(t *testing.T, h *holdEnd, tr *Tracer, late bool, cpus []int) erro
 	if err != nil {
 		return err
 	}
-	tids, start, took := make(chan int), make(chan struct{}), make(chan error, 1)
-	var done atomic.Bool
-	go func() {
-		defer done.Store(true)
-		runtime.LockOSThread() // not unlocked: the thread ends with the goroutine, pinned
-		pinTo(t, cpus[1])
-		tids <- unix.Gettid()
-		if _, ok := <-start; ok {
-			took <- taker(fd, late, h)
-		}
-	}()
-	h.arm(t, cookie, <-tids, cpus[1], late)
+	taker := startTaker(t, fd, cpus[0])
+	h.arm(t, cookie, taker.cmd.Process.Pid, cpus[0], late)
 	defer h.set(t, h.objs.TargetCookie, uint64(0))
+	defer pinTo(t, cpus[1])()
 	if err := unix.Connect(fd, addr); !errors.Is(err, unix.EINPROGRESS) {
-		close(start)
 		return fmt.Errorf("connect: %v, want EINPROGRESS (its SYN dropped)", err)
 	}
-	start <- struct{}{}
-	for !done.Load() {
+	for deadline := time.Now().Add(20 * time.Second); !taker.exited.Load() && time.Now().Before(deadline); {
 		unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 	}
-	if err := <-took; err != nil {
-		return err
+	if out, err := taker.result(); err != nil || out != "ETIMEDOUT" {
+		return fmt.Errorf("the taker took %q (%v), want ETIMEDOUT", out, err)
 	}
 	switch held, errAfter := h.outcome(t); {
 	case held != holdendHoldOutcomeHOLD_RELEASED:
@@ -123,24 +116,75 @@ func takeError(t *testing.T, h *holdEnd, tr *Tracer, late bool, cpus []int) erro
 	return nil
 }
 
-// taker reads fd's SO_ERROR until it has the connect's error, then
-// releases hold_close (late: hold_exit did, before the call returned).
-func taker(fd int, late bool, h *holdEnd) error {
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		e, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
-		switch {
-		case err != nil:
-			return fmt.Errorf("SO_ERROR: %w", err)
-		case e == 0:
-			continue
-		case unix.Errno(e) != unix.ETIMEDOUT:
-			return fmt.Errorf("the program took %v, want ETIMEDOUT", unix.Errno(e))
-		case late:
-			return nil
-		}
-		return h.objs.Released.Set(uint32(1))
+// takerEnv makes the test binary the taker (TestMain, takerMain).
+const takerEnv = "EADDR_TEST_TAKER"
+
+// A taker process: this test binary again, with the socket as its fd 3.
+type takerProc struct {
+	cmd    *exec.Cmd
+	out    bytes.Buffer
+	exited atomic.Bool
+	done   chan error
+}
+
+// startTaker starts the taker on cpu alone: it is forked from a thread
+// pinned there, and every thread of its runtime inherits that.
+func startTaker(t *testing.T, fd, cpu int) *takerProc {
+	t.Helper()
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return errors.New("no error to take within 10 s")
+	sock := os.NewFile(uintptr(dup), "socket")
+	defer sock.Close()
+	p := &takerProc{cmd: exec.Command(os.Args[0], "-test.run=^$"), done: make(chan error, 1)}
+	p.cmd.Env = append(os.Environ(), takerEnv+"=1")
+	p.cmd.ExtraFiles = []*os.File{sock}
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // not unlocked: the thread ends with the goroutine, pinned
+		pinTo(t, cpu)
+		started <- p.cmd.Start()
+	}()
+	if err := <-started; err != nil {
+		t.Fatalf("starting the taker: %v", err)
+	}
+	go func() { p.done <- p.cmd.Wait(); p.exited.Store(true) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// result is what the taker printed, once it has exited.
+func (p *takerProc) result() (string, error) {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return strings.TrimSpace(p.out.String()), err
+	case <-time.After(10 * time.Second):
+		return "", errors.New("the taker did not end")
+	}
+}
+
+// takerMain is the taker: it reads SO_ERROR of its fd 3 until the connect's
+// error comes, and prints its name.
+func takerMain() int {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		e, err := unix.GetsockoptInt(3, unix.SOL_SOCKET, unix.SO_ERROR)
+		if err != nil {
+			fmt.Println("SO_ERROR:", err)
+			return 1
+		}
+		if e != 0 {
+			fmt.Println(unix.ErrnoName(unix.Errno(e)))
+			return 0
+		}
+	}
+	fmt.Println("no error to take within 10 s")
+	return 1
 }
 
 // disconnectPending disconnects a pending connect (connect with AF_UNSPEC),
