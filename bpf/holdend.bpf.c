@@ -35,7 +35,7 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-#define HOLD_NS (2ULL * 1000 * 1000 * 1000)
+#define HOLD_NS (5ULL * 1000 * 1000 * 1000)
 
 /* How hold_close ended (held). */
 enum hold_outcome {

@@ -119,7 +119,8 @@ func takeError(t *testing.T, h *holdEnd, tr *Tracer, late bool, cpus []int) erro
 // takerEnv makes the test binary the taker (TestMain, takerMain).
 const takerEnv = "EADDR_TEST_TAKER"
 
-// A taker process: this test binary again, with the socket as its fd 3.
+// A taker process: this test binary again, with the socket as its fd 3 and
+// the write end of a pipe as fd 4, where it says it is taking.
 type takerProc struct {
 	cmd    *exec.Cmd
 	out    bytes.Buffer
@@ -127,8 +128,10 @@ type takerProc struct {
 	done   chan error
 }
 
-// startTaker starts the taker on cpu alone: it is forked from a thread
-// pinned there, and every thread of its runtime inherits that.
+// startTaker starts the taker on cpu alone (it is forked from a thread
+// pinned there, and every thread of its runtime inherits that) and returns
+// once it is taking: started in a slow guest, it could otherwise come after
+// the hold's end.
 func startTaker(t *testing.T, fd, cpu int) *takerProc {
 	t.Helper()
 	dup, err := unix.Dup(fd)
@@ -137,9 +140,14 @@ func startTaker(t *testing.T, fd, cpu int) *takerProc {
 	}
 	sock := os.NewFile(uintptr(dup), "socket")
 	defer sock.Close()
+	ready, readyW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ready.Close()
 	p := &takerProc{cmd: exec.Command(os.Args[0], "-test.run=^$"), done: make(chan error, 1)}
 	p.cmd.Env = append(os.Environ(), takerEnv+"=1")
-	p.cmd.ExtraFiles = []*os.File{sock}
+	p.cmd.ExtraFiles = []*os.File{sock, readyW}
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	started := make(chan error, 1)
 	go func() {
@@ -147,7 +155,9 @@ func startTaker(t *testing.T, fd, cpu int) *takerProc {
 		pinTo(t, cpu)
 		started <- p.cmd.Start()
 	}()
-	if err := <-started; err != nil {
+	err = <-started
+	readyW.Close()
+	if err != nil {
 		t.Fatalf("starting the taker: %v", err)
 	}
 	go func() { p.done <- p.cmd.Wait(); p.exited.Store(true) }()
@@ -155,6 +165,10 @@ func startTaker(t *testing.T, fd, cpu int) *takerProc {
 		p.cmd.Process.Kill()
 		<-p.done
 	})
+	ready.SetReadDeadline(time.Now().Add(60 * time.Second))
+	if _, err := ready.Read(make([]byte, 1)); err != nil {
+		t.Fatalf("the taker never said it was taking: %v (it printed %q)", err, p.out.String())
+	}
 	return p
 }
 
@@ -170,9 +184,10 @@ func (p *takerProc) result() (string, error) {
 }
 
 // takerMain is the taker: it reads SO_ERROR of its fd 3 until the connect's
-// error comes, and prints its name.
+// error comes (saying on fd 4 when it has begun), and prints its name.
 func takerMain() int {
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+	ready := os.NewFile(4, "ready")
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
 		e, err := unix.GetsockoptInt(3, unix.SOL_SOCKET, unix.SO_ERROR)
 		if err != nil {
 			fmt.Println("SO_ERROR:", err)
@@ -182,8 +197,13 @@ func takerMain() int {
 			fmt.Println(unix.ErrnoName(unix.Errno(e)))
 			return 0
 		}
+		if ready != nil {
+			ready.Write([]byte{1})
+			ready.Close()
+			ready = nil
+		}
 	}
-	fmt.Println("no error to take within 10 s")
+	fmt.Println("no error to take within 60 s")
 	return 1
 }
 
